@@ -1,0 +1,131 @@
+//! ORT's `TensorDataType` enum as a closed Rust enum with element sizes.
+
+/// A tensor element type, numbered as ORT's `TensorDataType` (and ONNX's `TensorProto.DataType`).
+/// `UNDEFINED` (0) is not a valid tensor type and has no variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(i32)]
+pub enum DataType {
+    Float = 1,
+    Uint8 = 2,
+    Int8 = 3,
+    Uint16 = 4,
+    Int16 = 5,
+    Int32 = 6,
+    Int64 = 7,
+    String = 8,
+    Bool = 9,
+    Float16 = 10,
+    Double = 11,
+    Uint32 = 12,
+    Uint64 = 13,
+    Complex64 = 14,
+    Complex128 = 15,
+    Bfloat16 = 16,
+    Float8E4M3Fn = 17,
+    Float8E4M3Fnuz = 18,
+    Float8E5M2 = 19,
+    Float8E5M2Fnuz = 20,
+}
+
+impl DataType {
+    /// Every variant, in code order.
+    pub const ALL: [DataType; 20] = [
+        DataType::Float,
+        DataType::Uint8,
+        DataType::Int8,
+        DataType::Uint16,
+        DataType::Int16,
+        DataType::Int32,
+        DataType::Int64,
+        DataType::String,
+        DataType::Bool,
+        DataType::Float16,
+        DataType::Double,
+        DataType::Uint32,
+        DataType::Uint64,
+        DataType::Complex64,
+        DataType::Complex128,
+        DataType::Bfloat16,
+        DataType::Float8E4M3Fn,
+        DataType::Float8E4M3Fnuz,
+        DataType::Float8E5M2,
+        DataType::Float8E5M2Fnuz,
+    ];
+
+    /// The type with ORT code `code`, or `None` for 0 (UNDEFINED) and unknown codes.
+    pub fn from_code(code: i32) -> Option<DataType> {
+        DataType::ALL.iter().copied().find(|t| t.code() == code)
+    }
+
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+
+    /// Bytes per element, or `None` for strings (stored as `string_data`, not `raw_data`).
+    pub fn element_size(self) -> Option<u64> {
+        use DataType::*;
+        match self {
+            String => None,
+            Uint8 | Int8 | Bool | Float8E4M3Fn | Float8E4M3Fnuz | Float8E5M2 | Float8E5M2Fnuz => {
+                Some(1)
+            }
+            Uint16 | Int16 | Float16 | Bfloat16 => Some(2),
+            Float | Int32 | Uint32 => Some(4),
+            Int64 | Double | Uint64 | Complex64 => Some(8),
+            Complex128 => Some(16),
+        }
+    }
+
+    /// ORT's spelling of the type, as in the schema.
+    pub fn name(self) -> &'static str {
+        use DataType::*;
+        match self {
+            Float => "FLOAT",
+            Uint8 => "UINT8",
+            Int8 => "INT8",
+            Uint16 => "UINT16",
+            Int16 => "INT16",
+            Int32 => "INT32",
+            Int64 => "INT64",
+            String => "STRING",
+            Bool => "BOOL",
+            Float16 => "FLOAT16",
+            Double => "DOUBLE",
+            Uint32 => "UINT32",
+            Uint64 => "UINT64",
+            Complex64 => "COMPLEX64",
+            Complex128 => "COMPLEX128",
+            Bfloat16 => "BFLOAT16",
+            Float8E4M3Fn => "FLOAT8E4M3FN",
+            Float8E4M3Fnuz => "FLOAT8E4M3FNUZ",
+            Float8E5M2 => "FLOAT8E5M2",
+            Float8E5M2Fnuz => "FLOAT8E5M2FNUZ",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::fbs::TensorDataType;
+
+    #[test]
+    fn codes_match_the_generated_schema_enum() {
+        for t in DataType::ALL {
+            let generated = TensorDataType(t.code());
+            assert_eq!(generated.variant_name(), Some(t.name()));
+        }
+        assert_eq!(DataType::from_code(0), None);
+        assert_eq!(DataType::from_code(21), None);
+        assert_eq!(DataType::from_code(-1), None);
+        assert_eq!(TensorDataType::ENUM_MAX, 20);
+    }
+
+    #[test]
+    fn element_sizes() {
+        assert_eq!(DataType::Float.element_size(), Some(4));
+        assert_eq!(DataType::Complex128.element_size(), Some(16));
+        assert_eq!(DataType::Bfloat16.element_size(), Some(2));
+        assert_eq!(DataType::String.element_size(), None);
+    }
+}

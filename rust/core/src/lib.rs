@@ -1,0 +1,36 @@
+//! Read, verify and write ONNX Runtime on-device training checkpoints (`.ckpt`, flatbuffer file
+//! identifier `ODTC`) without onnxruntime-training.
+//!
+//! * [`index_checkpoint`] verifies a checkpoint held in memory (a memory map or a byte buffer) and
+//!   returns a [`CheckpointIndex`]: names, data types, dims and the byte range of every tensor, and
+//!   the optimizer state and properties. It never reads tensor bytes.
+//! * [`serialize_checkpoint`] / [`write_checkpoint`] turn a [`CheckpointSpec`] into the bytes ORT
+//!   1.19.2 writes (deterministically ordered) and save them atomically.
+//!
+//! Every number read from a file is checked; malformed input gives an [`Error`], never a panic.
+
+mod atomic;
+mod dtype;
+mod error;
+mod index;
+mod mapped;
+mod names;
+mod reader;
+mod schema;
+mod shape;
+mod verify;
+mod writer;
+
+pub use atomic::{write_file_atomically, PendingFile};
+pub use dtype::DataType;
+pub use error::{Error, ErrorKind, Result};
+pub use index::{
+    CheckpointIndex, OptimizerGroupIndex, ParameterStateIndex, Property, PropertyValue, Storage,
+    TensorIndex,
+};
+pub use mapped::MappedFile;
+pub use reader::{index_checkpoint, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
+pub use writer::{
+    serialize_checkpoint, write_checkpoint, CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec,
+    TensorPayload, TensorSpec, DATA_ALIGNMENT, WRITTEN_VERSION,
+};

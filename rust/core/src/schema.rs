@@ -1,0 +1,16 @@
+//! The flatbuffers code generated from `schema/*.fbs` (see `scripts/regen_flatbuffers.sh`).
+//! Kept private: the rest of the crate exposes its own owned types.
+
+#[allow(
+    unused_imports,
+    dead_code,
+    deprecated,
+    non_camel_case_types,
+    non_snake_case,
+    clippy::all,
+    clippy::pedantic
+)]
+#[path = "generated/ort_training_checkpoint_generated.rs"]
+mod generated;
+
+pub(crate) use generated::onnxruntime::fbs;

@@ -1,0 +1,341 @@
+//! Build checkpoint bytes the way ORT 1.19.2 lays them out, and save them atomically.
+//!
+//! Output is deterministic: parameters, optimizer groups, parameter states, momentums and
+//! properties are sorted by name (ORT sorts the same lists when it saves). Tensor data is placed
+//! on a [`DATA_ALIGNMENT`]-byte boundary of the file so readers can view it in place.
+
+use std::path::Path;
+
+use flatbuffers::{FlatBufferBuilder, Push, PushAlignment, WIPOffset};
+
+use crate::atomic::write_file_atomically;
+use crate::index::{Property, PropertyValue};
+use crate::names::ensure_unique;
+use crate::schema::fbs;
+use crate::shape::{byte_size, element_count};
+use crate::{DataType, Error, Result};
+
+/// The checkpoint version ORT 1.19.2 writes.
+pub const WRITTEN_VERSION: i32 = 2;
+
+/// Byte alignment of every tensor's `raw_data` in files this library writes: enough for any
+/// element type, so memory-mapped readers get aligned views.
+pub const DATA_ALIGNMENT: usize = 16;
+
+/// The largest buffer a flatbuffer can address with its 32-bit signed offsets.
+const MAX_FLATBUFFER_BYTES: u64 = (1 << 31) - 1;
+
+/// A tensor to write; `data` borrows the caller's bytes, nothing is copied before serializing.
+#[derive(Clone, Debug)]
+pub struct TensorSpec<'a> {
+    pub name: String,
+    pub data_type: DataType,
+    pub dims: Vec<i64>,
+    pub data: TensorPayload<'a>,
+}
+
+#[derive(Clone, Debug)]
+pub enum TensorPayload<'a> {
+    /// Little-endian element bytes, `element count × element size` long.
+    Bytes(&'a [u8]),
+    /// The values of a string tensor.
+    Strings(Vec<String>),
+    /// No values: a tensor of a nominal checkpoint.
+    Nominal,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct CheckpointSpec<'a> {
+    pub is_nominal: bool,
+    pub trainable: Vec<TensorSpec<'a>>,
+    pub frozen: Vec<TensorSpec<'a>>,
+    pub optimizer_groups: Vec<OptimizerGroupSpec<'a>>,
+    pub properties: Vec<Property>,
+}
+
+#[derive(Clone, Debug)]
+pub struct OptimizerGroupSpec<'a> {
+    pub name: String,
+    pub step: i64,
+    pub initial_learning_rate: f32,
+    pub states: Vec<ParameterStateSpec<'a>>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ParameterStateSpec<'a> {
+    pub param_name: String,
+    pub momentums: Vec<TensorSpec<'a>>,
+}
+
+/// Serializes `spec` to checkpoint bytes.
+pub fn serialize_checkpoint(spec: &CheckpointSpec<'_>) -> Result<Vec<u8>> {
+    let estimate = validate(spec)?;
+    let capacity = usize::try_from(estimate).map_err(|_| Error::TooLarge { bytes: estimate })?;
+    let mut fbb = FlatBufferBuilder::with_capacity(capacity);
+
+    let trainable = write_tensors(&mut fbb, &spec.trainable);
+    let frozen = write_tensors(&mut fbb, &spec.frozen);
+    let module_state = fbs::ModuleState::create(
+        &mut fbb,
+        &fbs::ModuleStateArgs {
+            requires_grad_params: Some(trainable),
+            frozen_params: Some(frozen),
+            is_nominal_state: spec.is_nominal,
+            has_external_data: false,
+        },
+    );
+    let optimizer_groups = (!spec.optimizer_groups.is_empty())
+        .then(|| write_optimizer_groups(&mut fbb, &spec.optimizer_groups));
+    let property_bag =
+        (!spec.properties.is_empty()).then(|| write_properties(&mut fbb, &spec.properties));
+    let root = fbs::Checkpoint::create(
+        &mut fbb,
+        &fbs::CheckpointArgs {
+            version: WRITTEN_VERSION,
+            module_state: Some(module_state),
+            optimizer_groups,
+            property_bag,
+        },
+    );
+    fbs::finish_checkpoint_buffer(&mut fbb, root);
+    Ok(fbb.finished_data().to_vec())
+}
+
+/// Serializes `spec` and writes it to `path` atomically: a temporary file in the same directory
+/// is written, synced and renamed over `path`, so `path` holds either the old or the new
+/// checkpoint, never a partial one.
+pub fn write_checkpoint(path: &Path, spec: &CheckpointSpec<'_>) -> Result<()> {
+    let bytes = serialize_checkpoint(spec)?;
+    write_file_atomically(path, &bytes)
+}
+
+/// Checks what ORT relies on and returns an upper bound of the serialized size.
+fn validate(spec: &CheckpointSpec<'_>) -> Result<u64> {
+    let mut estimate: u64 = 1024;
+    let mut add = |n: u64| estimate = estimate.saturating_add(n);
+    for t in spec.trainable.iter().chain(&spec.frozen) {
+        add(validate_tensor(t, spec.is_nominal)?);
+    }
+    ensure_unique("parameter", spec.trainable.iter().chain(&spec.frozen).map(|t| t.name.as_str()))?;
+
+    for g in &spec.optimizer_groups {
+        add(64 + g.name.len() as u64);
+        for s in &g.states {
+            add(64 + s.param_name.len() as u64);
+            for m in &s.momentums {
+                add(validate_tensor(m, false)?);
+            }
+            ensure_unique("momentum", s.momentums.iter().map(|m| m.name.as_str()))?;
+        }
+        ensure_unique("optimizer state parameter", g.states.iter().map(|s| s.param_name.as_str()))?;
+    }
+    ensure_unique("optimizer group", spec.optimizer_groups.iter().map(|g| g.name.as_str()))?;
+
+    for p in &spec.properties {
+        let value_len = match &p.value {
+            PropertyValue::Str(s) => s.len() as u64,
+            _ => 8,
+        };
+        add(64 + p.name.len() as u64 + value_len);
+    }
+    ensure_unique("property", spec.properties.iter().map(|p| p.name.as_str()))?;
+
+    if estimate > MAX_FLATBUFFER_BYTES {
+        return Err(Error::TooLarge { bytes: estimate });
+    }
+    Ok(estimate)
+}
+
+/// Validates one tensor and returns an upper bound of its serialized size.
+fn validate_tensor(t: &TensorSpec<'_>, nominal_allowed: bool) -> Result<u64> {
+    let name = t.name.as_str();
+    let fixed = 96 + name.len() as u64 + 8 * t.dims.len() as u64;
+    let data = match (&t.data, t.data_type.element_size()) {
+        (TensorPayload::Nominal, _) => {
+            element_count(name, &t.dims)?;
+            if !nominal_allowed {
+                return Err(Error::InvalidSpec {
+                    detail: format!(
+                        "tensor {name:?} has no values; only parameters of a nominal checkpoint may omit them"
+                    ),
+                });
+            }
+            0
+        }
+        (TensorPayload::Bytes(bytes), Some(_)) => {
+            let expected = byte_size(name, t.data_type, &t.dims)?.unwrap_or(0);
+            let found = bytes.len() as u64;
+            if found != expected {
+                return Err(Error::DataLengthMismatch {
+                    tensor: t.name.clone(),
+                    dims: t.dims.clone(),
+                    expected,
+                    found,
+                });
+            }
+            found + DATA_ALIGNMENT as u64
+        }
+        (TensorPayload::Strings(values), None) => {
+            let expected = element_count(name, &t.dims)?;
+            let found = values.len() as u64;
+            if found != expected {
+                return Err(Error::StringCountMismatch {
+                    tensor: t.name.clone(),
+                    dims: t.dims.clone(),
+                    expected,
+                    found,
+                });
+            }
+            values.iter().map(|s| s.len() as u64 + 12).sum()
+        }
+        (TensorPayload::Bytes(_), None) => {
+            return Err(Error::WrongStorage {
+                tensor: t.name.clone(),
+                detail: "string tensor given raw bytes; give its values as strings",
+            })
+        }
+        (TensorPayload::Strings(_), Some(_)) => {
+            return Err(Error::WrongStorage {
+                tensor: t.name.clone(),
+                detail: "numeric tensor given string values",
+            })
+        }
+    };
+    Ok(fixed.saturating_add(data))
+}
+
+/// Pushing this aligns the builder's head to [`DATA_ALIGNMENT`] (and makes the whole buffer at
+/// least that aligned) without writing anything.
+struct AlignData;
+
+impl Push for AlignData {
+    type Output = ();
+    unsafe fn push(&self, _dst: &mut [u8], _written_len: usize) {}
+    fn size() -> usize {
+        0
+    }
+    fn alignment() -> PushAlignment {
+        PushAlignment::new(DATA_ALIGNMENT)
+    }
+}
+
+/// Writes `bytes` as a `[uint8]` vector whose first byte lands on a [`DATA_ALIGNMENT`] boundary
+/// of the finished buffer. The builder writes back to front, so: align the head, pad by the
+/// amount that makes `pad + len` a multiple of the alignment, then write the vector.
+fn aligned_bytes<'f>(fbb: &mut FlatBufferBuilder<'f>, bytes: &[u8]) -> WIPOffset<flatbuffers::Vector<'f, u8>> {
+    fbb.push(AlignData);
+    let pad = (DATA_ALIGNMENT - bytes.len() % DATA_ALIGNMENT) % DATA_ALIGNMENT;
+    for _ in 0..pad {
+        fbb.push(0u8);
+    }
+    fbb.create_vector(bytes)
+}
+
+fn sorted_by_name<'s, T>(items: &'s [T], name: impl Fn(&T) -> &str) -> Vec<&'s T> {
+    let mut sorted: Vec<&T> = items.iter().collect();
+    sorted.sort_by(|a, b| name(a).cmp(name(b)));
+    sorted
+}
+
+type TensorVector<'f> = WIPOffset<flatbuffers::Vector<'f, flatbuffers::ForwardsUOffset<fbs::Tensor<'f>>>>;
+
+fn write_tensors<'f>(fbb: &mut FlatBufferBuilder<'f>, tensors: &[TensorSpec<'_>]) -> TensorVector<'f> {
+    let offsets: Vec<_> = sorted_by_name(tensors, |t| &t.name)
+        .into_iter()
+        .map(|t| write_tensor(fbb, t))
+        .collect();
+    fbb.create_vector(&offsets)
+}
+
+fn write_tensor<'f>(fbb: &mut FlatBufferBuilder<'f>, t: &TensorSpec<'_>) -> WIPOffset<fbs::Tensor<'f>> {
+    let (raw_data, string_data) = match &t.data {
+        TensorPayload::Bytes(bytes) => (Some(aligned_bytes(fbb, bytes)), None),
+        TensorPayload::Strings(values) => {
+            let strings: Vec<_> = values.iter().map(|s| fbb.create_string(s)).collect();
+            (None, Some(fbb.create_vector(&strings)))
+        }
+        TensorPayload::Nominal => (None, None),
+    };
+    let name = fbb.create_string(&t.name);
+    let dims = fbb.create_vector(&t.dims);
+    fbs::Tensor::create(
+        fbb,
+        &fbs::TensorArgs {
+            name: Some(name),
+            doc_string: None,
+            dims: Some(dims),
+            data_type: fbs::TensorDataType(t.data_type.code()),
+            raw_data,
+            string_data,
+            external_data_offset: -1,
+        },
+    )
+}
+
+fn write_optimizer_groups<'f>(
+    fbb: &mut FlatBufferBuilder<'f>,
+    groups: &[OptimizerGroupSpec<'_>],
+) -> WIPOffset<flatbuffers::Vector<'f, flatbuffers::ForwardsUOffset<fbs::OptimizerGroup<'f>>>> {
+    let offsets: Vec<_> = sorted_by_name(groups, |g| &g.name)
+        .into_iter()
+        .map(|g| {
+            let states: Vec<_> = sorted_by_name(&g.states, |s| &s.param_name)
+                .into_iter()
+                .map(|s| {
+                    let momentums = write_tensors(fbb, &s.momentums);
+                    let param_name = fbb.create_string(&s.param_name);
+                    fbs::ParameterOptimizerState::create(
+                        fbb,
+                        &fbs::ParameterOptimizerStateArgs {
+                            param_name: Some(param_name),
+                            momentums: Some(momentums),
+                        },
+                    )
+                })
+                .collect();
+            let optimizer_states = fbb.create_vector(&states);
+            let group_name = fbb.create_string(&g.name);
+            fbs::OptimizerGroup::create(
+                fbb,
+                &fbs::OptimizerGroupArgs {
+                    group_name: Some(group_name),
+                    step: g.step,
+                    initial_learning_rate: g.initial_learning_rate,
+                    optimizer_states: Some(optimizer_states),
+                },
+            )
+        })
+        .collect();
+    fbb.create_vector(&offsets)
+}
+
+fn write_properties<'f>(
+    fbb: &mut FlatBufferBuilder<'f>,
+    properties: &[Property],
+) -> WIPOffset<fbs::PropertyBag<'f>> {
+    let sorted = sorted_by_name(properties, |p| &p.name);
+    let mut ints = Vec::new();
+    let mut floats = Vec::new();
+    let mut strings = Vec::new();
+    for p in sorted {
+        let name = Some(fbb.create_string(&p.name));
+        match &p.value {
+            PropertyValue::Int(value) => ints.push(fbs::IntProperty::create(
+                fbb,
+                &fbs::IntPropertyArgs { name, value: *value },
+            )),
+            PropertyValue::Float(value) => floats.push(fbs::FloatProperty::create(
+                fbb,
+                &fbs::FloatPropertyArgs { name, value: *value },
+            )),
+            PropertyValue::Str(value) => {
+                let value = Some(fbb.create_string(value));
+                strings.push(fbs::StringProperty::create(fbb, &fbs::StringPropertyArgs { name, value }))
+            }
+        }
+    }
+    let ints = Some(fbb.create_vector(&ints));
+    let floats = Some(fbb.create_vector(&floats));
+    let strings = Some(fbb.create_vector(&strings));
+    fbs::PropertyBag::create(fbb, &fbs::PropertyBagArgs { ints, floats, strings })
+}

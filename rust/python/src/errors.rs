@@ -1,0 +1,91 @@
+//! The Python exception hierarchy, and the mapping from core errors (and panics) to it.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use ortckpt_core::{Error, ErrorKind};
+use pyo3::create_exception;
+use pyo3::exceptions::{
+    PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyOSError, PyPermissionError,
+    PyValueError,
+};
+use pyo3::prelude::*;
+
+create_exception!(ortckpt, CheckpointError, PyValueError, "Base class of every ortckpt error about checkpoint contents.");
+create_exception!(ortckpt, InvalidCheckpointError, CheckpointError, "Not a checkpoint, or its structure is corrupt.");
+create_exception!(ortckpt, UnsupportedVersionError, CheckpointError, "A checkpoint version this ortckpt does not read.");
+create_exception!(ortckpt, TensorDataError, CheckpointError, "A tensor's data type, dims and data disagree.");
+create_exception!(ortckpt, DuplicateNameError, CheckpointError, "Two entries share a name that must be unique.");
+create_exception!(ortckpt, ExternalDataError, CheckpointError, "External tensor data is missing, short or out of range.");
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("CheckpointError", py.get_type::<CheckpointError>())?;
+    m.add("InvalidCheckpointError", py.get_type::<InvalidCheckpointError>())?;
+    m.add("UnsupportedVersionError", py.get_type::<UnsupportedVersionError>())?;
+    m.add("TensorDataError", py.get_type::<TensorDataError>())?;
+    m.add("DuplicateNameError", py.get_type::<DuplicateNameError>())?;
+    m.add("ExternalDataError", py.get_type::<ExternalDataError>())?;
+    Ok(())
+}
+
+/// Runs `f`, turning a panic into an error so it can never reach Python as a PanicException.
+pub(crate) fn guarded<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<T, GuardedError> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result.map_err(GuardedError::Core),
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(GuardedError::Panic(message))
+        }
+    }
+}
+
+pub(crate) enum GuardedError {
+    Core(Error),
+    Panic(String),
+}
+
+/// Maps an error to the matching Python exception; `source` (a path or `<bytes>`) prefixes the
+/// message so users see which input was wrong.
+pub(crate) fn core_error(source: &str, e: GuardedError) -> PyErr {
+    let e = match e {
+        GuardedError::Core(e) => e,
+        GuardedError::Panic(message) => {
+            return CheckpointError::new_err(format!(
+                "{source}: internal error in ortckpt ({message}); please report this with the file"
+            ))
+        }
+    };
+    if let Error::Io { path, source: io, .. } = &e {
+        return os_error(&e.to_string(), path, io);
+    }
+    let message = format!("{source}: {e}");
+    match e.kind() {
+        ErrorKind::InvalidCheckpoint => InvalidCheckpointError::new_err(message),
+        ErrorKind::UnsupportedVersion => UnsupportedVersionError::new_err(message),
+        ErrorKind::TensorData => TensorDataError::new_err(message),
+        ErrorKind::DuplicateName => DuplicateNameError::new_err(message),
+        ErrorKind::ExternalData => ExternalDataError::new_err(message),
+        ErrorKind::Io => CheckpointError::new_err(message),
+    }
+}
+
+/// An OSError of the subclass Python itself would raise, with errno and filename set.
+fn os_error(message: &str, path: &std::path::Path, io: &std::io::Error) -> PyErr {
+    let filename = path.display().to_string();
+    if let Some(errno) = io.raw_os_error() {
+        // OSError(errno, strerror, filename) picks the subclass (FileNotFoundError, ...) itself.
+        return PyOSError::new_err((errno, message.to_owned(), filename));
+    }
+    let args = (message.to_owned(),);
+    match io.kind() {
+        std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(args),
+        std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(args),
+        std::io::ErrorKind::AlreadyExists => PyFileExistsError::new_err(args),
+        std::io::ErrorKind::IsADirectory => PyIsADirectoryError::new_err(args),
+        _ => PyOSError::new_err(args),
+    }
+}
