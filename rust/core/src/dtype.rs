@@ -66,9 +66,7 @@ impl DataType {
         use DataType::*;
         match self {
             String => None,
-            Uint8 | Int8 | Bool | Float8E4M3Fn | Float8E4M3Fnuz | Float8E5M2 | Float8E5M2Fnuz => {
-                Some(1)
-            }
+            Uint8 | Int8 | Bool | Float8E4M3Fn | Float8E4M3Fnuz | Float8E5M2 | Float8E5M2Fnuz => Some(1),
             Uint16 | Int16 | Float16 | Bfloat16 => Some(2),
             Float | Int32 | Uint32 => Some(4),
             Int64 | Double | Uint64 | Complex64 => Some(8),

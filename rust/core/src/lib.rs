@@ -25,8 +25,7 @@ pub use atomic::{write_file_atomically, PendingFile};
 pub use dtype::DataType;
 pub use error::{Error, ErrorKind, Result};
 pub use index::{
-    CheckpointIndex, OptimizerGroupIndex, ParameterStateIndex, Property, PropertyValue, Storage,
-    TensorIndex,
+    CheckpointIndex, OptimizerGroupIndex, ParameterStateIndex, Property, PropertyValue, Storage, TensorIndex,
 };
 pub use mapped::MappedFile;
 pub use reader::{index_checkpoint, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
@@ -34,3 +33,8 @@ pub use writer::{
     serialize_checkpoint, write_checkpoint, CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec,
     TensorPayload, TensorSpec, DATA_ALIGNMENT, WRITTEN_VERSION,
 };
+
+#[cfg(test)]
+mod raw_builder;
+#[cfg(test)]
+mod reader_tests;

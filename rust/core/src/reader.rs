@@ -7,8 +7,7 @@
 use flatbuffers::{ForwardsUOffset, Vector, VerifierOptions};
 
 use crate::index::{
-    CheckpointIndex, OptimizerGroupIndex, ParameterStateIndex, Property, PropertyValue, Storage,
-    TensorIndex,
+    CheckpointIndex, OptimizerGroupIndex, ParameterStateIndex, Property, PropertyValue, Storage, TensorIndex,
 };
 use crate::names::ensure_unique;
 use crate::schema::fbs;
@@ -59,15 +58,14 @@ pub fn index_checkpoint(buf: &[u8]) -> Result<CheckpointIndex> {
     if !SUPPORTED_VERSIONS.contains(&version) {
         return Err(Error::UnsupportedVersion { found: version });
     }
-    let module = root
-        .module_state()
-        .ok_or_else(|| Error::MissingField { what: "module state".into() })?;
-    let is_nominal = module.is_nominal_state();
-    let has_external_data = module.has_external_data();
+    // ORT writes no module state at all for a state without parameters.
+    let module = root.module_state();
+    let is_nominal = module.is_some_and(|m| m.is_nominal_state());
+    let has_external_data = module.is_some_and(|m| m.has_external_data());
     let reader = TensorReader { buf, is_nominal, has_external_data };
 
-    let trainable = reader.tensors(module.requires_grad_params())?;
-    let frozen = reader.tensors(module.frozen_params())?;
+    let trainable = reader.tensors(module.and_then(|m| m.requires_grad_params()))?;
+    let frozen = reader.tensors(module.and_then(|m| m.frozen_params()))?;
     ensure_unique("parameter", trainable.iter().chain(&frozen).map(|t| t.name.as_str()))?;
 
     let optimizer_groups = read_optimizer_groups(&reader, root.optimizer_groups())?;
@@ -98,13 +96,10 @@ impl TensorReader<'_> {
     }
 
     fn tensor(&self, t: &fbs::Tensor<'_>) -> Result<TensorIndex> {
-        let name = t
-            .name()
-            .ok_or_else(|| Error::MissingField { what: "a tensor's name".into() })?
-            .to_owned();
+        let name = t.name().ok_or_else(|| Error::MissingField { what: "a tensor's name".into() })?.to_owned();
         let code = t.data_type().0;
-        let data_type = DataType::from_code(code)
-            .ok_or_else(|| Error::UnknownDataType { tensor: name.clone(), code })?;
+        let data_type =
+            DataType::from_code(code).ok_or_else(|| Error::UnknownDataType { tensor: name.clone(), code })?;
         let dims: Vec<i64> = t.dims().map(|d| d.iter().collect()).unwrap_or_default();
         let raw = t.raw_data();
         let raw_len = raw.map_or(0, |r| r.len());
@@ -112,7 +107,7 @@ impl TensorReader<'_> {
         let external_offset = t.external_data_offset();
 
         // A nominal tensor is a name and a type; ORT writes neither dims nor data for it.
-        if self.is_nominal && raw_len == 0 && strings.map_or(true, |s| s.is_empty()) && external_offset == -1 {
+        if self.is_nominal && raw_len == 0 && strings.is_none_or(|s| s.is_empty()) && external_offset == -1 {
             element_count(&name, &dims)?;
             return Ok(TensorIndex { name, data_type, dims, storage: Storage::Nominal });
         }
@@ -168,7 +163,8 @@ impl TensorReader<'_> {
                             return Err(Error::ExternalWithoutFlag { tensor: name });
                         }
                         let offset = offset as u64;
-                        if offset.checked_add(expected).is_none() {
+                        // ORT addresses external data with int64 offsets.
+                        if offset.checked_add(expected).is_none_or(|end| end > i64::MAX as u64) {
                             return Err(Error::BadExternalOffset { tensor: name, offset: offset as i64 });
                         }
                         Storage::External { offset, len: expected }

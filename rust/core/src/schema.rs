@@ -10,6 +10,7 @@
     clippy::all,
     clippy::pedantic
 )]
+#[rustfmt::skip]
 #[path = "generated/ort_training_checkpoint_generated.rs"]
 mod generated;
 

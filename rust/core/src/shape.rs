@@ -7,14 +7,11 @@ use crate::{DataType, Error, Result};
 pub(crate) fn element_count(tensor: &str, dims: &[i64]) -> Result<u64> {
     let mut count: u64 = 1;
     for &d in dims {
-        let d = u64::try_from(d).map_err(|_| Error::NegativeDim {
-            tensor: tensor.to_owned(),
-            dims: dims.to_vec(),
-        })?;
-        count = count.checked_mul(d).ok_or_else(|| Error::SizeOverflow {
-            tensor: tensor.to_owned(),
-            dims: dims.to_vec(),
-        })?;
+        let d = u64::try_from(d)
+            .map_err(|_| Error::NegativeDim { tensor: tensor.to_owned(), dims: dims.to_vec() })?;
+        count = count
+            .checked_mul(d)
+            .ok_or_else(|| Error::SizeOverflow { tensor: tensor.to_owned(), dims: dims.to_vec() })?;
     }
     Ok(count)
 }
@@ -24,10 +21,10 @@ pub(crate) fn byte_size(tensor: &str, data_type: DataType, dims: &[i64]) -> Resu
     let count = element_count(tensor, dims)?;
     match data_type.element_size() {
         None => Ok(None),
-        Some(size) => count.checked_mul(size).map(Some).ok_or_else(|| Error::SizeOverflow {
-            tensor: tensor.to_owned(),
-            dims: dims.to_vec(),
-        }),
+        Some(size) => count
+            .checked_mul(size)
+            .map(Some)
+            .ok_or_else(|| Error::SizeOverflow { tensor: tensor.to_owned(), dims: dims.to_vec() }),
     }
 }
 
@@ -46,13 +43,7 @@ mod tests {
     #[test]
     fn negative_and_overflow() {
         assert!(matches!(element_count("t", &[2, -1]), Err(Error::NegativeDim { .. })));
-        assert!(matches!(
-            element_count("t", &[i64::MAX, i64::MAX]),
-            Err(Error::SizeOverflow { .. })
-        ));
-        assert!(matches!(
-            byte_size("t", DataType::Complex128, &[i64::MAX]),
-            Err(Error::SizeOverflow { .. })
-        ));
+        assert!(matches!(element_count("t", &[i64::MAX, i64::MAX]), Err(Error::SizeOverflow { .. })));
+        assert!(matches!(byte_size("t", DataType::Complex128, &[i64::MAX]), Err(Error::SizeOverflow { .. })));
     }
 }

@@ -5,7 +5,7 @@
 //! so this costs no safety. Every other check (offsets, ranges, UTF-8, depth, table count,
 //! apparent size) is the flatbuffers crate's own.
 
-use flatbuffers::{ForwardsUOffset, InvalidFlatbuffer, Verifiable, Vector, Verifier, VerifierOptions};
+use flatbuffers::{ForwardsUOffset, InvalidFlatbuffer, Vector, Verifiable, Verifier, VerifierOptions};
 
 use crate::schema::fbs;
 
@@ -85,7 +85,11 @@ impl Verifiable for OptimizerGroupV {
             .visit_field::<Str>("group_name", T::VT_GROUP_NAME, false)?
             .visit_field::<i64>("step", T::VT_STEP, false)?
             .visit_field::<f32>("initial_learning_rate", T::VT_INITIAL_LEARNING_RATE, false)?
-            .visit_field::<Tables<ParameterOptimizerStateV>>("optimizer_states", T::VT_OPTIMIZER_STATES, false)?
+            .visit_field::<Tables<ParameterOptimizerStateV>>(
+                "optimizer_states",
+                T::VT_OPTIMIZER_STATES,
+                false,
+            )?
             .finish();
         Ok(())
     }

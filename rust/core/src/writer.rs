@@ -84,10 +84,9 @@ pub fn serialize_checkpoint(spec: &CheckpointSpec<'_>) -> Result<Vec<u8>> {
             has_external_data: false,
         },
     );
-    let optimizer_groups = (!spec.optimizer_groups.is_empty())
-        .then(|| write_optimizer_groups(&mut fbb, &spec.optimizer_groups));
-    let property_bag =
-        (!spec.properties.is_empty()).then(|| write_properties(&mut fbb, &spec.properties));
+    let optimizer_groups =
+        (!spec.optimizer_groups.is_empty()).then(|| write_optimizer_groups(&mut fbb, &spec.optimizer_groups));
+    let property_bag = (!spec.properties.is_empty()).then(|| write_properties(&mut fbb, &spec.properties));
     let root = fbs::Checkpoint::create(
         &mut fbb,
         &fbs::CheckpointArgs {
@@ -222,7 +221,10 @@ impl Push for AlignData {
 /// Writes `bytes` as a `[uint8]` vector whose first byte lands on a [`DATA_ALIGNMENT`] boundary
 /// of the finished buffer. The builder writes back to front, so: align the head, pad by the
 /// amount that makes `pad + len` a multiple of the alignment, then write the vector.
-fn aligned_bytes<'f>(fbb: &mut FlatBufferBuilder<'f>, bytes: &[u8]) -> WIPOffset<flatbuffers::Vector<'f, u8>> {
+fn aligned_bytes<'f>(
+    fbb: &mut FlatBufferBuilder<'f>,
+    bytes: &[u8],
+) -> WIPOffset<flatbuffers::Vector<'f, u8>> {
     fbb.push(AlignData);
     let pad = (DATA_ALIGNMENT - bytes.len() % DATA_ALIGNMENT) % DATA_ALIGNMENT;
     for _ in 0..pad {
@@ -231,7 +233,7 @@ fn aligned_bytes<'f>(fbb: &mut FlatBufferBuilder<'f>, bytes: &[u8]) -> WIPOffset
     fbb.create_vector(bytes)
 }
 
-fn sorted_by_name<'s, T>(items: &'s [T], name: impl Fn(&T) -> &str) -> Vec<&'s T> {
+fn sorted_by_name<T>(items: &[T], name: impl Fn(&T) -> &str) -> Vec<&T> {
     let mut sorted: Vec<&T> = items.iter().collect();
     sorted.sort_by(|a, b| name(a).cmp(name(b)));
     sorted
@@ -240,10 +242,8 @@ fn sorted_by_name<'s, T>(items: &'s [T], name: impl Fn(&T) -> &str) -> Vec<&'s T
 type TensorVector<'f> = WIPOffset<flatbuffers::Vector<'f, flatbuffers::ForwardsUOffset<fbs::Tensor<'f>>>>;
 
 fn write_tensors<'f>(fbb: &mut FlatBufferBuilder<'f>, tensors: &[TensorSpec<'_>]) -> TensorVector<'f> {
-    let offsets: Vec<_> = sorted_by_name(tensors, |t| &t.name)
-        .into_iter()
-        .map(|t| write_tensor(fbb, t))
-        .collect();
+    let offsets: Vec<_> =
+        sorted_by_name(tensors, |t| &t.name).into_iter().map(|t| write_tensor(fbb, t)).collect();
     fbb.create_vector(&offsets)
 }
 
@@ -254,7 +254,8 @@ fn write_tensor<'f>(fbb: &mut FlatBufferBuilder<'f>, t: &TensorSpec<'_>) -> WIPO
             let strings: Vec<_> = values.iter().map(|s| fbb.create_string(s)).collect();
             (None, Some(fbb.create_vector(&strings)))
         }
-        TensorPayload::Nominal => (None, None),
+        // ORT requires raw_data to be present (if empty) on every numeric tensor, nominal ones too.
+        TensorPayload::Nominal => (Some(fbb.create_vector::<u8>(&[])), None),
     };
     let name = fbb.create_string(&t.name);
     let dims = fbb.create_vector(&t.dims);
@@ -320,14 +321,12 @@ fn write_properties<'f>(
     for p in sorted {
         let name = Some(fbb.create_string(&p.name));
         match &p.value {
-            PropertyValue::Int(value) => ints.push(fbs::IntProperty::create(
-                fbb,
-                &fbs::IntPropertyArgs { name, value: *value },
-            )),
-            PropertyValue::Float(value) => floats.push(fbs::FloatProperty::create(
-                fbb,
-                &fbs::FloatPropertyArgs { name, value: *value },
-            )),
+            PropertyValue::Int(value) => {
+                ints.push(fbs::IntProperty::create(fbb, &fbs::IntPropertyArgs { name, value: *value }))
+            }
+            PropertyValue::Float(value) => {
+                floats.push(fbs::FloatProperty::create(fbb, &fbs::FloatPropertyArgs { name, value: *value }))
+            }
             PropertyValue::Str(value) => {
                 let value = Some(fbb.create_string(value));
                 strings.push(fbs::StringProperty::create(fbb, &fbs::StringPropertyArgs { name, value }))

@@ -118,8 +118,7 @@ impl HeldSpec {
 }
 
 fn required<'py>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Bound<'py, PyAny>> {
-    d.get_item(key)?
-        .ok_or_else(|| PyValueError::new_err(format!("checkpoint spec is missing {key:?}")))
+    d.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("checkpoint spec is missing {key:?}")))
 }
 
 pub(crate) fn spec_from_py(d: &Bound<'_, PyDict>) -> PyResult<HeldSpec> {

@@ -5,17 +5,41 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use ortckpt_core::{Error, ErrorKind};
 use pyo3::create_exception;
 use pyo3::exceptions::{
-    PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyOSError, PyPermissionError,
-    PyValueError,
+    PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyOSError, PyPermissionError, PyValueError,
 };
 use pyo3::prelude::*;
 
-create_exception!(ortckpt, CheckpointError, PyValueError, "Base class of every ortckpt error about checkpoint contents.");
-create_exception!(ortckpt, InvalidCheckpointError, CheckpointError, "Not a checkpoint, or its structure is corrupt.");
-create_exception!(ortckpt, UnsupportedVersionError, CheckpointError, "A checkpoint version this ortckpt does not read.");
+create_exception!(
+    ortckpt,
+    CheckpointError,
+    PyValueError,
+    "Base class of every ortckpt error about checkpoint contents."
+);
+create_exception!(
+    ortckpt,
+    InvalidCheckpointError,
+    CheckpointError,
+    "Not a checkpoint, or its structure is corrupt."
+);
+create_exception!(
+    ortckpt,
+    UnsupportedVersionError,
+    CheckpointError,
+    "A checkpoint version this ortckpt does not read."
+);
 create_exception!(ortckpt, TensorDataError, CheckpointError, "A tensor's data type, dims and data disagree.");
-create_exception!(ortckpt, DuplicateNameError, CheckpointError, "Two entries share a name that must be unique.");
-create_exception!(ortckpt, ExternalDataError, CheckpointError, "External tensor data is missing, short or out of range.");
+create_exception!(
+    ortckpt,
+    DuplicateNameError,
+    CheckpointError,
+    "Two entries share a name that must be unique."
+);
+create_exception!(
+    ortckpt,
+    ExternalDataError,
+    CheckpointError,
+    "External tensor data is missing, short or out of range."
+);
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();

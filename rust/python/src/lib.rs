@@ -44,8 +44,7 @@ fn write_checkpoint(py: Python<'_>, path: PathBuf, spec: &Bound<'_, PyDict>) -> 
     let held = spec_from_py(spec)?;
     let spec = held.spec();
     let source = path.display().to_string();
-    py.detach(|| guarded(|| ortckpt_core::write_checkpoint(&path, spec)))
-        .map_err(|e| core_error(&source, e))
+    py.detach(|| guarded(|| ortckpt_core::write_checkpoint(&path, spec))).map_err(|e| core_error(&source, e))
 }
 
 #[pymodule]

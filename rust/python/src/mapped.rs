@@ -35,7 +35,11 @@ impl MappedFile {
     }
 
     fn __repr__(&self) -> String {
-        format!("MappedFile({:?}, {} bytes)", self.inner.path().display().to_string(), self.inner.bytes().len())
+        format!(
+            "MappedFile({:?}, {} bytes)",
+            self.inner.path().display().to_string(),
+            self.inner.bytes().len()
+        )
     }
 
     /// Exports the mapping as a read-only 1-D buffer of unsigned bytes.

@@ -1,0 +1,48 @@
+"""Read and write ONNX Runtime on-device training checkpoints without onnxruntime-training.
+
+>>> import ortckpt
+>>> state = ortckpt.load("checkpoint")            # memory-mapped, zero-copy
+>>> state.parameters["fc1.weight"].data           # read-only numpy array
+>>> state.properties["epoch"] = 4
+>>> ortckpt.save(state, "checkpoint")             # atomic
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from . import errors
+from .errors import (
+    CheckpointError,
+    DuplicateNameError,
+    ExternalDataError,
+    InvalidCheckpointError,
+    TensorDataError,
+    UnsupportedVersionError,
+)
+from .io import load, load_bytes, save, serialize
+from .state import CheckpointState, OptimizerGroup, Parameter, PropertyBag
+
+try:
+    __version__ = version("ortckpt")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree without metadata
+    __version__ = "0+unknown"
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointState",
+    "DuplicateNameError",
+    "ExternalDataError",
+    "InvalidCheckpointError",
+    "OptimizerGroup",
+    "Parameter",
+    "PropertyBag",
+    "TensorDataError",
+    "UnsupportedVersionError",
+    "__version__",
+    "errors",
+    "load",
+    "load_bytes",
+    "save",
+    "serialize",
+]

@@ -1,0 +1,139 @@
+"""ORT ``TensorDataType`` codes <-> numpy dtypes.
+
+Every numeric tensor in a checkpoint is stored little-endian. STRING tensors (code 8) are numpy object
+arrays holding ``str``. The ml_dtypes extension types cover bfloat16 and the float8 variants.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+UNDEFINED = 0
+FLOAT = 1
+UINT8 = 2
+INT8 = 3
+UINT16 = 4
+INT16 = 5
+INT32 = 6
+INT64 = 7
+STRING = 8
+BOOL = 9
+FLOAT16 = 10
+DOUBLE = 11
+UINT32 = 12
+UINT64 = 13
+COMPLEX64 = 14
+COMPLEX128 = 15
+BFLOAT16 = 16
+FLOAT8E4M3FN = 17
+FLOAT8E4M3FNUZ = 18
+FLOAT8E5M2 = 19
+FLOAT8E5M2FNUZ = 20
+
+_OBJECT = np.dtype(object)
+
+# code -> (numpy dtype, short name used in reprs / the CLI, ORT enum name)
+_TABLE: dict[int, tuple[np.dtype[Any], str, str]] = {
+    FLOAT: (np.dtype("<f4"), "float32", "FLOAT"),
+    UINT8: (np.dtype("u1"), "uint8", "UINT8"),
+    INT8: (np.dtype("i1"), "int8", "INT8"),
+    UINT16: (np.dtype("<u2"), "uint16", "UINT16"),
+    INT16: (np.dtype("<i2"), "int16", "INT16"),
+    INT32: (np.dtype("<i4"), "int32", "INT32"),
+    INT64: (np.dtype("<i8"), "int64", "INT64"),
+    STRING: (_OBJECT, "string", "STRING"),
+    BOOL: (np.dtype("?"), "bool", "BOOL"),
+    FLOAT16: (np.dtype("<f2"), "float16", "FLOAT16"),
+    DOUBLE: (np.dtype("<f8"), "float64", "DOUBLE"),
+    UINT32: (np.dtype("<u4"), "uint32", "UINT32"),
+    UINT64: (np.dtype("<u8"), "uint64", "UINT64"),
+    COMPLEX64: (np.dtype("<c8"), "complex64", "COMPLEX64"),
+    COMPLEX128: (np.dtype("<c16"), "complex128", "COMPLEX128"),
+    BFLOAT16: (np.dtype(ml_dtypes.bfloat16), "bfloat16", "BFLOAT16"),
+    FLOAT8E4M3FN: (np.dtype(ml_dtypes.float8_e4m3fn), "float8_e4m3fn", "FLOAT8E4M3FN"),
+    FLOAT8E4M3FNUZ: (np.dtype(ml_dtypes.float8_e4m3fnuz), "float8_e4m3fnuz", "FLOAT8E4M3FNUZ"),
+    FLOAT8E5M2: (np.dtype(ml_dtypes.float8_e5m2), "float8_e5m2", "FLOAT8E5M2"),
+    FLOAT8E5M2FNUZ: (np.dtype(ml_dtypes.float8_e5m2fnuz), "float8_e5m2fnuz", "FLOAT8E5M2FNUZ"),
+}
+
+# numpy (kind, itemsize) -> code for the builtin numeric kinds
+_BY_KIND: dict[tuple[str, int], int] = {
+    ("b", 1): BOOL,
+    ("i", 1): INT8,
+    ("i", 2): INT16,
+    ("i", 4): INT32,
+    ("i", 8): INT64,
+    ("u", 1): UINT8,
+    ("u", 2): UINT16,
+    ("u", 4): UINT32,
+    ("u", 8): UINT64,
+    ("f", 2): FLOAT16,
+    ("f", 4): FLOAT,
+    ("f", 8): DOUBLE,
+    ("c", 8): COMPLEX64,
+    ("c", 16): COMPLEX128,
+}
+
+_ML_DTYPES: tuple[int, ...] = (BFLOAT16, FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ)
+
+DATA_TYPES: frozenset[int] = frozenset(_TABLE)
+"""Every data type code this package can read and write."""
+
+
+def is_known(code: int) -> bool:
+    return code in _TABLE
+
+
+def to_numpy(code: int) -> np.dtype[Any]:
+    """The numpy dtype for an ORT data type code (object dtype for STRING)."""
+    try:
+        return _TABLE[code][0]
+    except KeyError:
+        raise ValueError(f"unknown ORT tensor data type {code}") from None
+
+
+def type_name(code: int) -> str:
+    """Short lower-case name (``float32``, ``bfloat16``, ``string``, ...); ``type<N>`` when unknown."""
+    entry = _TABLE.get(code)
+    return entry[1] if entry is not None else f"type{code}"
+
+
+def ort_name(code: int) -> str:
+    """The ORT ``TensorDataType`` enum name (``FLOAT``, ``BFLOAT16``, ...)."""
+    entry = _TABLE.get(code)
+    return entry[2] if entry is not None else f"UNDEFINED({code})"
+
+
+def element_size(code: int) -> int:
+    """Bytes per element in ``raw_data``; 0 for STRING (stored as a string list)."""
+    if code == STRING:
+        return 0
+    return to_numpy(code).itemsize
+
+
+def from_numpy(dtype: np.dtype[Any], name: str) -> int:
+    """The ORT data type code for a numpy dtype, ignoring byte order.
+
+    ``<U``/``>U`` and object dtypes map to STRING (object arrays must hold ``str``; callers check).
+    Raises TypeError naming the tensor for anything else.
+    """
+    kind = dtype.kind
+    if kind in ("U", "O"):
+        return STRING
+    for code in _ML_DTYPES:
+        # by scalar type: also matches byte-swapped variants. Their kind is not reliable
+        # (float8_e5m2 reports kind "f" with itemsize 1), so check them before the builtin kinds.
+        if dtype.type is _TABLE[code][0].type:
+            return code
+    # isbuiltin == 2: some other user-defined dtype (ml_dtypes int4, float4, ...)
+    if dtype.isbuiltin != 2 and dtype.names is None and dtype.subdtype is None:
+        found = _BY_KIND.get((kind, dtype.itemsize))
+        if found is not None:
+            return found
+    raise TypeError(
+        f"tensor {name!r}: numpy dtype {dtype} has no ONNX Runtime checkpoint equivalent "
+        f"(supported: {', '.join(sorted({v[1] for v in _TABLE.values()}))})"
+    )

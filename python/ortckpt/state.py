@@ -1,0 +1,358 @@
+"""``CheckpointState``: the whole content of an ORT training checkpoint.
+
+``Parameter``, ``OptimizerGroup`` and ``PropertyBag`` live in their own modules and are re-exported
+here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any, Union
+
+from numpy.typing import ArrayLike
+
+from . import _dtypes, _native
+from ._optimizer import Momentums, MomentumStates, OptimizerGroup
+from ._parameter import Parameter
+from ._properties import PropertyBag, PropertyInput
+from ._scalars import PropertyValue, check_name
+from .errors import DuplicateNameError
+
+if TYPE_CHECKING:
+    StrPath = Union[str, os.PathLike[str]]
+
+__all__ = [
+    "CheckpointState",
+    "MomentumStates",
+    "Momentums",
+    "OptimizerGroup",
+    "Parameter",
+    "PropertyBag",
+    "PropertyValue",
+]
+
+# values: array-likes or Parameter objects (Any, so that dicts mixing array types type-check)
+ParametersInput = Union[Mapping[str, Any], Iterable[Parameter]]
+
+#: The checkpoint format version written by ORT 1.19.2 (and by ortckpt).
+FORMAT_VERSION: int = _native.WRITTEN_VERSION
+
+
+def _own(param: Parameter, trainable: bool | None = None) -> Parameter:
+    """A state-owned wrapper sharing ``param``'s (immutable) tensor."""
+    flag = param.trainable if trainable is None else trainable
+    return Parameter._from_tensor(param.name, param._tensor, flag)
+
+
+def _collect(items: ParametersInput | None, frozen: bool, out: dict[str, Parameter]) -> None:
+    if items is None:
+        return
+    what = "frozen" if frozen else "parameters"
+    flag: bool | None = False if frozen else None
+    if isinstance(items, Mapping):
+        for key, value in items.items():
+            name = check_name(key, "parameter")
+            if isinstance(value, Parameter):
+                if value.name != name:
+                    raise ValueError(f"{what}: key {name!r} holds Parameter named {value.name!r}")
+                param = _own(value, flag)
+            else:
+                param = Parameter(name, value, trainable=not frozen)
+            _add_new(out, param)
+        return
+    if isinstance(items, (str, bytes)):
+        raise TypeError(f"{what} must be a mapping of name -> array or an iterable of Parameter")
+    for value in items:
+        if not isinstance(value, Parameter):
+            raise TypeError(
+                f"{what}: expected Parameter objects (or a mapping name -> array), got {type(value).__name__}"
+            )
+        _add_new(out, _own(value, flag))
+
+
+def _add_new(out: dict[str, Parameter], param: Parameter) -> None:
+    if param.name in out:
+        raise DuplicateNameError(f"duplicate parameter name {param.name!r}")
+    out[param.name] = param
+
+
+class ParameterMap(MutableMapping[str, Parameter]):
+    """All parameters of a state, name -> ``Parameter``, iterating sorted by name.
+
+    Assigning an array adds a trainable parameter, or replaces the values (any shape or dtype) of an
+    existing one keeping its trainable flag. Assigning a ``Parameter`` stores it under its own name
+    (the state keeps its own wrapper around the parameter's data).
+    """
+
+    __slots__ = ("_params",)
+
+    def __init__(self, params: dict[str, Parameter]) -> None:
+        self._params = params
+
+    def __getitem__(self, key: str) -> Parameter:
+        return self._params[key]
+
+    def __setitem__(self, key: str, value: ArrayLike | Parameter) -> None:
+        name = check_name(key, "parameter")
+        old = self._params.get(name)
+        if isinstance(value, Parameter):
+            if value.name != name:
+                raise ValueError(f"cannot store Parameter named {value.name!r} under key {name!r}")
+            self._params[name] = _own(value)
+        else:
+            self._params[name] = Parameter(name, value, trainable=True if old is None else old.trainable)
+
+    def __delitem__(self, key: str) -> None:
+        del self._params[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._params))
+
+    def __len__(self) -> int:
+        return len(self._params)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._params
+
+    def __repr__(self) -> str:
+        return f"ParameterMap({[self._params[n] for n in self]!r})"
+
+
+class ParameterView(Mapping[str, Parameter]):
+    """Read-only live view of the trainable (or the frozen) parameters, sorted by name."""
+
+    __slots__ = ("_params", "_trainable")
+
+    def __init__(self, params: dict[str, Parameter], trainable: bool) -> None:
+        self._params = params
+        self._trainable = trainable
+
+    def __getitem__(self, key: str) -> Parameter:
+        param = self._params[key]
+        if param.trainable != self._trainable:
+            raise KeyError(key)
+        return param
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(n for n, p in self._params.items() if p.trainable == self._trainable))
+
+    def __len__(self) -> int:
+        return sum(1 for p in self._params.values() if p.trainable == self._trainable)
+
+    def __contains__(self, key: object) -> bool:
+        param = self._params.get(key) if isinstance(key, str) else None
+        return param is not None and param.trainable == self._trainable
+
+    def __repr__(self) -> str:
+        kind = "trainable" if self._trainable else "frozen"
+        return f"<{kind} parameters: {list(self)!r}>"
+
+
+class OptimizerGroups(MutableMapping[str, OptimizerGroup]):
+    """Group name -> ``OptimizerGroup``, iterating sorted by name."""
+
+    __slots__ = ("_groups",)
+
+    def __init__(self, groups: Mapping[str, OptimizerGroup] | None = None) -> None:
+        self._groups: dict[str, OptimizerGroup] = {}
+        if groups is not None:
+            for key, value in groups.items():
+                self[key] = value
+
+    def __getitem__(self, key: str) -> OptimizerGroup:
+        return self._groups[key]
+
+    def __setitem__(self, key: str, value: OptimizerGroup) -> None:
+        name = check_name(key, "optimizer group")
+        if not isinstance(value, OptimizerGroup):
+            raise TypeError(f"optimizer group {name!r} must be an OptimizerGroup, got {type(value).__name__}")
+        self._groups[name] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._groups[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._groups))
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._groups
+
+    def __repr__(self) -> str:
+        return f"OptimizerGroups({dict(self.items())!r})"
+
+
+class CheckpointState:
+    """Parameters, optimizer state and properties of an ONNX Runtime training checkpoint.
+
+    Build one from scratch::
+
+        state = CheckpointState({"w": np.zeros((4, 8), np.float32)}, frozen={"b": np.zeros(3, np.float32)},
+                                properties={"epoch": 3},
+                                optimizer={"group0": OptimizerGroup(step=3, initial_learning_rate=1e-3)})
+
+    or load one with ``ortckpt.load(path)`` (zero-copy, memory-mapped) and save it with
+    ``ortckpt.save(state, path)`` / ``state.save(path)``.
+    """
+
+    __slots__ = (
+        "_has_external_data",
+        "_is_nominal",
+        "_optimizer",
+        "_params",
+        "_properties",
+        "_source",
+        "_version",
+    )
+
+    def __init__(
+        self,
+        parameters: ParametersInput | None = None,
+        *,
+        frozen: ParametersInput | None = None,
+        properties: PropertyInput | None = None,
+        optimizer: Mapping[str, OptimizerGroup] | None = None,
+    ) -> None:
+        params: dict[str, Parameter] = {}
+        _collect(parameters, False, params)
+        _collect(frozen, True, params)
+        self._params = params
+        self._properties = PropertyBag(properties)
+        self._optimizer: OptimizerGroups | None = None if optimizer is None else OptimizerGroups(optimizer)
+        self._version = FORMAT_VERSION
+        self._is_nominal = False
+        self._has_external_data = False
+        self._source: str | None = None
+
+    @classmethod
+    def _from_loaded(
+        cls,
+        *,
+        version: int,
+        is_nominal: bool,
+        has_external_data: bool,
+        params: dict[str, Parameter],
+        optimizer: OptimizerGroups | None,
+        properties: PropertyBag,
+        source: str,
+    ) -> CheckpointState:
+        self = cls.__new__(cls)
+        self._params = params
+        self._properties = properties
+        self._optimizer = optimizer
+        self._version = version
+        self._is_nominal = is_nominal
+        self._has_external_data = has_external_data
+        self._source = source
+        return self
+
+    # -- contents -------------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """Format version of the loaded file (2 for states built in memory, and for every file written)."""
+        return self._version
+
+    @property
+    def is_nominal(self) -> bool:
+        """True for nominal checkpoints: parameters have names and data types but no shapes or values."""
+        return self._is_nominal
+
+    @property
+    def has_external_data(self) -> bool:
+        """True when the loaded file kept tensor bytes in an external data file (``<path>.data``)."""
+        return self._has_external_data
+
+    @property
+    def source(self) -> str | None:
+        """The path (or ``"<bytes>"``) this state was loaded from; None for states built in memory."""
+        return self._source
+
+    @property
+    def parameters(self) -> ParameterMap:
+        """All parameters (trainable and frozen): a mutable mapping name -> ``Parameter``."""
+        return ParameterMap(self._params)
+
+    @property
+    def trainable_parameters(self) -> ParameterView:
+        return ParameterView(self._params, True)
+
+    @property
+    def frozen_parameters(self) -> ParameterView:
+        return ParameterView(self._params, False)
+
+    @property
+    def optimizer(self) -> OptimizerGroups | None:
+        """Optimizer groups by name, or None when the checkpoint holds no optimizer state."""
+        return self._optimizer
+
+    @optimizer.setter
+    def optimizer(self, value: Mapping[str, OptimizerGroup] | None) -> None:
+        self._optimizer = None if value is None else OptimizerGroups(value)
+
+    @property
+    def properties(self) -> PropertyBag:
+        return self._properties
+
+    @properties.setter
+    def properties(self, value: PropertyInput) -> None:
+        self._properties = PropertyBag(value)
+
+    # -- saving ---------------------------------------------------------------------------------
+
+    def save(self, path: StrPath, *, include_optimizer_state: bool = True) -> None:
+        """Write the checkpoint to ``path`` atomically (see ``ortckpt.save``)."""
+        from .io import save
+
+        save(self, path, include_optimizer_state=include_optimizer_state)
+
+    def to_bytes(self, *, include_optimizer_state: bool = True) -> bytes:
+        """The checkpoint file content (see ``ortckpt.serialize``)."""
+        from .io import serialize
+
+        return serialize(self, include_optimizer_state=include_optimizer_state)
+
+    # -- ORT compatibility (onnxruntime.training.api.CheckpointState) ---------------------------
+
+    @classmethod
+    def load_checkpoint(cls, checkpoint_uri: StrPath) -> CheckpointState:
+        """Load a checkpoint file (same as ``ortckpt.load``)."""
+        from .io import load
+
+        return load(checkpoint_uri)
+
+    @staticmethod
+    def save_checkpoint(
+        state: CheckpointState, checkpoint_uri: StrPath, include_optimizer_state: bool = False
+    ) -> None:
+        """Save ``state`` like ORT does: without optimizer state unless asked."""
+        from .io import save
+
+        save(state, checkpoint_uri, include_optimizer_state=include_optimizer_state)
+
+    # -- display --------------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        trainable = sum(1 for p in self._params.values() if p.trainable)
+        frozen = len(self._params) - trainable
+        parts = [f"version={self._version}"]
+        if self._is_nominal:
+            parts.append("nominal")
+        if self._has_external_data:
+            parts.append("external data")
+        nbytes = sum(p.nbytes for p in self._params.values())
+        parts.append(f"{trainable} trainable + {frozen} frozen parameters ({nbytes} bytes)")
+        dtypes = sorted({_dtypes.type_name(p.data_type) for p in self._params.values()})
+        if dtypes:
+            parts.append("dtypes " + "/".join(dtypes))
+        if self._optimizer is not None:
+            groups = ", ".join(f"{name!r} step {g.step}" for name, g in self._optimizer.items())
+            parts.append(f"optimizer [{groups}]")
+        if self._properties:
+            parts.append(f"properties {list(self._properties)!r}")
+        if self._source is not None:
+            parts.append(f"from {self._source!r}")
+        return f"<CheckpointState {', '.join(parts)}>"

@@ -1,0 +1,241 @@
+//! Writer → reader round trips through the public API, and ORT's own files when present.
+
+use std::path::Path;
+
+use ortckpt_core::{
+    index_checkpoint, serialize_checkpoint, write_checkpoint, CheckpointIndex, CheckpointSpec, DataType,
+    Error, OptimizerGroupSpec, ParameterStateSpec, Property, PropertyValue, Storage, TensorPayload,
+    TensorSpec, DATA_ALIGNMENT, WRITTEN_VERSION,
+};
+
+fn tensor<'a>(name: &str, data_type: DataType, dims: &[i64], bytes: &'a [u8]) -> TensorSpec<'a> {
+    TensorSpec { name: name.into(), data_type, dims: dims.to_vec(), data: TensorPayload::Bytes(bytes) }
+}
+
+fn inline<'b>(buf: &'b [u8], storage: &Storage) -> &'b [u8] {
+    match storage {
+        Storage::Inline { offset, len } => &buf[*offset..offset + len],
+        other => panic!("expected inline storage, got {other:?}"),
+    }
+}
+
+#[test]
+fn full_state_round_trips_sorted_and_aligned() {
+    let w: Vec<u8> = (0..24u8).collect();
+    let d: Vec<u8> = (0..24u8).rev().collect();
+    let b = [7u8; 3];
+    let c = [9u8; 16];
+    let spec = CheckpointSpec {
+        is_nominal: false,
+        trainable: vec![
+            tensor("z.weight", DataType::Float, &[2, 3], &w),
+            tensor("a.double", DataType::Double, &[3], &d),
+            tensor("c", DataType::Complex128, &[], &c),
+        ],
+        frozen: vec![
+            tensor("mask", DataType::Bool, &[3], &b),
+            TensorSpec {
+                name: "labels".into(),
+                data_type: DataType::String,
+                dims: vec![2],
+                data: TensorPayload::Strings(vec!["héllo".into(), String::new()]),
+            },
+        ],
+        optimizer_groups: vec![OptimizerGroupSpec {
+            name: "group0".into(),
+            step: 7,
+            initial_learning_rate: 0.001,
+            states: vec![ParameterStateSpec {
+                param_name: "z.weight".into(),
+                momentums: vec![
+                    tensor("momentum1", DataType::Float, &[2, 3], &w),
+                    tensor("momentum0", DataType::Float, &[2, 3], &w),
+                ],
+            }],
+        }],
+        properties: vec![
+            Property { name: "note".into(), value: PropertyValue::Str("✓".into()) },
+            Property { name: "epoch".into(), value: PropertyValue::Int(-3) },
+            Property { name: "loss".into(), value: PropertyValue::Float(0.25) },
+        ],
+    };
+    let bytes = serialize_checkpoint(&spec).unwrap();
+    let index: CheckpointIndex = index_checkpoint(&bytes).unwrap();
+    assert_eq!(index.version, WRITTEN_VERSION);
+    let names: Vec<_> = index.trainable.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["a.double", "c", "z.weight"]);
+    assert_eq!(inline(&bytes, &index.trainable[2].storage), &w[..]);
+    assert_eq!(inline(&bytes, &index.trainable[0].storage), &d[..]);
+    for t in index.trainable.iter().chain(&index.frozen) {
+        if let Storage::Inline { offset, .. } = t.storage {
+            assert_eq!(offset % DATA_ALIGNMENT, 0, "{} is not aligned", t.name);
+        }
+    }
+    assert_eq!(index.frozen[0].name, "labels");
+    assert_eq!(index.frozen[0].storage, Storage::Strings(vec!["héllo".into(), String::new()]));
+    let group = &index.optimizer_groups[0];
+    assert_eq!((group.step, group.initial_learning_rate), (7, 0.001));
+    let momentum_names: Vec<_> = group.states[0].momentums.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(momentum_names, ["momentum0", "momentum1"]);
+    let props: Vec<_> = index.properties.iter().map(|p| (p.name.as_str(), p.value.clone())).collect();
+    assert_eq!(
+        props,
+        [
+            ("epoch", PropertyValue::Int(-3)),
+            ("loss", PropertyValue::Float(0.25)),
+            ("note", PropertyValue::Str("✓".into()))
+        ]
+    );
+    // Deterministic: the same spec in another order gives the same bytes.
+    let mut shuffled = spec.clone();
+    shuffled.trainable.reverse();
+    shuffled.properties.reverse();
+    assert_eq!(serialize_checkpoint(&shuffled).unwrap(), bytes);
+}
+
+#[test]
+fn writer_rejects_inconsistent_specs() {
+    let short = [0u8; 5];
+    let spec =
+        CheckpointSpec { trainable: vec![tensor("w", DataType::Float, &[2], &short)], ..Default::default() };
+    assert!(matches!(
+        serialize_checkpoint(&spec),
+        Err(Error::DataLengthMismatch { expected: 8, found: 5, .. })
+    ));
+    let ok = [0u8; 4];
+    let spec = CheckpointSpec {
+        trainable: vec![tensor("w", DataType::Float, &[1], &ok)],
+        frozen: vec![tensor("w", DataType::Float, &[1], &ok)],
+        ..Default::default()
+    };
+    assert!(matches!(serialize_checkpoint(&spec), Err(Error::DuplicateName { .. })));
+    let spec = CheckpointSpec {
+        trainable: vec![TensorSpec {
+            name: "w".into(),
+            data_type: DataType::Float,
+            dims: vec![],
+            data: TensorPayload::Nominal,
+        }],
+        ..Default::default()
+    };
+    assert!(matches!(serialize_checkpoint(&spec), Err(Error::InvalidSpec { .. })));
+    let spec =
+        CheckpointSpec { trainable: vec![tensor("w", DataType::Float, &[-1], &ok)], ..Default::default() };
+    assert!(matches!(serialize_checkpoint(&spec), Err(Error::NegativeDim { .. })));
+}
+
+#[test]
+fn nominal_round_trip() {
+    let spec = CheckpointSpec {
+        is_nominal: true,
+        trainable: vec![TensorSpec {
+            name: "w".into(),
+            data_type: DataType::Float16,
+            dims: vec![],
+            data: TensorPayload::Nominal,
+        }],
+        ..Default::default()
+    };
+    let index = index_checkpoint(&serialize_checkpoint(&spec).unwrap()).unwrap();
+    assert!(index.is_nominal);
+    assert_eq!(index.trainable[0].storage, Storage::Nominal);
+    assert_eq!(index.trainable[0].data_type, DataType::Float16);
+}
+
+#[test]
+fn write_checkpoint_is_atomic_and_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.ckpt");
+    let data = [1u8; 8];
+    let spec =
+        CheckpointSpec { trainable: vec![tensor("w", DataType::Int64, &[1], &data)], ..Default::default() };
+    write_checkpoint(&path, &spec).unwrap();
+    let bad =
+        CheckpointSpec { trainable: vec![tensor("w", DataType::Int64, &[2], &data)], ..Default::default() };
+    assert!(write_checkpoint(&path, &bad).is_err());
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(index_checkpoint(&bytes).unwrap().trainable[0].dims, [1]);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "a temporary file was left behind");
+}
+
+/// ORT-written files in the shared corpus (beside the repository, when present) index, and
+/// re-serializing what they hold gives a file with the same contents.
+#[test]
+fn ort_corpus_files_round_trip() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
+    let Ok(entries) = std::fs::read_dir(&corpus) else {
+        eprintln!("skipping: no corpus at {}", corpus.display());
+        return;
+    };
+    let mut seen = 0;
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "ckpt") {
+            continue;
+        }
+        seen += 1;
+        let bytes = std::fs::read(&path).unwrap();
+        let index = index_checkpoint(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let to_spec = |ts: &[ortckpt_core::TensorIndex]| -> Vec<TensorSpec<'_>> {
+            ts.iter()
+                .map(|t| TensorSpec {
+                    name: t.name.clone(),
+                    data_type: t.data_type,
+                    dims: t.dims.clone(),
+                    data: match &t.storage {
+                        Storage::Inline { offset, len } => {
+                            TensorPayload::Bytes(&bytes[*offset..offset + len])
+                        }
+                        Storage::Strings(s) => TensorPayload::Strings(s.clone()),
+                        Storage::Nominal => TensorPayload::Nominal,
+                        Storage::External { .. } => panic!("corpus has no external data"),
+                    },
+                })
+                .collect()
+        };
+        let spec = CheckpointSpec {
+            is_nominal: index.is_nominal,
+            trainable: to_spec(&index.trainable),
+            frozen: to_spec(&index.frozen),
+            optimizer_groups: index
+                .optimizer_groups
+                .iter()
+                .map(|g| OptimizerGroupSpec {
+                    name: g.name.clone(),
+                    step: g.step,
+                    initial_learning_rate: g.initial_learning_rate,
+                    states: g
+                        .states
+                        .iter()
+                        .map(|s| ParameterStateSpec {
+                            param_name: s.param_name.clone(),
+                            momentums: to_spec(&s.momentums),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            properties: index.properties.clone(),
+        };
+        let again = serialize_checkpoint(&spec).unwrap();
+        let reindexed = index_checkpoint(&again).unwrap();
+        let by_name = |ts: &[ortckpt_core::TensorIndex], buf: &[u8]| {
+            let mut v: Vec<_> = ts
+                .iter()
+                .map(|t| {
+                    let data = match &t.storage {
+                        Storage::Inline { offset, len } => buf[*offset..offset + len].to_vec(),
+                        _ => Vec::new(),
+                    };
+                    (t.name.clone(), t.data_type, t.dims.clone(), data)
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(by_name(&index.trainable, &bytes), by_name(&reindexed.trainable, &again));
+        assert_eq!(by_name(&index.frozen, &bytes), by_name(&reindexed.frozen, &again));
+        assert_eq!(index.is_nominal, reindexed.is_nominal);
+        assert_eq!(index.optimizer_groups.len(), reindexed.optimizer_groups.len());
+    }
+    assert!(seen > 0, "corpus folder has no .ckpt files");
+}

