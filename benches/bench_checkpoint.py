@@ -36,7 +36,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 MiB = 1 << 20
 HERE = Path(__file__).resolve()
@@ -114,7 +114,7 @@ def tensor_layout(size_bytes: int, tensors: int) -> list[tuple[str, tuple[int, .
     if tensors < 1 or elems < tensors:
         raise ValueError(f"cannot split {size_bytes} bytes into {tensors} float32 tensors")
     per, rem = divmod(elems, tensors)
-    layout = []
+    layout: list[tuple[str, tuple[int, ...]]] = []
     for i in range(tensors):
         n = per + (rem if i == tensors - 1 else 0)
         shape = (n // 1024, 1024) if n % 1024 == 0 else (n,)
@@ -158,6 +158,11 @@ def _ru_maxrss_bytes() -> int:
     return int(rss if sys.platform == "darwin" else rss * 1024)
 
 
+def _checkpoint_files(ckpt: str) -> list[str]:
+    """The checkpoint and, when there is one, its external data file."""
+    return [p for p in (ckpt, ckpt + ".data") if os.path.exists(p)]
+
+
 def _make_arrays(size_bytes: int, tensors: int) -> dict[str, Any]:
     import numpy as np
 
@@ -194,7 +199,19 @@ def _setup(op: str, ckpt: str, out: str, size: int, tensors: int, extra: dict[st
     if op == "fromfile":
         import numpy as np
 
-        return lambda: np.fromfile(ckpt, dtype=np.uint8, count=size)
+        # N bytes of the checkpoint's own (cached) pages; a checkpoint big enough to have an
+        # external data file ("<ckpt>.data", ORT's layout past 1800 MiB) is read from both files
+        parts = [(p, os.path.getsize(p)) for p in _checkpoint_files(ckpt)][::-1]
+
+        def run() -> Any:
+            left, out = size, []
+            for path, n in parts:
+                if left > 0:
+                    out.append(np.fromfile(path, dtype=np.uint8, count=min(n, left)))
+                    left -= out[-1].size
+            return out
+
+        return run
 
     if op in ("open_one", "copy_all", "sum_all", "load_bytes"):
         import numpy as np
@@ -231,12 +248,12 @@ def _setup(op: str, ckpt: str, out: str, size: int, tensors: int, extra: dict[st
         return run
 
     if op in ("tofile", "tofile_fsync"):
-        arrays = list(_make_arrays(size, tensors).values())
+        chunks = list(_make_arrays(size, tensors).values())
         sync = op == "tofile_fsync"
 
         def run() -> Any:
             with open(out, "wb") as f:
-                for a in arrays:
+                for a in chunks:
                     a.tofile(f)
                 if sync:
                     f.flush()
@@ -340,10 +357,10 @@ class Config:
     size_mib: int = 512
     tensors: int = 64
     repeats: int = 3
-    ort_python: Optional[str] = None  # None: $ORTCKPT_ORT_VENV, then <repo>/.ort-venv
+    ort_python: str | None = None  # None: $ORTCKPT_ORT_VENV, then <repo>/.ort-venv
     python: str = sys.executable  # the interpreter with ortckpt installed
-    tmpdir: Optional[str] = None
-    ops: Optional[list[str]] = None  # None: all
+    tmpdir: str | None = None
+    ops: list[str] | None = None  # None: all
     verbose: bool = False
 
     @property
@@ -355,8 +372,8 @@ class Config:
 class Row:
     op: Op
     runs: list[dict[str, Any]] = field(default_factory=list)
-    skipped: Optional[str] = None
-    error: Optional[str] = None
+    skipped: str | None = None
+    error: str | None = None
 
     def _vals(self, key: str) -> list[float]:
         return [r[key] for r in self.runs if r.get(key) is not None]
@@ -382,7 +399,7 @@ class Row:
         return int(max(r["peak_rss"] - r["rss_before"] for r in self.runs))
 
     @property
-    def anon_delta(self) -> Optional[int]:
+    def anon_delta(self) -> int | None:
         vals = [r["anon_after"] - r["anon_before"] for r in self.runs if r.get("anon_after") is not None]
         return int(max(vals)) if vals else None
 
@@ -421,21 +438,19 @@ def _run_child(python: str, op: str, ckpt: str, out: str, cfg: Config) -> dict[s
     )
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_MARK):
-            return json.loads(line[len(RESULT_MARK) :])
+            report: dict[str, Any] = json.loads(line[len(RESULT_MARK) :])
+            return report
     tail = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}, no output"])[-1]
     raise ChildError(f"{op}: {tail}")
 
 
-def resolve_ort_python(explicit: Optional[str]) -> Optional[str]:
+def resolve_ort_python(explicit: str | None) -> str | None:
     if explicit:
         return explicit
-    venv = os.environ.get("ORTCKPT_ORT_VENV")
-    cands = [Path(venv) / "bin" / "python"] if venv else []
-    cands.append(REPO / ".ort-venv" / "bin" / "python")
-    for c in cands:
-        if c.exists():
-            return str(c)
-    return None
+    # as scripts/setup_ort_env.sh: $ORTCKPT_ORT_VENV when set, else <repo>/.ort-venv
+    venv = os.environ.get("ORTCKPT_ORT_VENV") or str(REPO / ".ort-venv")
+    python = Path(venv) / "bin" / "python"
+    return str(python) if python.exists() else None
 
 
 def _cpu_model() -> str:
@@ -449,7 +464,7 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _mem_total() -> Optional[int]:
+def _mem_total() -> int | None:
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -492,7 +507,7 @@ class Result:
     file_bytes: int
     ort_status: str
 
-    def row(self, key: str) -> Optional[Row]:
+    def row(self, key: str) -> Row | None:
         for r in self.rows:
             if r.op.key == key:
                 return r
@@ -561,12 +576,13 @@ def run_benchmark(cfg: Config, log: Callable[[str], None] = lambda s: None) -> R
         log(f"generating {cfg.size_mib} MiB in {cfg.tensors} float32 tensors -> {ckpt}")
         gen = _run_child(cfg.python, "generate", "", ckpt, cfg)
         info["generate_s"] = gen["seconds"]
-        file_bytes = os.path.getsize(ckpt)
+        file_bytes = sum(os.path.getsize(p) for p in _checkpoint_files(ckpt))
 
         # warm the page cache (the whole run is warm-cache)
-        with open(ckpt, "rb", buffering=0) as f:
-            while f.read(8 * MiB):
-                pass
+        for path in _checkpoint_files(ckpt):
+            with open(path, "rb", buffering=0) as f:
+                while f.read(8 * MiB):
+                    pass
 
         for rep in range(cfg.repeats):
             for row in rows:
@@ -583,8 +599,8 @@ def run_benchmark(cfg: Config, log: Callable[[str], None] = lambda s: None) -> R
                     log(f"  {row.op.key}: {row.error}")
                     continue
                 finally:
-                    if os.path.exists(out):
-                        os.unlink(out)
+                    for path in _checkpoint_files(out):
+                        os.unlink(path)
                 row.runs.append(res)
                 log(f"  [{rep + 1}/{cfg.repeats}] {row.op.key:<13} {res['seconds']:.4f} s")
 
@@ -601,7 +617,7 @@ def time_ratios(res: Result) -> list[tuple[str, str, float]]:
     return out
 
 
-def _mib(n: Optional[float]) -> str:
+def _mib(n: float | None) -> str:
     return "-" if n is None else f"{n / MiB:,.1f}"
 
 
@@ -618,7 +634,7 @@ def format_report(res: Result) -> str:
     )
     lines.append(
         f"checkpoint: {cfg.tensors} float32 tensors, {res.data_bytes / MiB:,.0f} MiB of data "
-        f"(N = {res.data_bytes:,} bytes), file {res.file_bytes:,} bytes, on {info['tmpdir_fs']}"
+        f"(N = {res.data_bytes:,} bytes), file(s) {res.file_bytes:,} bytes, on {info['tmpdir_fs']}"
     )
     lines.append(
         f"WARM CACHE: the file is in the page cache for every read row; os.sync() before each row. "
@@ -647,8 +663,9 @@ def format_report(res: Result) -> str:
                 _mib(row.anon_delta),
             )
         )
-    w0 = max(len(header[0]), *(len(b[0]) for b in body if b[2]))
-    widths = [w0] + [max(len(header[i]), *(len(b[i]) for b in body)) for i in range(1, len(header))]
+    measured = [b for b in body if b[2]] or [header]
+    w0 = max(len(b[0]) for b in [header, *body])
+    widths = [w0] + [max(len(header[i]), *(len(b[i]) for b in measured)) for i in range(1, len(header))]
 
     def fmt(cols: tuple[str, ...]) -> str:
         if not cols[2] and cols[1]:  # skipped / failed: one free-text cell
@@ -689,16 +706,22 @@ def format_report(res: Result) -> str:
     return "\n".join(lines)
 
 
-def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--size-mib", type=int, default=None, help="data size in MiB (default 512; 32 with --quick)")
+    ap.add_argument(
+        "--size-mib", type=int, default=None, help="data size in MiB (default 512; 32 with --quick)"
+    )
     ap.add_argument("--tensors", type=int, default=64, help="number of float32 tensors (default 64)")
     ap.add_argument("--repeats", type=int, default=3, help="fresh subprocesses per row (default 3)")
     ap.add_argument("--quick", action="store_true", help="32 MiB smoke run (under a minute)")
-    ap.add_argument("--ort-python", help="python of the ORT 1.19.2 side venv (default: $ORTCKPT_ORT_VENV, .ort-venv)")
-    ap.add_argument("--python", default=sys.executable, help="python with ortckpt installed (default: this one)")
+    ap.add_argument(
+        "--ort-python", help="python of the ORT 1.19.2 side venv (default: $ORTCKPT_ORT_VENV, .ort-venv)"
+    )
+    ap.add_argument(
+        "--python", default=sys.executable, help="python with ortckpt installed (default: this one)"
+    )
     ap.add_argument("--tmpdir", help="where to put the temporary directory (default: the system's)")
     ap.add_argument("--ops", help="comma-separated subset of: " + ",".join(OP_BY_KEY))
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
@@ -711,14 +734,14 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     if args.size_mib * MiB // 4 < args.tensors:
         ap.error("more tensors than float32 elements")
     if args.ops:
-        args.ops = [s.strip() for s in args.ops.split(",") if s.strip()]
+        args.ops = list(dict.fromkeys(s.strip() for s in args.ops.split(",") if s.strip()))
         unknown = [k for k in args.ops if k not in OP_BY_KEY]
         if unknown:
             ap.error(f"unknown --ops {unknown}; choose from {','.join(OP_BY_KEY)}")
     return args
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     if argv[:1] == ["--child"]:
@@ -736,7 +759,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     )
     free = shutil.disk_usage(cfg.tmpdir or tempfile.gettempdir()).free
     if free < 3 * cfg.size_bytes:
-        print(f"bench_checkpoint: need ~{3 * cfg.size_mib} MiB free in the temp dir, have {free // MiB}", file=sys.stderr)
+        print(
+            f"bench_checkpoint: need ~{3 * cfg.size_mib} MiB free in the temp dir, have {free // MiB}",
+            file=sys.stderr,
+        )
         return 1
 
     def log(msg: str) -> None:

@@ -15,10 +15,19 @@ Subcommands
     Make ORT write a checkpoint from a spec (tensors, trainable flags, properties, nominal flag).
 ``resave CKPT OUT.ckpt [--no-optimizer]``
     ``load_checkpoint`` then ``save_checkpoint(state, OUT, include_optimizer_state)``.
+``save-protos TRAINABLE.pbs FROZEN.pbs OUT.ckpt [--nominal]``
+    ``save_checkpoint(trainable_protos, frozen_protos, OUT, nominal_checkpoint)``: ORT's own
+    TensorProto -> checkpoint path. The .pbs files hold serialized ``onnx.TensorProto``s (see
+    "Protos file format" below; ``write_protos`` makes one).
+``load-into-model CKPT MODEL.onnx OUT.onnx``
+    ``get_model_after_loading_checkpoint(CKPT, model_bytes)``: ORT's ``LoadCheckpointToModel``;
+    OUT.onnx receives the serialized ModelProto ORT returns.
 ``batch JOBS.json``
     Run many of the above in one process. JOBS.json is a list of objects
     ``{"op": "dump", "ckpt": ..., "out": ...}``, ``{"op": "write", "spec": ..., "out": ...}``,
-    ``{"op": "resave", "ckpt": ..., "out": ..., "optimizer": true}``. Prints a JSON list with one
+    ``{"op": "resave", "ckpt": ..., "out": ..., "optimizer": true}``,
+    ``{"op": "save_protos", "trainable": PBS, "frozen": PBS, "out": ..., "nominal": false}``,
+    ``{"op": "load_into_model", "ckpt": ..., "model": ..., "out": ...}``. Prints a JSON list with one
     ``{"ok": true}`` or ``{"ok": false, "error": "<ORT's message>"}`` per job, in order; exit 0 when
     every job ran (whether or not ORT accepted its file), 2 when JOBS.json is malformed.
 ``info``
@@ -78,7 +87,13 @@ any the file is loaded, ``add_property`` is called for each and it is saved agai
 nominal specs: see the caveat above). ORT 1.19.2 only handles float32/64, (u)int8/16/32/64 and
 bool tensors in checkpoints; float properties are stored as float32.
 
-``write_spec``, ``read_dump`` and ``read_spec`` only need numpy, so the tests (another venv) load
+Protos file format (TRAINABLE.pbs / FROZEN.pbs for ``save-protos``)
+-------------------------------------------------------------------
+A sequence of records, each an unsigned 64-bit little-endian byte count followed by that many
+bytes of one serialized ``onnx.TensorProto``; an empty file is an empty list. ``write_protos`` /
+``read_protos`` below write and read it (no numpy or onnx needed).
+
+``write_spec``, ``read_dump``, ``read_spec``, ``write_protos`` and ``read_protos`` only need numpy, so the tests (another venv) load
 this file as a module to share the formats.
 """
 
@@ -172,6 +187,32 @@ def read_dump(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, n
             raise ValueError(f"{path}: not an {DUMP_FORMAT} file")
         arrays = {k: z[k] for k in z.files if k != "__meta__"}
     return meta, arrays
+
+
+def write_protos(path: str | os.PathLike[str], protos: list[bytes]) -> None:
+    """Write serialized TensorProtos as a protos file (u64 little-endian length + bytes each)."""
+    with open(path, "wb") as f:
+        for proto in protos:
+            data = bytes(proto)
+            f.write(len(data).to_bytes(8, "little"))
+            f.write(data)
+
+
+def read_protos(path: str | os.PathLike[str]) -> list[bytes]:
+    """The serialized TensorProtos of a protos file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    out, pos = [], 0
+    while pos < len(data):
+        if pos + 8 > len(data):
+            raise ValueError(f"{path}: truncated length at byte {pos}")
+        n = int.from_bytes(data[pos : pos + 8], "little")
+        pos += 8
+        if pos + n > len(data):
+            raise ValueError(f"{path}: record of {n} bytes at byte {pos} runs past the end")
+        out.append(data[pos : pos + n])
+        pos += n
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -410,6 +451,24 @@ def resave(ckpt: str, out: str, optimizer: bool = True) -> None:
     _ort_call(C.save_checkpoint, state, os.fspath(out), bool(optimizer))
 
 
+def save_protos(trainable: str, frozen: str, out: str, nominal: bool = False) -> None:
+    """ORT's ``save_checkpoint(trainable_protos, frozen_protos, OUT, nominal)``; the protos come
+    from protos files. OracleError if ORT refuses."""
+    C = _ort()
+    _ort_call(C.save_checkpoint, read_protos(trainable), read_protos(frozen), os.fspath(out), bool(nominal))
+
+
+def load_into_model(ckpt: str, model: str, out: str) -> None:
+    """ORT's ``get_model_after_loading_checkpoint(CKPT, model bytes)``; OUT gets the returned
+    serialized ModelProto. OracleError if ORT refuses."""
+    C = _ort()
+    with open(model, "rb") as f:
+        model_bytes = f.read()
+    result = _ort_call(C.get_model_after_loading_checkpoint, os.fspath(ckpt), model_bytes)
+    with open(out, "wb") as f:
+        f.write(result)
+
+
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """Run one batch job; never raises (a failure is reported in the result)."""
     op = job.get("op")
@@ -420,6 +479,10 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             write(job["spec"], job["out"])
         elif op == "resave":
             resave(job["ckpt"], job["out"], job.get("optimizer", True))
+        elif op == "save_protos":
+            save_protos(job["trainable"], job["frozen"], job["out"], job.get("nominal", False))
+        elif op == "load_into_model":
+            load_into_model(job["ckpt"], job["model"], job["out"])
         else:
             return {"ok": False, "error": f"unknown op {op!r}"}
     except (OracleError, OSError) as e:
@@ -456,6 +519,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("ckpt")
     p.add_argument("out")
     p.add_argument("--no-optimizer", action="store_true", help="include_optimizer_state=False")
+    p = sub.add_parser("save-protos", help="save_checkpoint of the TensorProtos in two protos files")
+    p.add_argument("trainable")
+    p.add_argument("frozen")
+    p.add_argument("out")
+    p.add_argument("--nominal", action="store_true", help="nominal_checkpoint=True")
+    p = sub.add_parser("load-into-model", help="get_model_after_loading_checkpoint(CKPT, MODEL) -> OUT")
+    p.add_argument("ckpt")
+    p.add_argument("model")
+    p.add_argument("out")
     p = sub.add_parser("batch", help="run the jobs listed in JOBS.json")
     p.add_argument("jobs")
     sub.add_parser("info", help="print versions as JSON")
@@ -485,6 +557,10 @@ def main(argv: list[str] | None = None) -> int:
             write(args.spec, args.out)
         elif args.cmd == "resave":
             resave(args.ckpt, args.out, not args.no_optimizer)
+        elif args.cmd == "save-protos":
+            save_protos(args.trainable, args.frozen, args.out, args.nominal)
+        elif args.cmd == "load-into-model":
+            load_into_model(args.ckpt, args.model, args.out)
     except (OracleError, OSError, ValueError, KeyError) as e:
         print(f"ort_oracle: {args.cmd}: {e}", file=sys.stderr)
         return 1

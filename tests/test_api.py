@@ -767,44 +767,56 @@ def test_save_errors_leave_no_file(tmp_path: pathlib.Path) -> None:
         CheckpointState({"w": np.zeros(1)}).save(missing_dir)
 
 
-# -- external data (index faked: the writer never produces external data) -------------------------------
+# -- external data -----------------------------------------------------------------------------------
 
 
-def _fake_external_index(data: object, source: str) -> dict[str, Any]:
-    return {
-        "version": 2,
-        "is_nominal": False,
-        "has_external_data": True,
-        "trainable": [("w", 1, [2, 2], 0, 16, None, 16)],
-        "frozen": [("b", 7, [1], 0, 8, None, 32)],
-        "optimizer_groups": [],
-        "properties": [],
-    }
+def _external_state() -> CheckpointState:
+    return CheckpointState(
+        {"w": np.arange(64, dtype=np.float32).reshape(8, 8), "tiny": np.ones(3, np.int8)},
+        frozen={"b": np.arange(-20, 0, dtype=np.int64)},
+    )
 
 
-def test_external_data_is_read_from_sidecar(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_external_data_round_trip(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "ext.ckpt"
-    path.write_bytes(b"placeholder")
-    monkeypatch.setattr(_native, "index_checkpoint", _fake_external_index)
-    sidecar = np.zeros(40, dtype=np.uint8)
-    sidecar[16:32] = np.frombuffer(np.array([1, 2, 3, 4], np.float32).tobytes(), np.uint8)
-    sidecar[32:40] = np.frombuffer(np.array([-9], np.int64).tobytes(), np.uint8)
-
-    with pytest.raises(ExternalDataError, match=re.escape("ext.ckpt.data")):
-        ortckpt.load(path)
-    pathlib.Path(ortckpt.io.external_data_path(path)).write_bytes(sidecar.tobytes())
+    original = _external_state()
+    ortckpt.save(original, path, external_data_threshold=100)
+    ext = pathlib.Path(ortckpt.external_data_path(path))
+    assert ext.name == "ext.ckpt.data" and ext.stat().st_size >= 64 * 4 + 20 * 8
+    assert path.stat().st_size < 64 * 4 + 20 * 8, "tensor bytes should live in the external file"
     for mmap in (True, False):
         state = ortckpt.load(path, mmap=mmap)
         assert state.has_external_data
-        assert state.parameters["w"].data.tolist() == [[1, 2], [3, 4]]
-        assert state.parameters["b"].data.tolist() == [-9]
+        for name, p in original.parameters.items():
+            assert state.parameters[name].data.tobytes() == p.data.tobytes()
+            assert state.parameters[name].dtype == p.dtype and state.parameters[name].shape == p.shape
+            assert state.parameters[name].trainable == p.trainable
         assert "external data" in repr(state)
-    state = ortckpt.load_bytes(b"placeholder", external_data=sidecar.tobytes())
-    assert state.parameters["b"].data.tolist() == [-9]
+    state = ortckpt.load_bytes(path.read_bytes(), external_data=ext.read_bytes())
+    assert state.parameters["b"].data.tolist() == list(range(-20, 0))
+    # A state loaded from an external checkpoint stays external when saved again (as in ORT).
+    again = tmp_path / "again.ckpt"
+    ortckpt.save(state, again)
+    assert ortckpt.load(again).has_external_data
+
+
+def test_external_data_errors_name_both_files(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "ext.ckpt"
+    ortckpt.save(_external_state(), path, external_data_threshold=0)
+    ext = pathlib.Path(ortckpt.external_data_path(path))
+    content = ext.read_bytes()
+    ext.write_bytes(content[:-1])
+    with pytest.raises(ExternalDataError, match=r"past the end of the external data file") as info:
+        ortckpt.load(path)
+    assert "ext.ckpt" in str(info.value)
+    ext.unlink()
+    with pytest.raises(ExternalDataError, match=re.escape("ext.ckpt.data")) as info:
+        ortckpt.load(path)
+    assert str(path) in str(info.value)
     with pytest.raises(ExternalDataError, match="external_data"):
-        ortckpt.load_bytes(b"placeholder")
-    with pytest.raises(ExternalDataError, match="39 bytes"):
-        ortckpt.load_bytes(b"placeholder", external_data=sidecar.tobytes()[:39])
+        ortckpt.load_bytes(path.read_bytes())
+    with pytest.raises(ExternalDataError, match="past the end"):
+        ortckpt.load_bytes(path.read_bytes(), external_data=content[:10])
 
 
 def test_error_hierarchy_reexported() -> None:
@@ -833,3 +845,63 @@ def test_empty_tensor_with_huge_dim() -> None:
     with pytest.raises(TensorDataError, match=r"'odd'.*too large for a numpy array"):
         odd.data  # noqa: B018
     assert ortckpt.load_bytes(state.to_bytes()).parameters["odd"].shape == (0, 2**61, 8)
+
+
+def test_nominal_checkpoint_momentums_are_nominal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Valueless momentums in a nominal checkpoint (ORT never writes them; the native writer refuses
+    them, so the index is faked) load as nominal tensors."""
+
+    def index(data: object, source: str, *_external: object) -> dict[str, Any]:
+        return {
+            "version": 2,
+            "is_nominal": True,
+            "has_external_data": False,
+            "trainable": [("w", 1, [], 0, 0, None, None)],
+            "frozen": [],
+            "optimizer_groups": [
+                {
+                    "name": "g",
+                    "step": 1,
+                    "initial_learning_rate": 0.5,
+                    "states": [("w", [("m0", 1, [], 0, 0, None, None)])],
+                }
+            ],
+            "properties": [],
+        }
+
+    monkeypatch.setattr(_native, "index_checkpoint", index)
+    state = ortckpt.load_bytes(b"fake")
+    assert state.optimizer is not None
+    momentums = state.optimizer["g"].states["w"]
+    assert list(momentums) == ["m0"]
+    with pytest.raises(CheckpointError, match=r"'w/m0'.*nominal"):
+        momentums["m0"]
+    monkeypatch.undo()
+    # without optimizer state it saves as a plain nominal checkpoint
+    assert ortckpt.load_bytes(state.to_bytes(include_optimizer_state=False)).is_nominal
+    try:
+        blob = state.to_bytes()
+    except CheckpointError as exc:  # the writer may refuse valueless momentums, with our error
+        assert "m0" in str(exc)
+    else:
+        again = ortckpt.load_bytes(blob)
+        assert again.is_nominal and again.optimizer is not None
+
+
+def test_more_dims_than_numpy_supports() -> None:
+    blob = _native.serialize_checkpoint(
+        {
+            "is_nominal": False,
+            "trainable": [("deep", 1, [1] * 65, b"\0" * 4), ("deep.s", 8, [1] * 65, ["x"])],
+            "frozen": [],
+            "optimizer_groups": [],
+            "properties": [],
+        }
+    )
+    state = ortckpt.load_bytes(blob)
+    for name in ("deep", "deep.s"):
+        param = state.parameters[name]
+        assert param.shape == (1,) * 65 and param.ndim == 65
+        with pytest.raises(TensorDataError, match=rf"'{re.escape(name)}'.*65 dims"):
+            param.data  # noqa: B018
+    assert ortckpt.load_bytes(state.to_bytes()).parameters["deep"].shape == (1,) * 65

@@ -20,7 +20,7 @@ from .errors import (
     TensorDataError,
     UnsupportedVersionError,
 )
-from .io import load, load_bytes, save, serialize
+from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, external_data_path, load, load_bytes, save, serialize
 from .state import CheckpointState, OptimizerGroup, Parameter, PropertyBag
 
 try:
@@ -29,6 +29,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "0+unknown"
 
 __all__ = [
+    "DEFAULT_EXTERNAL_DATA_THRESHOLD",
     "CheckpointError",
     "CheckpointState",
     "DuplicateNameError",
@@ -41,6 +42,7 @@ __all__ = [
     "UnsupportedVersionError",
     "__version__",
     "errors",
+    "external_data_path",
     "load",
     "load_bytes",
     "save",

@@ -6,9 +6,8 @@ import os
 from typing import TYPE_CHECKING, Union
 
 from . import _native
-from ._index import ExternalOpener, state_from_index
+from ._index import state_from_index
 from ._spec import build_spec
-from .errors import ExternalDataError
 from .state import CheckpointState
 
 if TYPE_CHECKING:
@@ -16,9 +15,12 @@ if TYPE_CHECKING:
 
     StrPath = Union[str, os.PathLike[str]]
 
-__all__ = ["external_data_path", "load", "load_bytes", "save", "serialize"]
+__all__ = ["DEFAULT_EXTERNAL_DATA_THRESHOLD", "external_data_path", "load", "load_bytes", "save", "serialize"]
 
 BYTES_SOURCE = "<bytes>"
+
+#: ORT's default ``external_data_threshold``: 1800 MiB.
+DEFAULT_EXTERNAL_DATA_THRESHOLD: int = _native.DEFAULT_EXTERNAL_DATA_THRESHOLD
 
 
 def _fspath(path: StrPath) -> str:
@@ -26,8 +28,8 @@ def _fspath(path: StrPath) -> str:
 
 
 def external_data_path(path: StrPath) -> str:
-    """Where ORT keeps a checkpoint's external tensor data: ``<checkpoint path>.data``."""
-    return _fspath(path) + ".data"
+    """ORT's ``ExternalCheckpointDataPath``: the checkpoint path with ``.data`` appended."""
+    return os.fspath(_native.external_data_path(_fspath(path)))
 
 
 def _read(path: str, mmap: bool) -> Buffer:
@@ -49,16 +51,12 @@ def load(path: StrPath, *, mmap: bool = True) -> CheckpointState:
     """
     name = _fspath(path)
     data = _read(name, mmap)
-    index = _native.index_checkpoint(data, name)
-
-    def open_external() -> Buffer:
-        ext = external_data_path(name)
-        try:
-            return _read(ext, mmap)
-        except FileNotFoundError:
-            raise ExternalDataError(f"{name}: external data file {ext!r} is missing") from None
-
-    return state_from_index(index, data, name, open_external)
+    # ORT keeps large tensors in "<path>.data". It is always memory-mapped (lazily paged in), and
+    # every external range is checked against its real size before any tensor is used.
+    ext_name = external_data_path(name)
+    external: Buffer | None = _native.MappedFile(ext_name) if os.path.isfile(ext_name) else None
+    index = _native.index_checkpoint(data, name, external, ext_name)
+    return state_from_index(index, data, name, None if external is None else (lambda: external))
 
 
 def _as_readonly_buffer(data: Buffer) -> Buffer:
@@ -79,28 +77,37 @@ def load_bytes(data: Buffer, *, external_data: Buffer | None = None) -> Checkpoi
     the content of the external data file, for checkpoints that have one.
     """
     buffer = _as_readonly_buffer(data)
-    index = _native.index_checkpoint(buffer, BYTES_SOURCE)
-    opener: ExternalOpener | None = None
-    if external_data is not None:
-        ext = _as_readonly_buffer(external_data)
-
-        def opener() -> Buffer:
-            return ext
-
-    return state_from_index(index, buffer, BYTES_SOURCE, opener)
+    ext = None if external_data is None else _as_readonly_buffer(external_data)
+    index = _native.index_checkpoint(buffer, BYTES_SOURCE, ext, None)
+    return state_from_index(index, buffer, BYTES_SOURCE, None if ext is None else (lambda: ext))
 
 
-def save(state: CheckpointState, path: StrPath, *, include_optimizer_state: bool = True) -> None:
+def save(
+    state: CheckpointState,
+    path: StrPath,
+    *,
+    include_optimizer_state: bool = True,
+    external_data_threshold: int | None = None,
+) -> None:
     """Write ``state`` to ``path`` atomically (temporary file, fsync, rename).
 
     Saving over the file a state was loaded from is safe: the old mapping stays valid. Tensors,
-    optimizer states and properties are written sorted by name, all tensor data inline (no external
-    data file), in the format version ORT 1.19.2 writes.
+    optimizer states and properties are written sorted by name, in the format version ORT 1.19.2
+    writes.
+
+    When the tensor data exceed ``external_data_threshold`` bytes in total, every numeric tensor
+    of at least 64 bytes goes to ``external_data_path(path)`` (``<path>.data``), written and
+    renamed together with the checkpoint. The default is ORT's 1800 MiB, or 0 for a state loaded
+    from a checkpoint with external data (ORT keeps such a checkpoint external).
     """
     if not isinstance(state, CheckpointState):
         raise TypeError(f"expected a CheckpointState, got {type(state).__name__}")
+    if external_data_threshold is None:
+        external_data_threshold = 0 if state.has_external_data else DEFAULT_EXTERNAL_DATA_THRESHOLD
+    if external_data_threshold < 0:
+        raise ValueError(f"external_data_threshold must be >= 0, got {external_data_threshold}")
     spec = build_spec(state, include_optimizer_state)
-    _native.write_checkpoint(_fspath(path), spec)
+    _native.write_checkpoint(_fspath(path), spec, external_data_threshold)
 
 
 def serialize(state: CheckpointState, *, include_optimizer_state: bool = True) -> bytes:

@@ -55,6 +55,12 @@ pub enum Error {
     BadExternalOffset { tensor: String, offset: i64 },
     /// A tensor refers to external data but the module state says there is none.
     ExternalWithoutFlag { tensor: String },
+    /// A tensor's external range ends past the end of the external data file.
+    ExternalOutOfRange { tensor: String, offset: u64, len: u64, file_len: u64 },
+    /// Two tensors claim overlapping bytes of the external data file.
+    ExternalOverlap { first: String, second: String },
+    /// The checkpoint has external data but its file is not available.
+    ExternalDataMissing { detail: String },
     /// A name that must be unique appears twice.
     DuplicateName { kind: &'static str, name: String },
     /// The checkpoint is too large for one flatbuffer (2 GiB); tensor data must go external.
@@ -82,7 +88,11 @@ impl Error {
             | InlineAndExternal { .. }
             | TooLarge { .. }
             | InvalidSpec { .. } => ErrorKind::TensorData,
-            BadExternalOffset { .. } | ExternalWithoutFlag { .. } => ErrorKind::ExternalData,
+            BadExternalOffset { .. }
+            | ExternalWithoutFlag { .. }
+            | ExternalOutOfRange { .. }
+            | ExternalOverlap { .. }
+            | ExternalDataMissing { .. } => ErrorKind::ExternalData,
             DuplicateName { .. } => ErrorKind::DuplicateName,
             Io { .. } => ErrorKind::Io,
         }
@@ -143,6 +153,16 @@ impl fmt::Display for Error {
                 f,
                 "tensor {tensor:?} refers to external data but the checkpoint's has_external_data flag is false"
             ),
+            ExternalOutOfRange { tensor, offset, len, file_len } => write!(
+                f,
+                "tensor {tensor:?}: external data range {offset}..{} lies past the end of the \
+                 external data file ({file_len} bytes); the file is truncated or belongs to another checkpoint",
+                offset.saturating_add(*len)
+            ),
+            ExternalDataMissing { detail } => write!(f, "checkpoint has external data but {detail}"),
+            ExternalOverlap { first, second } => {
+                write!(f, "tensors {first:?} and {second:?} claim overlapping external data")
+            }
             DuplicateName { kind, name } => write!(f, "duplicate {kind} name {name:?}"),
             TooLarge { bytes } => write!(
                 f,

@@ -12,10 +12,13 @@
 mod atomic;
 mod dtype;
 mod error;
+mod external;
 mod index;
 mod mapped;
 mod names;
+mod placement;
 mod reader;
+mod save;
 mod schema;
 mod shape;
 mod verify;
@@ -24,11 +27,16 @@ mod writer;
 pub use atomic::{write_file_atomically, PendingFile};
 pub use dtype::DataType;
 pub use error::{Error, ErrorKind, Result};
+pub use external::check_external_ranges;
 pub use index::{
     CheckpointIndex, OptimizerGroupIndex, ParameterStateIndex, Property, PropertyValue, Storage, TensorIndex,
 };
 pub use mapped::MappedFile;
+pub use placement::{EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
 pub use reader::{index_checkpoint, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
+pub use save::{
+    external_data_path, save_checkpoint, SaveOptions, SaveSummary, DEFAULT_EXTERNAL_DATA_THRESHOLD,
+};
 pub use writer::{
     serialize_checkpoint, write_checkpoint, CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec,
     TensorPayload, TensorSpec, DATA_ALIGNMENT, WRITTEN_VERSION,

@@ -1,6 +1,7 @@
 //! A read-only memory map of a whole file.
 
 use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use memmap2::{Mmap, MmapOptions};
@@ -22,11 +23,12 @@ impl MappedFile {
         let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
         let meta = file.metadata().map_err(|e| Error::io(path, "read metadata of", e))?;
         if meta.is_dir() {
-            return Err(Error::io(
-                path,
-                "open",
-                std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory"),
-            ));
+            // Reading a directory yields the platform's own error (EISDIR), errno included.
+            let e = (&file)
+                .read(&mut [0u8; 1])
+                .err()
+                .unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory"));
+            return Err(Error::io(path, "open", e));
         }
         let map = if meta.len() == 0 {
             None

@@ -11,6 +11,7 @@ use flatbuffers::{FlatBufferBuilder, Push, PushAlignment, WIPOffset};
 use crate::atomic::write_file_atomically;
 use crate::index::{Property, PropertyValue};
 use crate::names::ensure_unique;
+use crate::placement::Placement;
 use crate::schema::fbs;
 use crate::shape::{byte_size, element_count};
 use crate::{DataType, Error, Result};
@@ -67,26 +68,37 @@ pub struct ParameterStateSpec<'a> {
     pub momentums: Vec<TensorSpec<'a>>,
 }
 
-/// Serializes `spec` to checkpoint bytes.
+/// Serializes `spec` to checkpoint bytes with every tensor inline.
 pub fn serialize_checkpoint(spec: &CheckpointSpec<'_>) -> Result<Vec<u8>> {
-    let estimate = validate(spec)?;
+    validate(spec)?;
+    build(spec, &Placement::all_inline())
+}
+
+/// Builds the flatbuffer; tensors that `placement` puts in the external file get its offset
+/// instead of `raw_data`.
+pub(crate) fn build(spec: &CheckpointSpec<'_>, placement: &Placement) -> Result<Vec<u8>> {
+    let estimate = estimate_size(spec, placement);
+    if estimate > MAX_FLATBUFFER_BYTES {
+        return Err(Error::TooLarge { bytes: estimate });
+    }
     let capacity = usize::try_from(estimate).map_err(|_| Error::TooLarge { bytes: estimate })?;
     let mut fbb = FlatBufferBuilder::with_capacity(capacity);
+    let mut w = Writer { fbb: &mut fbb, placement };
 
-    let trainable = write_tensors(&mut fbb, &spec.trainable);
-    let frozen = write_tensors(&mut fbb, &spec.frozen);
+    let trainable = w.tensors(&spec.trainable);
+    let frozen = w.tensors(&spec.frozen);
     let module_state = fbs::ModuleState::create(
-        &mut fbb,
+        w.fbb,
         &fbs::ModuleStateArgs {
             requires_grad_params: Some(trainable),
             frozen_params: Some(frozen),
             is_nominal_state: spec.is_nominal,
-            has_external_data: false,
+            has_external_data: placement.has_external(),
         },
     );
     let optimizer_groups =
-        (!spec.optimizer_groups.is_empty()).then(|| write_optimizer_groups(&mut fbb, &spec.optimizer_groups));
-    let property_bag = (!spec.properties.is_empty()).then(|| write_properties(&mut fbb, &spec.properties));
+        (!spec.optimizer_groups.is_empty()).then(|| w.optimizer_groups(&spec.optimizer_groups));
+    let property_bag = (!spec.properties.is_empty()).then(|| write_properties(w.fbb, &spec.properties));
     let root = fbs::Checkpoint::create(
         &mut fbb,
         &fbs::CheckpointArgs {
@@ -100,56 +112,81 @@ pub fn serialize_checkpoint(spec: &CheckpointSpec<'_>) -> Result<Vec<u8>> {
     Ok(fbb.finished_data().to_vec())
 }
 
-/// Serializes `spec` and writes it to `path` atomically: a temporary file in the same directory
-/// is written, synced and renamed over `path`, so `path` holds either the old or the new
-/// checkpoint, never a partial one.
+/// Serializes `spec` and writes it to `path` atomically, every tensor inline: a temporary file in
+/// the same directory is written, synced and renamed over `path`, so `path` holds either the old
+/// or the new checkpoint, never a partial one. See [`crate::save_checkpoint`] for external data.
 pub fn write_checkpoint(path: &Path, spec: &CheckpointSpec<'_>) -> Result<()> {
     let bytes = serialize_checkpoint(spec)?;
     write_file_atomically(path, &bytes)
 }
 
-/// Checks what ORT relies on and returns an upper bound of the serialized size.
-fn validate(spec: &CheckpointSpec<'_>) -> Result<u64> {
-    let mut estimate: u64 = 1024;
-    let mut add = |n: u64| estimate = estimate.saturating_add(n);
+/// Every tensor of `spec` in the order the file lists them: sorted trainable, sorted frozen,
+/// then momentums by sorted group, parameter and momentum name.
+pub(crate) fn tensors_in_file_order<'s, 'a>(spec: &'s CheckpointSpec<'a>) -> Vec<&'s TensorSpec<'a>> {
+    let mut out = sorted_by_name(&spec.trainable, |t| &t.name);
+    out.extend(sorted_by_name(&spec.frozen, |t| &t.name));
+    for g in sorted_by_name(&spec.optimizer_groups, |g| &g.name) {
+        for s in sorted_by_name(&g.states, |s| &s.param_name) {
+            out.extend(sorted_by_name(&s.momentums, |m| &m.name));
+        }
+    }
+    out
+}
+
+/// Checks what ORT relies on: consistent dims, types and data, unique names.
+pub(crate) fn validate(spec: &CheckpointSpec<'_>) -> Result<()> {
     for t in spec.trainable.iter().chain(&spec.frozen) {
-        add(validate_tensor(t, spec.is_nominal)?);
+        validate_tensor(t, spec.is_nominal)?;
     }
     ensure_unique("parameter", spec.trainable.iter().chain(&spec.frozen).map(|t| t.name.as_str()))?;
-
     for g in &spec.optimizer_groups {
-        add(64 + g.name.len() as u64);
         for s in &g.states {
-            add(64 + s.param_name.len() as u64);
             for m in &s.momentums {
-                add(validate_tensor(m, false)?);
+                validate_tensor(m, false)?;
             }
             ensure_unique("momentum", s.momentums.iter().map(|m| m.name.as_str()))?;
         }
         ensure_unique("optimizer state parameter", g.states.iter().map(|s| s.param_name.as_str()))?;
     }
     ensure_unique("optimizer group", spec.optimizer_groups.iter().map(|g| g.name.as_str()))?;
+    ensure_unique("property", spec.properties.iter().map(|p| p.name.as_str()))?;
+    Ok(())
+}
 
+/// An upper bound of the flatbuffer's size, so the builder never reallocates and never hits the
+/// flatbuffers crate's 2 GiB assertion.
+fn estimate_size(spec: &CheckpointSpec<'_>, placement: &Placement) -> u64 {
+    let mut estimate: u64 = 1024;
+    for t in tensors_in_file_order(spec) {
+        let fixed = 96 + t.name.len() as u64 + 8 * t.dims.len() as u64;
+        let data = match &t.data {
+            TensorPayload::Bytes(_) if placement.offset_of(t).is_some() => 0,
+            TensorPayload::Bytes(b) => b.len() as u64 + 2 * DATA_ALIGNMENT as u64,
+            TensorPayload::Strings(values) => values.iter().map(|s| s.len() as u64 + 12).sum(),
+            TensorPayload::Nominal => 8,
+        };
+        estimate = estimate.saturating_add(fixed).saturating_add(data);
+    }
+    for g in &spec.optimizer_groups {
+        estimate = estimate.saturating_add(64 + g.name.len() as u64);
+        for s in &g.states {
+            estimate = estimate.saturating_add(64 + s.param_name.len() as u64);
+        }
+    }
     for p in &spec.properties {
         let value_len = match &p.value {
             PropertyValue::Str(s) => s.len() as u64,
             _ => 8,
         };
-        add(64 + p.name.len() as u64 + value_len);
+        estimate = estimate.saturating_add(64 + p.name.len() as u64 + value_len);
     }
-    ensure_unique("property", spec.properties.iter().map(|p| p.name.as_str()))?;
-
-    if estimate > MAX_FLATBUFFER_BYTES {
-        return Err(Error::TooLarge { bytes: estimate });
-    }
-    Ok(estimate)
+    estimate
 }
 
-/// Validates one tensor and returns an upper bound of its serialized size.
-fn validate_tensor(t: &TensorSpec<'_>, nominal_allowed: bool) -> Result<u64> {
+/// Validates one tensor's dims, type and data against each other.
+fn validate_tensor(t: &TensorSpec<'_>, nominal_allowed: bool) -> Result<()> {
     let name = t.name.as_str();
-    let fixed = 96 + name.len() as u64 + 8 * t.dims.len() as u64;
-    let data = match (&t.data, t.data_type.element_size()) {
+    match (&t.data, t.data_type.element_size()) {
         (TensorPayload::Nominal, _) => {
             element_count(name, &t.dims)?;
             if !nominal_allowed {
@@ -159,7 +196,6 @@ fn validate_tensor(t: &TensorSpec<'_>, nominal_allowed: bool) -> Result<u64> {
                     ),
                 });
             }
-            0
         }
         (TensorPayload::Bytes(bytes), Some(_)) => {
             let expected = byte_size(name, t.data_type, &t.dims)?.unwrap_or(0);
@@ -172,7 +208,6 @@ fn validate_tensor(t: &TensorSpec<'_>, nominal_allowed: bool) -> Result<u64> {
                     found,
                 });
             }
-            found + DATA_ALIGNMENT as u64
         }
         (TensorPayload::Strings(values), None) => {
             let expected = element_count(name, &t.dims)?;
@@ -185,7 +220,6 @@ fn validate_tensor(t: &TensorSpec<'_>, nominal_allowed: bool) -> Result<u64> {
                     found,
                 });
             }
-            values.iter().map(|s| s.len() as u64 + 12).sum()
         }
         (TensorPayload::Bytes(_), None) => {
             return Err(Error::WrongStorage {
@@ -199,8 +233,8 @@ fn validate_tensor(t: &TensorSpec<'_>, nominal_allowed: bool) -> Result<u64> {
                 detail: "numeric tensor given string values",
             })
         }
-    };
-    Ok(fixed.saturating_add(data))
+    }
+    Ok(())
 }
 
 /// Pushing this aligns the builder's head to [`DATA_ALIGNMENT`] (and makes the whole buffer at
@@ -233,81 +267,91 @@ fn aligned_bytes<'f>(
     fbb.create_vector(bytes)
 }
 
-fn sorted_by_name<T>(items: &[T], name: impl Fn(&T) -> &str) -> Vec<&T> {
+pub(crate) fn sorted_by_name<T>(items: &[T], name: impl Fn(&T) -> &str) -> Vec<&T> {
     let mut sorted: Vec<&T> = items.iter().collect();
     sorted.sort_by(|a, b| name(a).cmp(name(b)));
     sorted
 }
 
 type TensorVector<'f> = WIPOffset<flatbuffers::Vector<'f, flatbuffers::ForwardsUOffset<fbs::Tensor<'f>>>>;
+type GroupVector<'f> =
+    WIPOffset<flatbuffers::Vector<'f, flatbuffers::ForwardsUOffset<fbs::OptimizerGroup<'f>>>>;
 
-fn write_tensors<'f>(fbb: &mut FlatBufferBuilder<'f>, tensors: &[TensorSpec<'_>]) -> TensorVector<'f> {
-    let offsets: Vec<_> =
-        sorted_by_name(tensors, |t| &t.name).into_iter().map(|t| write_tensor(fbb, t)).collect();
-    fbb.create_vector(&offsets)
+struct Writer<'w, 'f> {
+    fbb: &'w mut FlatBufferBuilder<'f>,
+    placement: &'w Placement,
 }
 
-fn write_tensor<'f>(fbb: &mut FlatBufferBuilder<'f>, t: &TensorSpec<'_>) -> WIPOffset<fbs::Tensor<'f>> {
-    let (raw_data, string_data) = match &t.data {
-        TensorPayload::Bytes(bytes) => (Some(aligned_bytes(fbb, bytes)), None),
-        TensorPayload::Strings(values) => {
-            let strings: Vec<_> = values.iter().map(|s| fbb.create_string(s)).collect();
-            (None, Some(fbb.create_vector(&strings)))
-        }
-        // ORT requires raw_data to be present (if empty) on every numeric tensor, nominal ones too.
-        TensorPayload::Nominal => (Some(fbb.create_vector::<u8>(&[])), None),
-    };
-    let name = fbb.create_string(&t.name);
-    let dims = fbb.create_vector(&t.dims);
-    fbs::Tensor::create(
-        fbb,
-        &fbs::TensorArgs {
-            name: Some(name),
-            doc_string: None,
-            dims: Some(dims),
-            data_type: fbs::TensorDataType(t.data_type.code()),
-            raw_data,
-            string_data,
-            external_data_offset: -1,
-        },
-    )
-}
+impl<'f> Writer<'_, 'f> {
+    fn tensors(&mut self, tensors: &[TensorSpec<'_>]) -> TensorVector<'f> {
+        let offsets: Vec<_> =
+            sorted_by_name(tensors, |t| &t.name).into_iter().map(|t| self.tensor(t)).collect();
+        self.fbb.create_vector(&offsets)
+    }
 
-fn write_optimizer_groups<'f>(
-    fbb: &mut FlatBufferBuilder<'f>,
-    groups: &[OptimizerGroupSpec<'_>],
-) -> WIPOffset<flatbuffers::Vector<'f, flatbuffers::ForwardsUOffset<fbs::OptimizerGroup<'f>>>> {
-    let offsets: Vec<_> = sorted_by_name(groups, |g| &g.name)
-        .into_iter()
-        .map(|g| {
-            let states: Vec<_> = sorted_by_name(&g.states, |s| &s.param_name)
-                .into_iter()
-                .map(|s| {
-                    let momentums = write_tensors(fbb, &s.momentums);
-                    let param_name = fbb.create_string(&s.param_name);
-                    fbs::ParameterOptimizerState::create(
-                        fbb,
-                        &fbs::ParameterOptimizerStateArgs {
-                            param_name: Some(param_name),
-                            momentums: Some(momentums),
-                        },
-                    )
-                })
-                .collect();
-            let optimizer_states = fbb.create_vector(&states);
-            let group_name = fbb.create_string(&g.name);
-            fbs::OptimizerGroup::create(
-                fbb,
-                &fbs::OptimizerGroupArgs {
-                    group_name: Some(group_name),
-                    step: g.step,
-                    initial_learning_rate: g.initial_learning_rate,
-                    optimizer_states: Some(optimizer_states),
-                },
-            )
-        })
-        .collect();
-    fbb.create_vector(&offsets)
+    fn tensor(&mut self, t: &TensorSpec<'_>) -> WIPOffset<fbs::Tensor<'f>> {
+        let external = self.placement.offset_of(t);
+        let fbb = &mut *self.fbb;
+        let (raw_data, string_data) = match (&t.data, external) {
+            // External tensors have no raw_data field at all, as ORT writes them.
+            (TensorPayload::Bytes(_), Some(_)) => (None, None),
+            (TensorPayload::Bytes(bytes), None) => (Some(aligned_bytes(fbb, bytes)), None),
+            (TensorPayload::Strings(values), _) => {
+                let strings: Vec<_> = values.iter().map(|s| fbb.create_string(s)).collect();
+                (None, Some(fbb.create_vector(&strings)))
+            }
+            // ORT requires raw_data to be present (if empty) on every numeric tensor, nominal ones too.
+            (TensorPayload::Nominal, _) => (Some(fbb.create_vector::<u8>(&[])), None),
+        };
+        let name = fbb.create_string(&t.name);
+        let dims = fbb.create_vector(&t.dims);
+        fbs::Tensor::create(
+            fbb,
+            &fbs::TensorArgs {
+                name: Some(name),
+                doc_string: None,
+                dims: Some(dims),
+                data_type: fbs::TensorDataType(t.data_type.code()),
+                raw_data,
+                string_data,
+                external_data_offset: external.map_or(-1, |o| o as i64),
+            },
+        )
+    }
+
+    fn optimizer_groups(&mut self, groups: &[OptimizerGroupSpec<'_>]) -> GroupVector<'f> {
+        let offsets: Vec<_> = sorted_by_name(groups, |g| &g.name)
+            .into_iter()
+            .map(|g| {
+                let states: Vec<_> = sorted_by_name(&g.states, |s| &s.param_name)
+                    .into_iter()
+                    .map(|s| {
+                        let momentums = self.tensors(&s.momentums);
+                        let param_name = self.fbb.create_string(&s.param_name);
+                        fbs::ParameterOptimizerState::create(
+                            self.fbb,
+                            &fbs::ParameterOptimizerStateArgs {
+                                param_name: Some(param_name),
+                                momentums: Some(momentums),
+                            },
+                        )
+                    })
+                    .collect();
+                let optimizer_states = self.fbb.create_vector(&states);
+                let group_name = self.fbb.create_string(&g.name);
+                fbs::OptimizerGroup::create(
+                    self.fbb,
+                    &fbs::OptimizerGroupArgs {
+                        group_name: Some(group_name),
+                        step: g.step,
+                        initial_learning_rate: g.initial_learning_rate,
+                        optimizer_states: Some(optimizer_states),
+                    },
+                )
+            })
+            .collect();
+        self.fbb.create_vector(&offsets)
+    }
 }
 
 fn write_properties<'f>(

@@ -27,6 +27,10 @@ unsafe impl Send for BytesView {}
 unsafe impl Sync for BytesView {}
 
 impl BytesView {
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     pub(crate) fn slice(&self) -> &[u8] {
         if self.len == 0 {
             return &[];

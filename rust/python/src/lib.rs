@@ -16,13 +16,37 @@ use crate::mapped::MappedFile;
 
 /// Verifies `data` (a MappedFile, bytes, or any C-contiguous buffer) as a checkpoint and returns
 /// its index as plain Python objects; see docs/architecture.md. `source` names the input in error
-/// messages.
+/// messages. When the checkpoint has external data, `external` must be the external data file's
+/// bytes (named `external_source`): every external range is checked against it.
 #[pyfunction]
-fn index_checkpoint(py: Python<'_>, data: &Bound<'_, PyAny>, source: &str) -> PyResult<Py<PyDict>> {
+#[pyo3(signature = (data, source, external=None, external_source=None))]
+fn index_checkpoint(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    source: &str,
+    external: Option<&Bound<'_, PyAny>>,
+    external_source: Option<&str>,
+) -> PyResult<Py<PyDict>> {
     let bytes = BorrowedBytes::get(data)?;
     let view = bytes.view();
+    let external_len = external.map(|e| BorrowedBytes::get(e).map(|b| b.view().len())).transpose()?;
+    let missing = match external_source {
+        Some(name) => format!("its external data file {name} is missing"),
+        None => "no external data was given (pass external_data=)".to_owned(),
+    };
     let index = py
-        .detach(|| guarded(|| ortckpt_core::index_checkpoint(view.slice())))
+        .detach(|| {
+            guarded(|| {
+                let index = ortckpt_core::index_checkpoint(view.slice())?;
+                if index.has_external_data {
+                    match external_len {
+                        Some(len) => ortckpt_core::check_external_ranges(&index, len as u64)?,
+                        None => return Err(ortckpt_core::Error::ExternalDataMissing { detail: missing }),
+                    }
+                }
+                Ok(index)
+            })
+        })
         .map_err(|e| core_error(source, e))?;
     index_to_py(py, &index)
 }
@@ -38,13 +62,32 @@ fn serialize_checkpoint(py: Python<'_>, spec: &Bound<'_, PyDict>) -> PyResult<Py
     Ok(PyBytes::new(py, &bytes).unbind())
 }
 
-/// Serializes a checkpoint spec and writes it to `path` atomically (temp file, fsync, rename).
+/// Writes a checkpoint spec to `path` atomically (temp file, fsync, rename). When the tensor data
+/// exceed `external_data_threshold` bytes, tensors go to `path + ".data"`, written and renamed
+/// together with the checkpoint; `None` keeps everything inline. Returns the number of bytes
+/// written to the external file, or None when there is none.
 #[pyfunction]
-fn write_checkpoint(py: Python<'_>, path: PathBuf, spec: &Bound<'_, PyDict>) -> PyResult<()> {
+#[pyo3(signature = (path, spec, external_data_threshold=None))]
+fn write_checkpoint(
+    py: Python<'_>,
+    path: PathBuf,
+    spec: &Bound<'_, PyDict>,
+    external_data_threshold: Option<u64>,
+) -> PyResult<Option<u64>> {
     let held = spec_from_py(spec)?;
     let spec = held.spec();
     let source = path.display().to_string();
-    py.detach(|| guarded(|| ortckpt_core::write_checkpoint(&path, spec))).map_err(|e| core_error(&source, e))
+    let options = ortckpt_core::SaveOptions { external_data_threshold };
+    let summary = py
+        .detach(|| guarded(|| ortckpt_core::save_checkpoint(&path, spec, &options)))
+        .map_err(|e| core_error(&source, e))?;
+    Ok(summary.external_data_bytes)
+}
+
+/// ORT's `ExternalCheckpointDataPath`: the checkpoint path with ".data" appended.
+#[pyfunction]
+fn external_data_path(path: PathBuf) -> String {
+    ortckpt_core::external_data_path(&path).display().to_string()
 }
 
 #[pymodule]
@@ -53,9 +96,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(index_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(serialize_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(write_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(external_data_path, m)?)?;
     errors::register(m)?;
     m.add("WRITTEN_VERSION", ortckpt_core::WRITTEN_VERSION)?;
     m.add("DATA_ALIGNMENT", ortckpt_core::DATA_ALIGNMENT)?;
     m.add("SUPPORTED_VERSIONS", ortckpt_core::SUPPORTED_VERSIONS.to_vec())?;
+    m.add("DEFAULT_EXTERNAL_DATA_THRESHOLD", ortckpt_core::DEFAULT_EXTERNAL_DATA_THRESHOLD)?;
+    m.add("EXTERNAL_ALIGNMENT", ortckpt_core::EXTERNAL_ALIGNMENT)?;
+    m.add("MIN_EXTERNAL_BYTES", ortckpt_core::MIN_EXTERNAL_BYTES)?;
     Ok(())
 }

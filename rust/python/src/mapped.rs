@@ -25,9 +25,10 @@ impl MappedFile {
         Ok(MappedFile { inner })
     }
 
+    /// The mapped file's path, as given.
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.inner.path().to_path_buf()
+    fn path(&self) -> String {
+        self.inner.path().display().to_string()
     }
 
     fn __len__(&self) -> usize {

@@ -1,0 +1,34 @@
+//! Checks of a checkpoint's external tensor ranges against the external data file.
+
+use crate::{CheckpointIndex, Error, Result, Storage, TensorIndex};
+
+/// Fails unless every external tensor of `index` lies inside a file of `file_len` bytes and no
+/// two external tensors overlap.
+pub fn check_external_ranges(index: &CheckpointIndex, file_len: u64) -> Result<()> {
+    let momentums = index.optimizer_groups.iter().flat_map(|g| g.states.iter().flat_map(|s| &s.momentums));
+    let mut ranges: Vec<(&str, u64, u64)> = index
+        .trainable
+        .iter()
+        .chain(&index.frozen)
+        .chain(momentums)
+        .filter_map(|t: &TensorIndex| match t.storage {
+            Storage::External { offset, len } => Some((t.name.as_str(), offset, len)),
+            _ => None,
+        })
+        .collect();
+    for &(tensor, offset, len) in &ranges {
+        // The reader already checked offset + len fits in an i64.
+        let end = offset.saturating_add(len);
+        if end > file_len {
+            return Err(Error::ExternalOutOfRange { tensor: tensor.to_owned(), offset, len, file_len });
+        }
+    }
+    ranges.sort_by_key(|&(_, offset, _)| offset);
+    for pair in ranges.windows(2) {
+        let [(first, a_off, a_len), (second, b_off, b_len)] = pair else { continue };
+        if *a_len > 0 && *b_len > 0 && a_off.saturating_add(*a_len) > *b_off {
+            return Err(Error::ExternalOverlap { first: (*first).to_owned(), second: (*second).to_owned() });
+        }
+    }
+    Ok(())
+}
