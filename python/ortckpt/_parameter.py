@@ -24,7 +24,9 @@ class Parameter:
 
     ``data`` is a read-only numpy array (loaded values are zero-copy views of the file when aligned).
     Assigning ``data`` replaces the values; the new array must have the same shape and dtype. The
-    state keeps its own copy of assigned arrays, so later changes to the caller's array do not leak in.
+    state keeps its own copy of writable arrays, so later changes to the caller's array do not leak
+    in; read-only C-contiguous little-endian arrays (for example ``np.memmap(..., mode="r")``) are
+    kept as they are, without a copy.
     """
 
     __slots__ = ("_name", "_tensor", "_trainable")

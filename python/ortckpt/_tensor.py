@@ -247,5 +247,10 @@ def from_array(value: object, name: str, *, like: Tensor | None = None) -> Array
                 )
             strings.append(check_string(item, f"tensor {name!r}"))
         return ArrayTensor(_string_array(strings, shape), data_type)
-    copy = np.array(value, dtype=_dtypes.to_numpy(data_type), order="C", copy=True)
+    target = _dtypes.to_numpy(data_type)
+    if not value.flags.writeable and value.flags.c_contiguous and value.dtype == target:
+        # Read-only input (a loaded tensor, np.memmap(mode="r"), ...) cannot change under the
+        # state, so it is kept without a copy: this is how states larger than RAM are built.
+        return ArrayTensor(value, data_type)
+    copy = np.array(value, dtype=target, order="C", copy=True)
     return ArrayTensor(_readonly(copy), data_type)

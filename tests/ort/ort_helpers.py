@@ -209,7 +209,9 @@ def describe(a: Any) -> str:
     return f"{a.dtype}{list(a.shape)} {np.array2string(a.ravel()[:8], threshold=8)}"
 
 
-def assert_state_matches_dump(state: Any, dump: Dump, *, optimizer: bool = True) -> None:
+def assert_state_matches_dump(
+    state: Any, dump: Dump, *, optimizer: bool = True, external: bool = False
+) -> None:
     """ortckpt's view of a file == ORT's view of (the same or an equivalent) file.
 
     Parameters (names, order, trainable flags, dtypes, shapes, bit-exact values), properties (values
@@ -220,7 +222,7 @@ def assert_state_matches_dump(state: Any, dump: Dump, *, optimizer: bool = True)
     written = dump.as_written
     assert state.version == written["version"]
     assert bool(state.is_nominal) == meta["is_nominal"]
-    assert not state.has_external_data
+    assert state.has_external_data == external
 
     names = list(state.parameters)
     assert names == [p["name"] for p in dump.parameters], "parameter names / order differ"
