@@ -21,6 +21,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
+
 from ortckpt import CheckpointState, OptimizerGroup, Parameter
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,8 +13,9 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
-import ortckpt
 import pytest
+
+import ortckpt
 from ortckpt import (
     CheckpointError,
     CheckpointState,

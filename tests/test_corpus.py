@@ -10,8 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import ortckpt
 import pytest
+
+import ortckpt
 from ortckpt import CheckpointState, Parameter
 
 Loader = Callable[[pathlib.Path], CheckpointState]

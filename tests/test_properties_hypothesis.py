@@ -10,10 +10,11 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
-import ortckpt
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
+import ortckpt
 from ortckpt import CheckpointState, OptimizerGroup, Parameter, _dtypes
 
 Comparer = Callable[..., None]
