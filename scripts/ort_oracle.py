@@ -93,8 +93,8 @@ A sequence of records, each an unsigned 64-bit little-endian byte count followed
 bytes of one serialized ``onnx.TensorProto``; an empty file is an empty list. ``write_protos`` /
 ``read_protos`` below write and read it (no numpy or onnx needed).
 
-``write_spec``, ``read_dump``, ``read_spec``, ``write_protos`` and ``read_protos`` only need numpy, so the tests (another venv) load
-this file as a module to share the formats.
+``write_spec``, ``read_dump``, ``read_spec``, ``write_protos`` and ``read_protos`` only need numpy,
+so the tests (another venv) load this file as a module to share the formats.
 """
 
 from __future__ import annotations

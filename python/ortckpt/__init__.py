@@ -21,6 +21,7 @@ from .errors import (
     UnsupportedVersionError,
 )
 from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, external_data_path, load, load_bytes, save, serialize
+from .onnx_io import from_tensor_proto, load_into_model, save_from_onnx, save_tensor_protos, to_tensor_proto
 from .state import CheckpointState, OptimizerGroup, Parameter, PropertyBag
 
 try:
@@ -43,8 +44,13 @@ __all__ = [
     "__version__",
     "errors",
     "external_data_path",
+    "from_tensor_proto",
     "load",
     "load_bytes",
+    "load_into_model",
     "save",
+    "save_from_onnx",
+    "save_tensor_protos",
     "serialize",
+    "to_tensor_proto",
 ]

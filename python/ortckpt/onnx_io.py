@@ -275,6 +275,21 @@ def _proto_data_type(proto: onnx.TensorProto, name: str) -> int:
     return data_type
 
 
+def _bit_patterns(
+    values: Any, name: str, data_type: int, bits: type[np.unsignedinteger[Any]]
+) -> NDArray[Any]:
+    wide = np.asarray(values, dtype=np.int64)
+    limit = int(np.iinfo(bits).max)
+    bad = (wide < 0) | (wide > limit)
+    if bad.any():
+        value = int(wide[np.argmax(bad)])
+        raise TensorDataError(
+            f"tensor {name!r}: {_dtypes.type_name(data_type)} value {value} in int32_data is not a bit "
+            f"pattern in 0..{limit} (ORT: data overflow)"
+        )
+    return wide.astype(bits)
+
+
 def _typed_array(proto: onnx.TensorProto, name: str, data_type: int, shape: tuple[int, ...]) -> NDArray[Any]:
     field = _FIELDS[data_type]
     values = getattr(proto, field)
@@ -294,10 +309,10 @@ def _typed_array(proto: onnx.TensorProto, name: str, data_type: int, shape: tupl
 
         arr = np.asarray(numpy_helper.to_array(proto))
     elif data_type in _BITS16:
-        # ONNX keeps the 16-bit pattern in the low half of each int32 (as ORT reads it)
-        arr = np.asarray(values, dtype=np.int32).view(np.uint32).astype(np.uint16).view(dtype)
+        # ONNX keeps the 16-bit pattern in each int32; ORT refuses values outside 0..0xFFFF
+        arr = _bit_patterns(values, name, data_type, np.uint16).view(dtype)
     elif data_type in _BITS8:
-        arr = np.asarray(values, dtype=np.int32).view(np.uint32).astype(np.uint8).view(dtype)
+        arr = _bit_patterns(values, name, data_type, np.uint8).view(dtype)
     elif data_type == _dtypes.BOOL:
         arr = np.asarray(values, dtype=np.int32) != 0
     elif data_type == _dtypes.COMPLEX64:
@@ -363,10 +378,14 @@ def from_tensor_proto(
 ) -> Parameter:
     """A ``Parameter`` holding the values of an ``onnx.TensorProto`` (or its serialized bytes).
 
-    ``raw_data`` is used as is (no numpy conversion); typed fields are decoded bit-exactly;
-    external data is memory-mapped from a file under ``base_dir`` (the model's directory; required
-    for external tensors). Raises ``TensorDataError`` for inconsistent tensors and
-    ``ExternalDataError`` for external data that is missing, out of range or outside ``base_dir``.
+    ``raw_data`` is used as is (no numpy conversion); typed fields are decoded bit-exactly the way
+    ORT unpacks them (narrow integers keep the low bits of ``int32_data``, any non-zero BOOL value is
+    true, float16/bfloat16/float8 values must be bit patterns in range, else ``TensorDataError`` as
+    ORT's "data overflow"); external data is memory-mapped from a file under ``base_dir`` (the
+    model's directory; required for external tensors; ``length`` may be left out to mean "to the end
+    of the file"). Values in more than one place (say ``raw_data`` and ``float_data``) are an error.
+    Raises ``TensorDataError`` for inconsistent tensors and ``ExternalDataError`` for external data
+    that is missing, out of range or outside ``base_dir``.
     """
     tensor_proto = _as_proto(proto, "tensor")
     name = _proto_name(tensor_proto)
@@ -444,7 +463,8 @@ def save_tensor_protos(
     ``generate_artifacts(..., nominal_checkpoint=True)``. Tensors are written sorted by name; tensor
     data beyond ``external_data_threshold`` bytes goes to the external file ``<path>.data``.
     ``base_dir`` resolves TensorProtos whose data is in external files (see ``from_tensor_proto``).
-    The write is atomic.
+    The write is atomic. TensorProto ``doc_string``s are not stored (ORT keeps them; nothing reads
+    them back).
     """
     _write(
         _protos(trainable, "trainable"),
@@ -589,6 +609,11 @@ def load_into_model(
       (ORT's own save of an empty CheckpointState); ortckpt always checks.
     * A nominal checkpoint has no values and is refused with ``CheckpointError``, as ORT refuses it
       ("Cannot load a nominal checkpoint to a model proto"), even when no names match.
+    * Values a checkpoint keeps in its external data file are read from there, as ORT does.
+
+    One difference: ORT also copies a tensor's ``doc_string``, which its ``save_checkpoint`` of
+    TensorProtos stores in the file; ortckpt does not read doc strings, so a replaced initializer
+    never has one. Checkpoints ortckpt writes hold no doc strings, so for them the result is the same.
     """
     state = checkpoint if isinstance(checkpoint, CheckpointState) else load(checkpoint)
     if not isinstance(state, CheckpointState):  # pragma: no cover - load always returns one
