@@ -523,7 +523,7 @@ class Result:
             "ort": self.ort_status,
             "machine": self.info,
             "rows": [r.to_json() for r in self.rows],
-            "ratios": {f"{a}/{b}": v for a, b, v in time_ratios(self)},
+            "ratios": {f"{a}/{b}": {"median": v, "min": m} for a, b, v, m in time_ratios(self)},
         }
 
 
@@ -608,12 +608,13 @@ def run_benchmark(cfg: Config, log: Callable[[str], None] = lambda s: None) -> R
     return Result(cfg, info, rows, cfg.size_bytes, file_bytes, ort_status)
 
 
-def time_ratios(res: Result) -> list[tuple[str, str, float]]:
+def time_ratios(res: Result) -> list[tuple[str, str, float, float]]:
+    """(numerator, denominator, median/median, min/min) for the pairs in TIME_RATIOS."""
     out = []
     for a, b in TIME_RATIOS:
         ra, rb = res.row(a), res.row(b)
-        if ra is not None and rb is not None and ra.ok and rb.ok and rb.median_s > 0:
-            out.append((a, b, ra.median_s / rb.median_s))
+        if ra is not None and rb is not None and ra.ok and rb.ok and rb.median_s > 0 and rb.min_s > 0:
+            out.append((a, b, ra.median_s / rb.median_s, ra.min_s / rb.min_s))
     return out
 
 
@@ -692,10 +693,10 @@ def format_report(res: Result) -> str:
     ratios = time_ratios(res)
     if not ratios:
         lines.append("  (none: reference rows missing)")
-    labels = [f"{SHORT[a]} / {SHORT[b]}" for a, b, _ in ratios]
+    labels = [f"{SHORT[a]} / {SHORT[b]}" for a, b, _, _ in ratios]
     lw = max((len(s) for s in labels), default=0)
-    for label, (_, _, v) in zip(labels, ratios):
-        lines.append(f"  {label:<{lw}} = {v:.3g}x")
+    for label, (_, _, v, m) in zip(labels, ratios):
+        lines.append(f"  {label:<{lw}} = {f'{v:.3g}x':<9} (min / min {m:.3g}x)")
 
     lines.append("")
     lines.append("memory: Δ peak as a multiple of the data size N:")

@@ -585,12 +585,16 @@ def test_nominal_state(tmp_path: pathlib.Path) -> None:
     assert all(again.parameters[n].shape == () for n in again.parameters)
 
 
-def test_nominal_state_refuses_values(tmp_path: pathlib.Path) -> None:
+def test_nominal_state_keeps_values_it_is_given(tmp_path: pathlib.Path) -> None:
+    """A nominal checkpoint may hold values (ORT writes such files when it re-saves a nominal
+    state); ortckpt writes them back rather than dropping them."""
     state = ortckpt.load_bytes(_nominal_bytes())
-    state.parameters["extra"] = np.zeros(2, np.float32)
-    with pytest.raises(CheckpointError, match="'extra'"):
-        state.save(tmp_path / "x.ckpt")
-    assert not (tmp_path / "x.ckpt").exists()
+    state.parameters["extra"] = np.arange(2, dtype=np.float32)
+    state.save(tmp_path / "x.ckpt")
+    again = ortckpt.load(tmp_path / "x.ckpt")
+    assert again.is_nominal
+    assert again.parameters["extra"].data.tolist() == [0.0, 1.0]
+    assert again.parameters["fc1.weight"].is_nominal
 
 
 def test_nominal_tensor_rejected_outside_nominal_state(tmp_path: pathlib.Path) -> None:

@@ -13,15 +13,14 @@ if TYPE_CHECKING:
 
 
 def _tensor_spec(name: str, tensor: Tensor, nominal: bool) -> TensorSpec:
-    if nominal:
-        if not tensor.is_nominal:
+    if tensor.is_nominal:
+        if not nominal:
             raise CheckpointError(
-                f"cannot save a nominal checkpoint holding values: parameter {name!r} has data "
-                "(nominal checkpoints only record names and data types)"
+                f"parameter {name!r} is nominal (has no values) in a non-nominal checkpoint"
             )
         return (name, tensor.data_type, list(tensor.shape), None)
-    if tensor.is_nominal:
-        raise CheckpointError(f"parameter {name!r} is nominal (has no values) in a non-nominal checkpoint")
+    # A nominal checkpoint may still hold values (ORT writes such files when it re-saves a nominal
+    # state); they are written back as they are, so loading and saving loses nothing.
     return (name, tensor.data_type, list(tensor.shape), tensor.spec_data(name))
 
 

@@ -1,0 +1,160 @@
+//! The fuzz oracles on the seed files and on hand-made checkpoints, and the known issues the
+//! fuzzers found (ignored until ortckpt-core fixes them; `cargo test -- --ignored` shows them).
+//!
+//! Run with `cargo test --manifest-path fuzz/Cargo.toml` (no sanitizer or nightly flags needed).
+
+use std::path::{Path, PathBuf};
+
+use ortckpt_core::{
+    check_external_ranges, index_checkpoint, serialize_checkpoint, CheckpointSpec, DataType,
+    OptimizerGroupSpec, ParameterStateSpec, Property, PropertyValue, Storage, TensorPayload, TensorSpec,
+};
+use ortckpt_fuzz::craft::{RawCheckpoint, RawGroup, RawTensor};
+use ortckpt_fuzz::{check_bytes, check_spec};
+
+fn seed_files() -> Vec<PathBuf> {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dirs = [here.join("../tests/data"), here.join("../../shared/corpus"), here.join("seeds/index_bytes")];
+    let mut files: Vec<PathBuf> = dirs
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ckpt"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn seed_files_pass_the_oracle() {
+    let files = seed_files();
+    assert!(files.len() >= 10, "expected the tests/data checkpoints, found {files:?}");
+    for path in files {
+        let bytes = std::fs::read(&path).unwrap();
+        index_checkpoint(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        check_bytes(&bytes);
+    }
+}
+
+#[test]
+fn crafted_checkpoints_pass_the_oracle() {
+    for raw in ortckpt_fuzz::craft::examples() {
+        let bytes = raw.build();
+        index_checkpoint(&bytes).unwrap_or_else(|e| panic!("{raw:?}: {e}"));
+        check_bytes(&bytes);
+    }
+}
+
+fn t<'a>(name: &str, dims: &[i64], bytes: &'a [u8]) -> TensorSpec<'a> {
+    TensorSpec {
+        name: name.into(),
+        data_type: DataType::Float,
+        dims: dims.to_vec(),
+        data: TensorPayload::Bytes(bytes),
+    }
+}
+
+#[test]
+fn specs_pass_the_oracle() {
+    let w = [1u8; 24];
+    let spec = CheckpointSpec {
+        is_nominal: false,
+        trainable: vec![t("w", &[2, 3], &w), t("e", &[0, 5], &[])],
+        frozen: vec![TensorSpec {
+            name: "s".into(),
+            data_type: DataType::String,
+            dims: vec![2],
+            data: TensorPayload::Strings(vec!["x".into(), String::new()]),
+        }],
+        optimizer_groups: vec![OptimizerGroupSpec {
+            name: "group0".into(),
+            step: 3,
+            initial_learning_rate: f32::NAN,
+            states: vec![ParameterStateSpec {
+                param_name: "w".into(),
+                momentums: vec![t("momentum0", &[2, 3], &w)],
+            }],
+        }],
+        properties: vec![Property { name: "p".into(), value: PropertyValue::Float(f32::INFINITY) }],
+    };
+    check_spec(&spec);
+}
+
+// ---- Known issues, reported; each asserts the behaviour that ortckpt-core promises.
+
+/// `check_external_ranges` compares only neighbours in offset order and skips pairs with an empty
+/// range, so an empty external tensor between two overlapping ones hides their overlap.
+#[test]
+#[ignore = "known issue: check_external_ranges misses overlaps around an empty external tensor"]
+fn overlap_is_found_past_an_empty_external_tensor() {
+    let bytes = ortckpt_fuzz::craft::overlap_hidden_by_empty_tensor().build();
+    let index = index_checkpoint(&bytes).unwrap();
+    // a = [0, 16), e = [8, 8), b = [12, 28): a and b share bytes 12..16.
+    let result = check_external_ranges(&index, 1 << 20);
+    assert!(result.is_err(), "check_external_ranges accepted overlapping tensors a and b");
+}
+
+/// Flatbuffers leaves out a field equal to its default, and `-0.0 == 0.0`.
+#[test]
+#[ignore = "known issue: -0.0 learning rates and float properties read back as +0.0"]
+fn negative_zero_floats_round_trip() {
+    let spec = CheckpointSpec {
+        optimizer_groups: vec![OptimizerGroupSpec {
+            name: "group0".into(),
+            step: 0,
+            initial_learning_rate: -0.0,
+            states: vec![],
+        }],
+        properties: vec![Property { name: "f".into(), value: PropertyValue::Float(-0.0) }],
+        ..CheckpointSpec::default()
+    };
+    let index = index_checkpoint(&serialize_checkpoint(&spec).unwrap()).unwrap();
+    assert_eq!(index.optimizer_groups[0].initial_learning_rate.to_bits(), (-0.0f32).to_bits());
+    assert!(
+        matches!(index.properties[0].value, PropertyValue::Float(f) if f.to_bits() == (-0.0f32).to_bits())
+    );
+}
+
+/// In a nominal checkpoint an empty tensor reads back as nominal, and for a momentum that index
+/// cannot be written back (the writer refuses nominal momentums).
+#[test]
+#[ignore = "known issue: empty tensors of a nominal checkpoint read back as nominal"]
+fn empty_tensors_of_a_nominal_checkpoint_round_trip() {
+    let spec = CheckpointSpec {
+        is_nominal: true,
+        trainable: vec![t("w", &[0], &[])],
+        optimizer_groups: vec![OptimizerGroupSpec {
+            name: "group0".into(),
+            step: 1,
+            initial_learning_rate: 0.5,
+            states: vec![ParameterStateSpec {
+                param_name: "w".into(),
+                momentums: vec![t("momentum0", &[0], &[])],
+            }],
+        }],
+        ..CheckpointSpec::default()
+    };
+    let bytes = serialize_checkpoint(&spec).unwrap();
+    let index = index_checkpoint(&bytes).unwrap();
+    assert!(matches!(index.trainable[0].storage, Storage::Inline { len: 0, .. }));
+    let momentum = &index.optimizer_groups[0].states[0].momentums[0];
+    assert!(matches!(momentum.storage, Storage::Inline { len: 0, .. }), "momentum read back as {momentum:?}");
+}
+
+#[test]
+fn raw_group_builder_matches_the_writer() {
+    // The hand-made builder and the writer agree on a group's fields.
+    let raw = RawCheckpoint {
+        groups: vec![RawGroup {
+            name: Some("g".into()),
+            step: 5,
+            initial_learning_rate: 0.25,
+            states: vec![(Some("w".into()), vec![RawTensor::floats("momentum0", &[2])])],
+        }],
+        trainable: vec![RawTensor::floats("w", &[2])],
+        ..RawCheckpoint::default()
+    };
+    let index = index_checkpoint(&raw.build()).unwrap();
+    assert_eq!((index.optimizer_groups[0].step, index.optimizer_groups[0].initial_learning_rate), (5, 0.25));
+}
