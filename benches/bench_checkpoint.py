@@ -7,8 +7,8 @@ median; memory: the largest of the repeats). Ratios are computed against baselin
 same run, on the same file, on the same machine.
 
     .venv/bin/python benches/bench_checkpoint.py                # 512 MiB float32 in 64 tensors
-    .venv/bin/python benches/bench_checkpoint.py --quick        # 32 MiB smoke run (well under a minute)
-    .venv/bin/python benches/bench_checkpoint.py --size-mib 2048 --tensors 256 --repeats 5 --json out.json
+    .venv/bin/python benches/bench_checkpoint.py --quick        # 32 MiB smoke run (30-50 s on 2 cores)
+    .venv/bin/python benches/bench_checkpoint.py --size-mib 1024 --tensors 128 --repeats 5 --json out.json
 
 The ORT rows run in the side venv that ``scripts/setup_ort_env.sh`` creates (ORT 1.19.2 needs
 numpy<2): ``--ort-python``, else ``$ORTCKPT_ORT_VENV/bin/python``, else ``<repo>/.ort-venv/bin/python``.
@@ -726,6 +726,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--tmpdir", help="where to put the temporary directory (default: the system's)")
     ap.add_argument("--ops", help="comma-separated subset of: " + ",".join(OP_BY_KEY))
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    ap.add_argument("--strict", action="store_true", help="exit 2 when a row failed (skipped rows are fine)")
     ap.add_argument("-v", "--verbose", action="store_true", help="log each measurement to stderr")
     args = ap.parse_args(argv)
     if args.size_mib is None:
@@ -781,6 +782,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res.to_json(), f, indent=1)
+    if args.strict and any(r.error for r in res.rows):
+        return 2
     return 0
 
 

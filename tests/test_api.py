@@ -910,3 +910,12 @@ def test_more_dims_than_numpy_supports() -> None:
         with pytest.raises(TensorDataError, match=rf"'{re.escape(name)}'.*65 dims"):
             param.data  # noqa: B018
     assert ortckpt.load_bytes(state.to_bytes()).parameters["deep"].shape == (1,) * 65
+
+
+def test_negative_zero_floats_keep_their_sign() -> None:
+    state = CheckpointState({"w": np.zeros(1, np.float32)}, properties={"z": -0.0})
+    state.optimizer = {"group0": OptimizerGroup(step=1, initial_learning_rate=-0.0)}
+    again = ortckpt.load_bytes(ortckpt.serialize(state))
+    assert math.copysign(1.0, again.properties["z"]) == -1.0
+    assert again.optimizer is not None
+    assert math.copysign(1.0, again.optimizer["group0"].initial_learning_rate) == -1.0

@@ -366,7 +366,7 @@ def _check_file_agrees(
         del state
 
 
-FLIP_SEEDS = ["rich", "external", "nominal", "empty", "ort_adamw_with_optimizer.ckpt", "dtypes.ckpt"]
+FLIP_SEEDS = ["rich", "external", "nominal", "empty", "mlp_adamw_with_optimizer.ckpt", "dtypes.ckpt"]
 
 
 @pytest.mark.parametrize("name", FLIP_SEEDS)

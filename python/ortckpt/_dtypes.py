@@ -6,9 +6,10 @@ arrays holding ``str``. The ml_dtypes extension types cover bfloat16 and the flo
 
 from __future__ import annotations
 
+import sys
+from functools import cache
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 UNDEFINED = 0
@@ -52,12 +53,26 @@ _TABLE: dict[int, tuple[np.dtype[Any], str, str]] = {
     UINT64: (np.dtype("<u8"), "uint64", "UINT64"),
     COMPLEX64: (np.dtype("<c8"), "complex64", "COMPLEX64"),
     COMPLEX128: (np.dtype("<c16"), "complex128", "COMPLEX128"),
-    BFLOAT16: (np.dtype(ml_dtypes.bfloat16), "bfloat16", "BFLOAT16"),
-    FLOAT8E4M3FN: (np.dtype(ml_dtypes.float8_e4m3fn), "float8_e4m3fn", "FLOAT8E4M3FN"),
-    FLOAT8E4M3FNUZ: (np.dtype(ml_dtypes.float8_e4m3fnuz), "float8_e4m3fnuz", "FLOAT8E4M3FNUZ"),
-    FLOAT8E5M2: (np.dtype(ml_dtypes.float8_e5m2), "float8_e5m2", "FLOAT8E5M2"),
-    FLOAT8E5M2FNUZ: (np.dtype(ml_dtypes.float8_e5m2fnuz), "float8_e5m2fnuz", "FLOAT8E5M2FNUZ"),
 }
+
+# The ml_dtypes types (bfloat16, float8): code -> (ml_dtypes attribute, short name, ORT enum name).
+# ml_dtypes takes long to import, so it is imported on first use of one of these types.
+_ML_NAMES: dict[int, tuple[str, str, str]] = {
+    BFLOAT16: ("bfloat16", "bfloat16", "BFLOAT16"),
+    FLOAT8E4M3FN: ("float8_e4m3fn", "float8_e4m3fn", "FLOAT8E4M3FN"),
+    FLOAT8E4M3FNUZ: ("float8_e4m3fnuz", "float8_e4m3fnuz", "FLOAT8E4M3FNUZ"),
+    FLOAT8E5M2: ("float8_e5m2", "float8_e5m2", "FLOAT8E5M2"),
+    FLOAT8E5M2FNUZ: ("float8_e5m2fnuz", "float8_e5m2fnuz", "FLOAT8E5M2FNUZ"),
+}
+
+
+@cache
+def _ml_dtype(code: int) -> np.dtype[Any]:
+    import ml_dtypes
+
+    dtype: np.dtype[Any] = np.dtype(getattr(ml_dtypes, _ML_NAMES[code][0]))
+    return dtype
+
 
 # numpy (kind, itemsize) -> code for the builtin numeric kinds
 _BY_KIND: dict[tuple[str, int], int] = {
@@ -77,33 +92,35 @@ _BY_KIND: dict[tuple[str, int], int] = {
     ("c", 16): COMPLEX128,
 }
 
-_ML_DTYPES: tuple[int, ...] = (BFLOAT16, FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ)
+_ML_DTYPES: tuple[int, ...] = tuple(_ML_NAMES)
 
-DATA_TYPES: frozenset[int] = frozenset(_TABLE)
+DATA_TYPES: frozenset[int] = frozenset(_TABLE) | frozenset(_ML_NAMES)
 """Every data type code this package can read and write."""
 
 
 def is_known(code: int) -> bool:
-    return code in _TABLE
+    return code in DATA_TYPES
 
 
 def to_numpy(code: int) -> np.dtype[Any]:
     """The numpy dtype for an ORT data type code (object dtype for STRING)."""
-    try:
-        return _TABLE[code][0]
-    except KeyError:
-        raise ValueError(f"unknown ORT tensor data type {code}") from None
+    entry = _TABLE.get(code)
+    if entry is not None:
+        return entry[0]
+    if code in _ML_NAMES:
+        return _ml_dtype(code)
+    raise ValueError(f"unknown ORT tensor data type {code}")
 
 
 def type_name(code: int) -> str:
     """Short lower-case name (``float32``, ``bfloat16``, ``string``, ...); ``type<N>`` when unknown."""
-    entry = _TABLE.get(code)
+    entry = _TABLE.get(code) or _ML_NAMES.get(code)
     return entry[1] if entry is not None else f"type{code}"
 
 
 def ort_name(code: int) -> str:
     """The ORT ``TensorDataType`` enum name (``FLOAT``, ``BFLOAT16``, ...)."""
-    entry = _TABLE.get(code)
+    entry = _TABLE.get(code) or _ML_NAMES.get(code)
     return entry[2] if entry is not None else f"UNDEFINED({code})"
 
 
@@ -123,11 +140,13 @@ def from_numpy(dtype: np.dtype[Any], name: str) -> int:
     kind = dtype.kind
     if kind in ("U", "O"):
         return STRING
-    for code in _ML_DTYPES:
-        # by scalar type: also matches byte-swapped variants. Their kind is not reliable
-        # (float8_e5m2 reports kind "f" with itemsize 1), so check them before the builtin kinds.
-        if dtype.type is _TABLE[code][0].type:
-            return code
+    # An array of an ml_dtypes type means ml_dtypes is imported already: no import cost here.
+    if "ml_dtypes" in sys.modules:
+        for code in _ML_DTYPES:
+            # by scalar type: also matches byte-swapped variants. Their kind is not reliable
+            # (float8_e5m2 reports kind "f" with itemsize 1), so check them before the builtin kinds.
+            if dtype.type is _ml_dtype(code).type:
+                return code
     # isbuiltin == 2: some other user-defined dtype (ml_dtypes int4, float4, ...)
     if dtype.isbuiltin != 2 and dtype.names is None and dtype.subdtype is None:
         found = _BY_KIND.get((kind, dtype.itemsize))
@@ -135,5 +154,5 @@ def from_numpy(dtype: np.dtype[Any], name: str) -> int:
             return found
     raise TypeError(
         f"tensor {name!r}: numpy dtype {dtype} has no ONNX Runtime checkpoint equivalent "
-        f"(supported: {', '.join(sorted({v[1] for v in _TABLE.values()}))})"
+        f"(supported: {', '.join(sorted({type_name(c) for c in DATA_TYPES}))})"
     )

@@ -260,8 +260,8 @@ def test_ortckpt_reads_its_file_as_ort_does(ortckpt, written, name):
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_ort_resave_reads_back_the_same(ortckpt, written, name):
     w = written[f"case:{name}"]
-    assert_dumps_equivalent(w.dump, w.resaved_dump)
-    assert_state_matches_dump(ortckpt.load(w.resaved), w.dump)
+    assert_dumps_equivalent(w.dump, w.resaved_dump, signed_zeros=False)
+    assert_state_matches_dump(ortckpt.load(w.resaved), w.dump, signed_zeros=False)
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)

@@ -109,7 +109,11 @@ pub(crate) fn build(spec: &CheckpointSpec<'_>, placement: &Placement) -> Result<
         },
     );
     fbs::finish_checkpoint_buffer(&mut fbb, root);
-    Ok(fbb.finished_data().to_vec())
+    // The builder fills its buffer back to front; move the data to the front of that same buffer
+    // instead of copying it out, so a save never holds two copies of the file.
+    let (mut buf, head) = fbb.collapse();
+    buf.drain(..head);
+    Ok(buf)
 }
 
 /// Serializes `spec` and writes it to `path` atomically, every tensor inline: a temporary file in
@@ -339,15 +343,17 @@ impl<'f> Writer<'_, 'f> {
                     .collect();
                 let optimizer_states = self.fbb.create_vector(&states);
                 let group_name = self.fbb.create_string(&g.name);
-                fbs::OptimizerGroup::create(
-                    self.fbb,
-                    &fbs::OptimizerGroupArgs {
-                        group_name: Some(group_name),
-                        step: g.step,
-                        initial_learning_rate: g.initial_learning_rate,
-                        optimizer_states: Some(optimizer_states),
-                    },
-                )
+                keeping_negative_zero(self.fbb, g.initial_learning_rate, |fbb| {
+                    fbs::OptimizerGroup::create(
+                        fbb,
+                        &fbs::OptimizerGroupArgs {
+                            group_name: Some(group_name),
+                            step: g.step,
+                            initial_learning_rate: g.initial_learning_rate,
+                            optimizer_states: Some(optimizer_states),
+                        },
+                    )
+                })
             })
             .collect();
         self.fbb.create_vector(&offsets)
@@ -368,9 +374,9 @@ fn write_properties<'f>(
             PropertyValue::Int(value) => {
                 ints.push(fbs::IntProperty::create(fbb, &fbs::IntPropertyArgs { name, value: *value }))
             }
-            PropertyValue::Float(value) => {
-                floats.push(fbs::FloatProperty::create(fbb, &fbs::FloatPropertyArgs { name, value: *value }))
-            }
+            PropertyValue::Float(value) => floats.push(keeping_negative_zero(fbb, *value, |fbb| {
+                fbs::FloatProperty::create(fbb, &fbs::FloatPropertyArgs { name, value: *value })
+            })),
             PropertyValue::Str(value) => {
                 let value = Some(fbb.create_string(value));
                 strings.push(fbs::StringProperty::create(fbb, &fbs::StringPropertyArgs { name, value }))
@@ -381,4 +387,18 @@ fn write_properties<'f>(
     let floats = Some(fbb.create_vector(&floats));
     let strings = Some(fbb.create_vector(&strings));
     fbs::PropertyBag::create(fbb, &fbs::PropertyBagArgs { ints, floats, strings })
+}
+
+/// Runs `create` so that a float field holding -0.0 is written: it equals the schema default 0.0,
+/// which flatbuffers builders leave out, and the sign would be lost.
+fn keeping_negative_zero<'f, T>(
+    fbb: &mut FlatBufferBuilder<'f>,
+    value: f32,
+    create: impl FnOnce(&mut FlatBufferBuilder<'f>) -> T,
+) -> T {
+    let negative_zero = value == 0.0 && value.is_sign_negative();
+    fbb.force_defaults(negative_zero);
+    let out = create(fbb);
+    fbb.force_defaults(false);
+    out
 }

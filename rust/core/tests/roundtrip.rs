@@ -239,3 +239,21 @@ fn ort_corpus_files_round_trip() {
     }
     assert!(seen > 0, "corpus folder has no .ckpt files");
 }
+
+#[test]
+fn negative_zero_floats_keep_their_sign() {
+    let spec = CheckpointSpec {
+        optimizer_groups: vec![OptimizerGroupSpec {
+            name: "g".into(),
+            step: 0,
+            initial_learning_rate: -0.0,
+            states: vec![],
+        }],
+        properties: vec![Property { name: "p".into(), value: PropertyValue::Float(-0.0) }],
+        ..Default::default()
+    };
+    let index = index_checkpoint(&serialize_checkpoint(&spec).unwrap()).unwrap();
+    assert!(index.optimizer_groups[0].initial_learning_rate.is_sign_negative());
+    let PropertyValue::Float(p) = index.properties[0].value else { panic!("float property expected") };
+    assert!(p == 0.0 && p.is_sign_negative());
+}
