@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Union, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from . import _dtypes
+from . import _dtypes, _native
 from ._scalars import check_string
 from .errors import CheckpointError, TensorDataError
 
@@ -121,6 +121,7 @@ class BufferTensor(Tensor):
         _check_numpy_shape(self.shape, dtype.itemsize, name)
         if self._nbytes == 0:
             return _readonly(np.empty(self.shape, dtype=dtype))
+        self._advise_normal()
         buffer = cast("bytes", self._buffer)  # any buffer works; numpy's stubs only list a few types
         raw = np.frombuffer(buffer, dtype=np.uint8, count=self._nbytes, offset=self._offset)
         if raw.ctypes.data % dtype.alignment != 0:
@@ -129,7 +130,14 @@ class BufferTensor(Tensor):
         return _readonly(raw.view(dtype).reshape(self.shape))
 
     def spec_data(self, name: str) -> SpecData:
+        self._advise_normal()
         return memoryview(self._buffer)[self._offset : self._offset + self._nbytes]
+
+    def _advise_normal(self) -> None:
+        # Mappings are opened with random-access advice (cheap indexing); the values of a tensor
+        # about to be used are read in order, so give its range normal readahead back.
+        if isinstance(self._buffer, _native.MappedFile):
+            self._buffer.advise_normal(self._offset, self._nbytes)
 
 
 class StringTensor(Tensor):

@@ -31,6 +31,12 @@ impl MappedFile {
         self.inner.path().display().to_string()
     }
 
+    /// Gives `length` bytes at `offset` normal readahead (the mapping starts with random-access
+    /// advice); call before reading a tensor's values in order. Advice only: never fails.
+    fn advise_normal(&self, offset: usize, length: usize) {
+        self.inner.advise_normal(offset, length);
+    }
+
     fn __len__(&self) -> usize {
         self.inner.bytes().len()
     }
