@@ -9,6 +9,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._dtypes import type_name
 from ._scalars import check_name, to_float32, to_int64
+from ._sorted_map import SortedMap
 from ._tensor import Tensor, from_array
 
 
@@ -63,46 +64,31 @@ class Momentums(MutableMapping[str, NDArray[Any]]):
         return f"Momentums({{{inner}}})"
 
 
-class MomentumStates(MutableMapping[str, Momentums]):
+class MomentumStates(SortedMap[Momentums]):
     """Parameter name -> ``Momentums``. Assign any mapping of momentum name -> array."""
 
-    __slots__ = ("_params",)
+    __slots__ = ()
 
     def __init__(self, items: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-        self._params: dict[str, Momentums] = {}
+        super().__init__()
         if items is not None:
             for key, value in items.items():
                 self[key] = value
 
-    def __getitem__(self, key: str) -> Momentums:
-        return self._params[key]
-
     def __setitem__(self, key: str, value: Mapping[str, Any]) -> None:
         name = check_name(key, "optimizer state parameter")
         if isinstance(value, Momentums):  # share the (immutable) tensors, no copy
-            self._params[name] = Momentums._from_tensors(name, dict(value._tensors))
+            self._items[name] = Momentums._from_tensors(name, dict(value._tensors))
             return
         if not isinstance(value, Mapping):
             raise TypeError(
                 f"optimizer state for {name!r} must be a mapping of momentum name -> array, "
                 f"got {type(value).__name__}"
             )
-        self._params[name] = Momentums(name, value)
-
-    def __delitem__(self, key: str) -> None:
-        del self._params[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._params))
-
-    def __len__(self) -> int:
-        return len(self._params)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._params
+        self._items[name] = Momentums(name, value)
 
     def __repr__(self) -> str:
-        return f"MomentumStates({dict(self._params)!r})"
+        return f"MomentumStates({dict(self._items)!r})"
 
 
 class OptimizerGroup:

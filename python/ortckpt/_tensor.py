@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Union, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from . import _dtypes, _native
+from . import _dtypes
 from ._scalars import check_string
 from .errors import CheckpointError, TensorDataError
 
@@ -136,8 +136,9 @@ class BufferTensor(Tensor):
     def _advise_normal(self) -> None:
         # Mappings are opened with random-access advice (cheap indexing); the values of a tensor
         # about to be used are read in order, so give its range normal readahead back.
-        if isinstance(self._buffer, _native.MappedFile):
-            self._buffer.advise_normal(self._offset, self._nbytes)
+        advise = getattr(self._buffer, "advise_normal", None)  # only MappedFile has it
+        if advise is not None:
+            advise(self._offset, self._nbytes)
 
 
 class StringTensor(Tensor):

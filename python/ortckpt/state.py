@@ -7,7 +7,7 @@ here.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Union
 
 from numpy.typing import ArrayLike
@@ -17,6 +17,7 @@ from ._optimizer import Momentums, MomentumStates, OptimizerGroup
 from ._parameter import Parameter
 from ._properties import PropertyBag, PropertyInput
 from ._scalars import PropertyValue, check_name
+from ._sorted_map import SortedMap
 from .errors import DuplicateNameError
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def _add_new(out: dict[str, Parameter], param: Parameter) -> None:
     out[param.name] = param
 
 
-class ParameterMap(MutableMapping[str, Parameter]):
+class ParameterMap(SortedMap[Parameter]):
     """All parameters of a state, name -> ``Parameter``, iterating sorted by name.
 
     Assigning an array adds a trainable parameter, or replaces the values (any shape or dtype) of an
@@ -85,38 +86,20 @@ class ParameterMap(MutableMapping[str, Parameter]):
     (the state keeps its own wrapper around the parameter's data).
     """
 
-    __slots__ = ("_params",)
-
-    def __init__(self, params: dict[str, Parameter]) -> None:
-        self._params = params
-
-    def __getitem__(self, key: str) -> Parameter:
-        return self._params[key]
+    __slots__ = ()
 
     def __setitem__(self, key: str, value: ArrayLike | Parameter) -> None:
         name = check_name(key, "parameter")
-        old = self._params.get(name)
+        old = self._items.get(name)
         if isinstance(value, Parameter):
             if value.name != name:
                 raise ValueError(f"cannot store Parameter named {value.name!r} under key {name!r}")
-            self._params[name] = _own(value)
+            self._items[name] = _own(value)
         else:
-            self._params[name] = Parameter(name, value, trainable=True if old is None else old.trainable)
-
-    def __delitem__(self, key: str) -> None:
-        del self._params[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._params))
-
-    def __len__(self) -> int:
-        return len(self._params)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._params
+            self._items[name] = Parameter(name, value, trainable=True if old is None else old.trainable)
 
     def __repr__(self) -> str:
-        return f"ParameterMap({[self._params[n] for n in self]!r})"
+        return f"ParameterMap({[self._items[n] for n in self]!r})"
 
 
 class ParameterView(Mapping[str, Parameter]):
@@ -149,37 +132,22 @@ class ParameterView(Mapping[str, Parameter]):
         return f"<{kind} parameters: {list(self)!r}>"
 
 
-class OptimizerGroups(MutableMapping[str, OptimizerGroup]):
+class OptimizerGroups(SortedMap[OptimizerGroup]):
     """Group name -> ``OptimizerGroup``, iterating sorted by name."""
 
-    __slots__ = ("_groups",)
+    __slots__ = ()
 
     def __init__(self, groups: Mapping[str, OptimizerGroup] | None = None) -> None:
-        self._groups: dict[str, OptimizerGroup] = {}
+        super().__init__()
         if groups is not None:
             for key, value in groups.items():
                 self[key] = value
-
-    def __getitem__(self, key: str) -> OptimizerGroup:
-        return self._groups[key]
 
     def __setitem__(self, key: str, value: OptimizerGroup) -> None:
         name = check_name(key, "optimizer group")
         if not isinstance(value, OptimizerGroup):
             raise TypeError(f"optimizer group {name!r} must be an OptimizerGroup, got {type(value).__name__}")
-        self._groups[name] = value
-
-    def __delitem__(self, key: str) -> None:
-        del self._groups[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._groups))
-
-    def __len__(self) -> int:
-        return len(self._groups)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._groups
+        self._items[name] = value
 
     def __repr__(self) -> str:
         return f"OptimizerGroups({dict(self.items())!r})"
