@@ -20,6 +20,8 @@ pub struct PendingFile {
 
 impl PendingFile {
     pub fn create(dest: &Path) -> Result<PendingFile> {
+        // Saving through a symlink replaces the file it points to, not the link itself.
+        let dest = &resolve_symlinks(dest);
         let file_name = dest.file_name().ok_or_else(|| Error::InvalidSpec {
             detail: format!("cannot save to {}: the path does not name a file", dest.display()),
         })?;
@@ -33,7 +35,13 @@ impl PendingFile {
             .create_new(true)
             .open(&temp)
             .map_err(|e| Error::io(&temp, "create temporary file", e))?;
-        Ok(PendingFile { file: Some(file), temp, dest: dest.to_path_buf() })
+        let pending = PendingFile { file: Some(file), temp, dest: dest.to_path_buf() };
+        // A replaced file keeps its permissions (a 0600 checkpoint must not become 0644).
+        if let Ok(meta) = fs::metadata(dest) {
+            fs::set_permissions(&pending.temp, meta.permissions())
+                .map_err(|e| Error::io(&pending.temp, "set permissions of", e))?;
+        }
+        Ok(pending)
     }
 
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
@@ -67,6 +75,23 @@ impl Drop for PendingFile {
             drop(self.file.take());
             let _ = fs::remove_file(&self.temp);
         }
+    }
+}
+
+/// `path` with symlinks followed to the file they name (if any); `path` itself otherwise.
+fn resolve_symlinks(path: &Path) -> PathBuf {
+    let is_link = fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    if !is_link {
+        return path.to_path_buf();
+    }
+    match fs::canonicalize(path) {
+        Ok(target) => target,
+        // A dangling link: replace what it points at, relative to the link's directory.
+        Err(_) => match fs::read_link(path) {
+            Ok(target) if target.is_absolute() => target,
+            Ok(target) => parent_dir(path).join(target),
+            Err(_) => path.to_path_buf(),
+        },
     }
 }
 
@@ -114,6 +139,24 @@ mod tests {
         }
         assert_eq!(fs::read(&path).unwrap(), b"old");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn keeps_permissions_and_writes_through_symlinks() {
+        use std::os::unix::fs::{symlink, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("real.ckpt");
+        write_file_atomically(&target, b"old").unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o600)).unwrap();
+        let link = dir.path().join("link.ckpt");
+        symlink(&target, &link).unwrap();
+
+        write_file_atomically(&link, b"new").unwrap();
+        assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link was replaced");
+        assert_eq!(fs::read(&target).unwrap(), b"new");
+        assert_eq!(fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 2, "a temporary file was left behind");
     }
 
     #[test]
