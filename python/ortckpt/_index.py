@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Callable
 
 from . import _dtypes
@@ -59,7 +60,9 @@ def _tensor(info: TensorInfo, buffer: Buffer, nominal: bool, external: _External
 def _make_tensor(info: TensorInfo, buffer: Buffer, nominal: bool, external: _External, source: str) -> Tensor:
     name, data_type, dims, offset, nbytes, strings, external_offset = info
     shape = tuple(dims)
-    if nominal and nbytes == 0 and strings is None and external_offset is None:
+    # The core reports a nominal tensor as no bytes and no strings with a nonzero element count (a
+    # zero-element tensor has no bytes either, but it is a real, empty tensor).
+    if nominal and nbytes == 0 and strings is None and external_offset is None and math.prod(dims) != 0:
         # a tensor of a nominal checkpoint: name and data type only (the index reports "no raw data"
         # as offset 0 / nbytes 0, like an empty tensor)
         return NominalTensor(data_type, shape)

@@ -23,11 +23,20 @@ pub fn check_external_ranges(index: &CheckpointIndex, file_len: u64) -> Result<(
             return Err(Error::ExternalOutOfRange { tensor: tensor.to_owned(), offset, len, file_len });
         }
     }
+    // Sorted by offset, a range overlaps an earlier one iff it starts before the furthest end seen
+    // so far. Empty ranges claim no bytes and are skipped.
+    ranges.retain(|&(_, _, len)| len > 0);
     ranges.sort_by_key(|&(_, offset, _)| offset);
-    for pair in ranges.windows(2) {
-        let [(first, a_off, a_len), (second, b_off, b_len)] = pair else { continue };
-        if *a_len > 0 && *b_len > 0 && a_off.saturating_add(*a_len) > *b_off {
-            return Err(Error::ExternalOverlap { first: (*first).to_owned(), second: (*second).to_owned() });
+    let mut furthest: Option<(&str, u64)> = None;
+    for &(tensor, offset, len) in &ranges {
+        let end = offset.saturating_add(len);
+        if let Some((earlier, earlier_end)) = furthest {
+            if offset < earlier_end {
+                return Err(Error::ExternalOverlap { first: earlier.to_owned(), second: tensor.to_owned() });
+            }
+        }
+        if furthest.is_none_or(|(_, e)| end > e) {
+            furthest = Some((tensor, end));
         }
     }
     Ok(())

@@ -90,7 +90,12 @@ struct TensorReader<'b> {
     has_external_data: bool,
 }
 
-impl TensorReader<'_> {
+impl<'b> TensorReader<'b> {
+    /// A reader for tensors that must hold values whatever the checkpoint's nominal flag.
+    fn with_values(&self) -> TensorReader<'b> {
+        TensorReader { buf: self.buf, is_nominal: false, has_external_data: self.has_external_data }
+    }
+
     fn tensors(&self, tensors: Tables<'_, fbs::Tensor<'_>>) -> Result<Vec<TensorIndex>> {
         tensors.map_or(Ok(Vec::new()), |v| v.iter().map(|t| self.tensor(&t)).collect())
     }
@@ -107,8 +112,10 @@ impl TensorReader<'_> {
         let external_offset = t.external_data_offset();
 
         // A nominal tensor is a name and a type; ORT writes neither dims nor data for it.
-        if self.is_nominal && raw_len == 0 && strings.is_none_or(|s| s.is_empty()) && external_offset == -1 {
-            element_count(&name, &dims)?;
+        // A nominal tensor has no values (ORT writes it without dims, so one element). A tensor of
+        // zero elements also has none, but it is a real, empty tensor: it keeps its storage.
+        let no_values = raw_len == 0 && strings.is_none_or(|s| s.is_empty()) && external_offset == -1;
+        if self.is_nominal && no_values && element_count(&name, &dims)? != 0 {
             return Ok(TensorIndex { name, data_type, dims, storage: Storage::Nominal });
         }
 
@@ -209,7 +216,8 @@ fn read_optimizer_groups(
                         what: format!("a parameter name in optimizer group {name:?}"),
                     })?
                     .to_owned();
-                let momentums = reader.tensors(s.momentums())?;
+                // Only parameters can be nominal: momentums always hold values.
+                let momentums = reader.with_values().tensors(s.momentums())?;
                 ensure_unique("momentum", momentums.iter().map(|m| m.name.as_str()))?;
                 states.push(ParameterStateIndex { param_name, momentums });
             }

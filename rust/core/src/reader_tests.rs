@@ -213,6 +213,22 @@ fn nominal_tensors_have_no_data() {
     let index = index_checkpoint(&c.build()).unwrap();
     assert!(index.is_nominal);
     assert_eq!(index.trainable[0].storage, Storage::Nominal);
+    // A zero-element tensor keeps its (empty) data: nominal tensors are the ones without dims.
+    let mut empty = RawTensor::floats("e", &[0]);
+    empty.raw = Some(vec![]);
+    let c = RawCheckpoint { trainable: vec![empty], nominal: true, ..Default::default() };
+    let index = index_checkpoint(&c.build()).unwrap();
+    assert!(matches!(index.trainable[0].storage, Storage::Inline { len: 0, .. }));
+    // Momentums always hold values, even in a nominal checkpoint.
+    let mut m = RawTensor::floats("momentum0", &[1]);
+    m.dims = None;
+    m.raw = None;
+    let c = RawCheckpoint {
+        nominal: true,
+        groups: vec![RawGroup { name: Some("g".into()), states: vec![(Some("b".into()), vec![m])] }],
+        ..Default::default()
+    };
+    assert!(matches!(err(&c), Error::DataLengthMismatch { .. }));
     // The same tensor in a non-nominal checkpoint is a data error.
     let mut t = RawTensor::floats("w", &[1]);
     t.raw = None;

@@ -308,7 +308,13 @@ impl<'f> Writer<'_, 'f> {
             (TensorPayload::Nominal, _) => (Some(fbb.create_vector::<u8>(&[])), None),
         };
         let name = fbb.create_string(&t.name);
-        let dims = fbb.create_vector(&t.dims);
+        // Readers tell a nominal tensor (no values) from a zero-element one (no values either) by
+        // its element count, so a nominal tensor never gets a zero-element shape: it is written
+        // without dims then, as ORT writes every nominal tensor.
+        let zero_elements = t.dims.contains(&0);
+        let dims: &[i64] =
+            if matches!(t.data, TensorPayload::Nominal) && zero_elements { &[] } else { &t.dims };
+        let dims = fbb.create_vector(dims);
         fbs::Tensor::create(
             fbb,
             &fbs::TensorArgs {

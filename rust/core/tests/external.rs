@@ -102,3 +102,25 @@ fn short_external_file_and_overlap_are_errors() {
     let e = check_external_ranges(&overlapping, 1 << 20).unwrap_err();
     assert!(matches!(e, Error::ExternalOverlap { .. }), "{e}");
 }
+
+#[test]
+fn overlap_is_found_across_an_empty_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.ckpt");
+    let big = vec![1u8; 1000];
+    let s = spec(&big, &[2u8; 3], &[3u8; 100]);
+    save_checkpoint(&path, &s, &SaveOptions { external_data_threshold: Some(0) }).unwrap();
+    let mut index = index_checkpoint(&std::fs::read(&path).unwrap()).unwrap();
+    // w: 0..1000; an empty tensor at 10 sorts between w and the momentum at 500, which overlaps w.
+    index.trainable[0].storage = Storage::External { offset: 0, len: 1000 };
+    index.frozen[0].storage = Storage::External { offset: 10, len: 0 };
+    index.optimizer_groups[0].states[0].momentums[0].storage = Storage::External { offset: 500, len: 100 };
+    let e = check_external_ranges(&index, 1 << 20).unwrap_err();
+    assert!(
+        matches!(e, Error::ExternalOverlap { ref first, ref second } if first == "w" && second == "momentum0"),
+        "{e}"
+    );
+    // Touching ranges do not overlap.
+    index.optimizer_groups[0].states[0].momentums[0].storage = Storage::External { offset: 1000, len: 100 };
+    check_external_ranges(&index, 1 << 20).unwrap();
+}
