@@ -12,7 +12,6 @@
 # Reproduce or minimize a finding (same environment):
 #   RUSTC_BOOTSTRAP=1 cargo fuzz run TARGET fuzz/artifacts/TARGET/crash-...
 #   RUSTC_BOOTSTRAP=1 cargo fuzz tmin TARGET fuzz/artifacts/TARGET/crash-...
-# ORTCKPT_FUZZ_STRICT=1 also fails on the known, reported issues listed in fuzz/src/lib.rs.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -65,8 +64,8 @@ for target in "${targets[@]}"; do
     grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" || true
     if [ "$status" -ne 0 ]; then
         echo "!! $target failed (exit $status):"
-        grep -E 'panicked at|ERROR: libFuzzer|ERROR: AddressSanitizer|SUMMARY|Test unit written|Base64' \
-            "$log" || tail -n 40 "$log"
+        grep -E -A1 'panicked at' "$log" | head -n 4 || true
+        grep -E 'ERROR: (libFuzzer|AddressSanitizer)|^SUMMARY|Test unit written|^Base64' "$log" || tail -n 40 "$log"
         failed+=("$target")
     fi
 done

@@ -1,5 +1,5 @@
-//! The fuzz oracles on the seed files and on hand-made checkpoints, and the known issues the
-//! fuzzers found (ignored until ortckpt-core fixes them; `cargo test -- --ignored` shows them).
+//! The fuzz oracles on the seed files and on hand-made checkpoints, and repros of the issues the
+//! fuzzers found (all fixed in ortckpt-core since).
 //!
 //! Run with `cargo test --manifest-path fuzz/Cargo.toml` (no sanitizer or nightly flags needed).
 
@@ -81,12 +81,11 @@ fn specs_pass_the_oracle() {
     check_spec(&spec);
 }
 
-// ---- Known issues, reported; each asserts the behaviour that ortckpt-core promises.
+// ---- Issues the fuzzers found; each asserts the behaviour that ortckpt-core promises.
 
-/// `check_external_ranges` compares only neighbours in offset order and skips pairs with an empty
-/// range, so an empty external tensor between two overlapping ones hides their overlap.
+/// Fixed: `check_external_ranges` compared only neighbours in offset order and skipped pairs with
+/// an empty range, so an empty external tensor between two overlapping ones hid their overlap.
 #[test]
-#[ignore = "known issue: check_external_ranges misses overlaps around an empty external tensor"]
 fn overlap_is_found_past_an_empty_external_tensor() {
     let bytes = ortckpt_fuzz::craft::overlap_hidden_by_empty_tensor().build();
     let index = index_checkpoint(&bytes).unwrap();
@@ -95,9 +94,9 @@ fn overlap_is_found_past_an_empty_external_tensor() {
     assert!(result.is_err(), "check_external_ranges accepted overlapping tensors a and b");
 }
 
-/// Flatbuffers leaves out a field equal to its default, and `-0.0 == 0.0`.
+/// Fixed: flatbuffers leaves out a field equal to its default, and `-0.0 == 0.0`, so -0.0 learning
+/// rates and float properties read back as +0.0.
 #[test]
-#[ignore = "known issue: -0.0 learning rates and float properties read back as +0.0"]
 fn negative_zero_floats_round_trip() {
     let spec = CheckpointSpec {
         optimizer_groups: vec![OptimizerGroupSpec {
@@ -116,10 +115,9 @@ fn negative_zero_floats_round_trip() {
     );
 }
 
-/// In a nominal checkpoint an empty tensor reads back as nominal, and for a momentum that index
-/// cannot be written back (the writer refuses nominal momentums).
+/// Fixed: in a nominal checkpoint an empty tensor read back as nominal, and for a momentum that
+/// index could not be written back (the writer refuses nominal momentums).
 #[test]
-#[ignore = "known issue: empty tensors of a nominal checkpoint read back as nominal"]
 fn empty_tensors_of_a_nominal_checkpoint_round_trip() {
     let spec = CheckpointSpec {
         is_nominal: true,
