@@ -11,35 +11,31 @@ The counterpart of ORT's ``SaveCheckpoint(trainable_protos, non_trainable_protos
 ``onnx`` is an optional dependency (``pip install ortckpt[onnx]``): it is imported only when one of
 these functions runs, so ``import ortckpt`` works without it.
 
-Every storage form ONNX allows is read: ``raw_data`` (passed through as bytes, never converted),
-the typed fields (``float_data``, ``int32_data``, ``int64_data``, ``double_data``, ``uint64_data``,
-``string_data``; complex numbers as (real, imaginary) pairs) and external data
-(``data_location = EXTERNAL``). External files are resolved relative to a base directory (the
-model's directory), must stay inside it (absolute locations, ``..`` escapes and symlinks leading out
-are refused), are checked against the file's real size and are memory-mapped: a tensor's bytes are
-read only when the checkpoint is written, and never the whole file.
+Every storage form ONNX allows is read: ``raw_data``, the typed fields and external data.
+Decoding lives in ``_proto_decode``; resolving, confining and memory-mapping external data files in
+``_onnx_external``.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
 from . import _dtypes, _native
+from ._onnx_external import ExternalFiles
+from ._onnx_import import require_onnx
 from ._parameter import Parameter
+from ._proto_decode import as_proto, proto_name, tensor_from_proto
 from ._scalars import check_name
-from ._tensor import ArrayTensor, BufferTensor, NominalTensor, StringTensor, Tensor
-from .errors import CheckpointError, DuplicateNameError, ExternalDataError, TensorDataError
+from .errors import CheckpointError, DuplicateNameError
 from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, load
 from .state import CheckpointState
 
 if TYPE_CHECKING:
     import onnx
-    from numpy.typing import NDArray
 
     from ._native import CheckpointSpec, TensorSpec
 
@@ -58,319 +54,14 @@ __all__ = [
 #: Initializers ``save_from_onnx`` makes trainable by default.
 FLOAT_TYPES: frozenset[int] = frozenset({_dtypes.FLOAT, _dtypes.DOUBLE, _dtypes.FLOAT16, _dtypes.BFLOAT16})
 
-_EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
-
-# data type -> the typed field ONNX stores its values in when raw_data is not used
-_FIELDS: dict[int, str] = {
-    _dtypes.FLOAT: "float_data",
-    _dtypes.COMPLEX64: "float_data",
-    _dtypes.UINT8: "int32_data",
-    _dtypes.INT8: "int32_data",
-    _dtypes.UINT16: "int32_data",
-    _dtypes.INT16: "int32_data",
-    _dtypes.INT32: "int32_data",
-    _dtypes.BOOL: "int32_data",
-    _dtypes.FLOAT16: "int32_data",
-    _dtypes.BFLOAT16: "int32_data",
-    _dtypes.FLOAT8E4M3FN: "int32_data",
-    _dtypes.FLOAT8E4M3FNUZ: "int32_data",
-    _dtypes.FLOAT8E5M2: "int32_data",
-    _dtypes.FLOAT8E5M2FNUZ: "int32_data",
-    _dtypes.INT64: "int64_data",
-    _dtypes.STRING: "string_data",
-    _dtypes.DOUBLE: "double_data",
-    _dtypes.COMPLEX128: "double_data",
-    _dtypes.UINT32: "uint64_data",
-    _dtypes.UINT64: "uint64_data",
-}
-_TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
-
-# Types whose typed-field decoding onnx.numpy_helper.to_array gets right (bit-exact) in every onnx
-# version ortckpt supports. The others are decoded here: onnx < 1.17 turns bfloat16/float8 values
-# into float32 numbers, and reads BOOL values other than 0/1 differently from ORT (which, like
-# us, takes any non-zero int32 as true).
-_TO_ARRAY_TYPES = frozenset(
-    {
-        _dtypes.FLOAT,
-        _dtypes.UINT8,
-        _dtypes.INT8,
-        _dtypes.UINT16,
-        _dtypes.INT16,
-        _dtypes.INT32,
-        _dtypes.INT64,
-        _dtypes.DOUBLE,
-        _dtypes.UINT32,
-        _dtypes.UINT64,
-    }
-)
-_BITS16 = frozenset({_dtypes.FLOAT16, _dtypes.BFLOAT16})
-_BITS8 = frozenset({_dtypes.FLOAT8E4M3FN, _dtypes.FLOAT8E4M3FNUZ, _dtypes.FLOAT8E5M2, _dtypes.FLOAT8E5M2FNUZ})
-
-
-def _require_onnx() -> None:
-    try:
-        import onnx  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "this function needs the 'onnx' package: pip install onnx (or ortckpt[onnx])"
-        ) from exc
-
 
 def _fspath(path: StrPath) -> str:
     return os.fsdecode(os.fspath(path))
 
 
 # ------------------------------------------------------------------------------------------------
-# External data files
+# TensorProto -> Parameter
 # ------------------------------------------------------------------------------------------------
-
-
-class _ExternalFiles:
-    """Resolves, confines and memory-maps the external data files of a set of TensorProtos.
-
-    Each file is mapped once (``_native.MappedFile``) and shared by the tensors that live in it.
-    """
-
-    def __init__(self, base_dir: StrPath | None) -> None:
-        self._base = None if base_dir is None else _fspath(base_dir)
-        self._real_base: str | None = None
-        self._maps: dict[str, _native.MappedFile] = {}
-
-    def _resolve(self, name: str, location: str) -> str:
-        if self._base is None:
-            raise ExternalDataError(
-                f"tensor {name!r}: its data is in the external file {location!r}, but no base directory "
-                "was given to resolve it against (pass base_dir=, the directory of the model)"
-            )
-        if not location:
-            raise ExternalDataError(f"tensor {name!r}: external data without a 'location'")
-        if "\x00" in location:
-            raise ExternalDataError(f"tensor {name!r}: external data location {location!r} contains NUL")
-        if os.path.isabs(location) or os.path.splitdrive(location)[0] or location.startswith(("/", "\\")):
-            raise ExternalDataError(
-                f"tensor {name!r}: external data location {location!r} is an absolute path; ONNX "
-                "external data must be relative to the model's directory"
-            )
-        if self._real_base is None:
-            self._real_base = os.path.realpath(self._base)
-        real_base = self._real_base
-        real = os.path.realpath(os.path.join(real_base, location))
-        if real == real_base or os.path.commonpath([real, real_base]) != real_base:
-            raise ExternalDataError(
-                f"tensor {name!r}: external data location {location!r} resolves to {real!r}, which is "
-                f"not a file inside the model's directory {real_base!r} (no '..' escapes or symlinks "
-                "leading out)"
-            )
-        return real
-
-    def open(self, name: str, location: str) -> tuple[str, _native.MappedFile]:
-        real = self._resolve(name, location)
-        mapped = self._maps.get(real)
-        if mapped is None:
-            try:
-                mapped = _native.MappedFile(real)
-            except FileNotFoundError:
-                raise ExternalDataError(
-                    f"tensor {name!r}: external data file {real!r} (location {location!r}) is missing"
-                ) from None
-            self._maps[real] = mapped
-        return real, mapped
-
-
-def _external_fields(proto: onnx.TensorProto, name: str) -> tuple[str, int, int | None]:
-    location = ""
-    offset = 0
-    length: int | None = None
-    for entry in proto.external_data:
-        key, value = entry.key, entry.value
-        if key == "location":
-            location = value
-        elif key in ("offset", "length"):
-            try:
-                number = int(value, 10)
-            except ValueError:
-                raise ExternalDataError(
-                    f"tensor {name!r}: external data {key} {value!r} is not an integer"
-                ) from None
-            if number < 0:
-                raise ExternalDataError(f"tensor {name!r}: external data {key} {number} is negative")
-            if key == "offset":
-                offset = number
-            else:
-                length = number
-        # "checksum" and unknown keys are ignored, as ONNX and ORT do
-    return location, offset, length
-
-
-def _external_tensor(
-    proto: onnx.TensorProto, name: str, data_type: int, shape: tuple[int, ...], files: _ExternalFiles
-) -> Tensor:
-    if data_type == _dtypes.STRING:
-        raise TensorDataError(f"string tensor {name!r}: string data cannot be stored externally")
-    location, offset, length = _external_fields(proto, name)
-    path, mapped = files.open(name, location)
-    size = len(mapped)
-    expected = math.prod(shape) * _dtypes.element_size(data_type)
-    if offset > size:
-        raise ExternalDataError(
-            f"tensor {name!r}: external data offset {offset} is past the end of {path!r} ({size} bytes)"
-        )
-    if length is None:
-        length = size - offset  # ONNX: no length means "to the end of the file"
-    if length != expected:
-        raise TensorDataError(
-            f"tensor {name!r}: {_dtypes.type_name(data_type)} shape {list(shape)} needs {expected} bytes, "
-            f"its external data in {path!r} is {length} bytes long"
-        )
-    if offset + length > size:
-        raise ExternalDataError(
-            f"tensor {name!r}: external data needs bytes {offset}..{offset + length} of {path!r}, "
-            f"which has {size} bytes"
-        )
-    return BufferTensor(mapped, offset, length, data_type, shape, name)
-
-
-# ------------------------------------------------------------------------------------------------
-# TensorProto -> checkpoint tensor
-# ------------------------------------------------------------------------------------------------
-
-
-def _as_proto(item: object, what: str) -> onnx.TensorProto:
-    _require_onnx()
-    import onnx
-
-    if isinstance(item, onnx.TensorProto):
-        return item
-    if isinstance(item, (bytes, bytearray, memoryview)):
-        proto = onnx.TensorProto()
-        try:
-            proto.ParseFromString(bytes(item))
-        except Exception as exc:  # google.protobuf.message.DecodeError
-            raise TensorDataError(f"{what}: not a serialized onnx.TensorProto ({exc})") from None
-        return proto
-    raise TypeError(
-        f"{what}: expected an onnx.TensorProto or its serialized bytes, got {type(item).__name__}"
-    )
-
-
-def _proto_name(proto: onnx.TensorProto) -> str:
-    return check_name(proto.name, "tensor")
-
-
-def _proto_shape(proto: onnx.TensorProto, name: str) -> tuple[int, ...]:
-    shape = tuple(int(d) for d in proto.dims)
-    for dim in shape:
-        if dim < 0:
-            raise TensorDataError(f"tensor {name!r}: negative dimension in dims {list(shape)}")
-    return shape
-
-
-def _proto_data_type(proto: onnx.TensorProto, name: str) -> int:
-    data_type = int(proto.data_type)
-    if not _dtypes.is_known(data_type):
-        raise TensorDataError(
-            f"tensor {name!r}: ONNX data type {data_type} cannot be stored in an ONNX Runtime checkpoint "
-            f"(supported: {', '.join(_dtypes.type_name(c) for c in sorted(_dtypes.DATA_TYPES))})"
-        )
-    return data_type
-
-
-def _bit_patterns(
-    values: Any, name: str, data_type: int, bits: type[np.unsignedinteger[Any]]
-) -> NDArray[Any]:
-    wide = np.asarray(values, dtype=np.int64)
-    limit = int(np.iinfo(bits).max)
-    bad = (wide < 0) | (wide > limit)
-    if bad.any():
-        value = int(wide[np.argmax(bad)])
-        raise TensorDataError(
-            f"tensor {name!r}: {_dtypes.type_name(data_type)} value {value} in int32_data is not a bit "
-            f"pattern in 0..{limit} (ORT: data overflow)"
-        )
-    return wide.astype(bits)
-
-
-def _typed_array(proto: onnx.TensorProto, name: str, data_type: int, shape: tuple[int, ...]) -> NDArray[Any]:
-    field = _FIELDS[data_type]
-    values = getattr(proto, field)
-    count = math.prod(shape)
-    per_element = 2 if data_type in (_dtypes.COMPLEX64, _dtypes.COMPLEX128) else 1
-    if len(values) != count * per_element:
-        raise TensorDataError(
-            f"tensor {name!r}: {_dtypes.type_name(data_type)} shape {list(shape)} needs "
-            f"{count * per_element} values in {field}, found {len(values)}"
-        )
-    dtype = _dtypes.to_numpy(data_type)
-    arr: NDArray[Any]
-    if count == 0:
-        arr = np.zeros(shape, dtype=dtype)
-    elif data_type in _TO_ARRAY_TYPES:
-        from onnx import numpy_helper
-
-        arr = np.asarray(numpy_helper.to_array(proto))
-    elif data_type in _BITS16:
-        # ONNX keeps the 16-bit pattern in each int32; ORT refuses values outside 0..0xFFFF
-        arr = _bit_patterns(values, name, data_type, np.uint16).view(dtype)
-    elif data_type in _BITS8:
-        arr = _bit_patterns(values, name, data_type, np.uint8).view(dtype)
-    elif data_type == _dtypes.BOOL:
-        arr = np.asarray(values, dtype=np.int32) != 0
-    elif data_type == _dtypes.COMPLEX64:
-        arr = np.asarray(values, dtype=np.float32).view(np.complex64)
-    elif data_type == _dtypes.COMPLEX128:
-        arr = np.asarray(values, dtype=np.float64).view(np.complex128)
-    else:  # pragma: no cover - every known type is handled above
-        raise TensorDataError(f"tensor {name!r}: cannot decode {field} for {_dtypes.type_name(data_type)}")
-    if arr.dtype != dtype:  # pragma: no cover - the decoders above produce the checkpoint dtype
-        raise TensorDataError(f"tensor {name!r}: decoded {arr.dtype}, expected {dtype}")
-    arr = np.ascontiguousarray(arr).reshape(shape)
-    arr.flags.writeable = False
-    return arr
-
-
-def _strings(proto: onnx.TensorProto, name: str) -> list[str]:
-    values: list[str] = []
-    for i, raw in enumerate(proto.string_data):
-        try:
-            values.append(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise TensorDataError(
-                f"string tensor {name!r}: element {i} is not valid UTF-8 (checkpoints store text)"
-            ) from None
-    return values
-
-
-def _tensor_from_proto(proto: onnx.TensorProto, name: str, files: _ExternalFiles, nominal: bool) -> Tensor:
-    data_type = _proto_data_type(proto, name)
-    if nominal:
-        # ORT writes names and data types only: dims and data are not looked at
-        return NominalTensor(data_type)
-    shape = _proto_shape(proto, name)
-    if proto.HasField("segment"):
-        raise TensorDataError(f"tensor {name!r}: segmented TensorProtos are not supported")
-    has_raw = proto.HasField("raw_data")
-    typed = [field for field in _TYPED_FIELDS if len(getattr(proto, field))]
-    external = proto.data_location == _EXTERNAL
-    sources = (["raw_data"] if has_raw else []) + typed + (["external data"] if external else [])
-    if len(sources) > 1:
-        raise TensorDataError(
-            f"tensor {name!r}: values in more than one place ({', '.join(sources)}); ONNX allows one"
-        )
-    if external:
-        return _external_tensor(proto, name, data_type, shape, files)
-    if data_type == _dtypes.STRING:
-        if has_raw:
-            raise TensorDataError(f"string tensor {name!r}: strings must be in string_data, not raw_data")
-        return StringTensor(_strings(proto, name), shape, name)
-    if has_raw:
-        raw = proto.raw_data  # bytes, passed through untouched
-        return BufferTensor(raw, 0, len(raw), data_type, shape, name)
-    if typed and typed[0] != _FIELDS[data_type]:
-        raise TensorDataError(
-            f"tensor {name!r}: {_dtypes.type_name(data_type)} values belong in {_FIELDS[data_type]}, "
-            f"found {typed[0]}"
-        )
-    return ArrayTensor(_typed_array(proto, name, data_type, shape), data_type)
 
 
 def from_tensor_proto(
@@ -387,9 +78,9 @@ def from_tensor_proto(
     Raises ``TensorDataError`` for inconsistent tensors and ``ExternalDataError`` for external data
     that is missing, out of range or outside ``base_dir``.
     """
-    tensor_proto = _as_proto(proto, "tensor")
-    name = _proto_name(tensor_proto)
-    tensor = _tensor_from_proto(tensor_proto, name, _ExternalFiles(base_dir), nominal=False)
+    tensor_proto = as_proto(proto, "tensor")
+    name = proto_name(tensor_proto)
+    tensor = tensor_from_proto(tensor_proto, name, ExternalFiles(base_dir), nominal=False)
     return Parameter._from_tensor(name, tensor, bool(trainable))
 
 
@@ -410,7 +101,7 @@ def _check_threshold(value: object) -> int:
 def _protos(items: Iterable[ProtoInput], what: str) -> list[onnx.TensorProto]:
     if isinstance(items, (str, bytes, bytearray, memoryview)) or not isinstance(items, Iterable):
         raise TypeError(f"{what} must be a list of onnx.TensorProto (or serialized TensorProtos)")
-    return [_as_proto(item, f"{what}[{i}]") for i, item in enumerate(items)]
+    return [as_proto(item, f"{what}[{i}]") for i, item in enumerate(items)]
 
 
 def _write(
@@ -423,17 +114,17 @@ def _write(
     base_dir: StrPath | None,
 ) -> None:
     threshold = _check_threshold(external_data_threshold)
-    files = _ExternalFiles(base_dir)
+    files = ExternalFiles(base_dir)
     seen: dict[str, str] = {}
     specs: dict[str, list[TensorSpec]] = {"trainable": [], "frozen": []}
     for kind, protos in (("trainable", trainable), ("frozen", frozen)):
         for proto in protos:
-            name = _proto_name(proto)
+            name = proto_name(proto)
             if name in seen:
                 where = kind if seen[name] == kind else "trainable and frozen"
                 raise DuplicateNameError(f"duplicate tensor name {name!r} ({where})")
             seen[name] = kind
-            tensor = _tensor_from_proto(proto, name, files, bool(nominal))
+            tensor = tensor_from_proto(proto, name, files, bool(nominal))
             specs[kind].append((name, tensor.data_type, list(tensor.shape), tensor.spec_data(name)))
     spec: CheckpointSpec = {
         "is_nominal": bool(nominal),
@@ -478,7 +169,7 @@ def save_tensor_protos(
 
 def _load_model(model: onnx.ModelProto | StrPath, what: str) -> tuple[onnx.ModelProto, str | None]:
     """(a private copy of the model, the directory of its file or None)."""
-    _require_onnx()
+    require_onnx()
     import onnx
 
     if isinstance(model, onnx.ModelProto):
@@ -519,7 +210,7 @@ def save_from_onnx(
     names: list[str] = []
     seen: set[str] = set()
     for init in inits:
-        name = _proto_name(init)
+        name = proto_name(init)
         if name in seen:
             raise DuplicateNameError(f"the model has two initializers named {name!r}")
         seen.add(name)
@@ -560,7 +251,7 @@ def to_tensor_proto(param: Parameter) -> onnx.TensorProto:
     ``string_data``: the same TensorProto ORT makes from a checkpoint tensor. Nominal parameters
     have no values and raise ``CheckpointError``.
     """
-    _require_onnx()
+    require_onnx()
     import onnx.helper
 
     if not isinstance(param, Parameter):
