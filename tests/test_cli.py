@@ -606,7 +606,7 @@ def test_diff_every_dtype_against_reference(
 ) -> None:
     from ortckpt import cli
 
-    monkeypatch.setattr(cli, "_CHUNK", chunk)
+    monkeypatch.setattr(cli._compare, "CHUNK", chunk)
     edited: dict[str, Arr] = {}
     for name, arr in dtype_arrays.items():
         new = np.array(arr, copy=True)
@@ -862,7 +862,7 @@ def test_to_onnx_large_model_uses_external_data(
 ) -> None:
     from ortckpt import cli
 
-    monkeypatch.setattr(cli, "_ONNX_SIZE_LIMIT", 256)  # stands in for protobuf's 2 GiB
+    monkeypatch.setattr(cli._onnx, "ONNX_SIZE_LIMIT", 256)  # stands in for protobuf's 2 GiB
     values = _mlp_values(2)
     ckpt = _save(tmp_path, "big.ckpt", CheckpointState(values))
     model_dir = tmp_path / "model"

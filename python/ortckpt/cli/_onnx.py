@@ -1,0 +1,158 @@
+"""``ortckpt from-onnx`` and ``ortckpt to-onnx``: checkpoints to and from ONNX model initializers."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from typing import TYPE_CHECKING, TextIO
+
+from ..io import external_data_path, load
+from ._errors import UsageError
+from ._format import file_size
+
+#: Largest ONNX model ``to-onnx`` writes as one file (protobuf's limit); larger ones get OUT.data.
+ONNX_SIZE_LIMIT = 2**31 - 1
+
+if TYPE_CHECKING:
+    import onnx
+
+
+def _need_onnx(command: str) -> None:
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            f"'ortckpt {command}' needs the 'onnx' package: pip install onnx (or pip install 'ortckpt[onnx]')"
+        ) from None
+
+
+def _onnx_errors() -> tuple[type[Exception], type[Exception]]:
+    """The exceptions onnx raises for unreadable models: (protobuf's DecodeError, ValidationError)."""
+    import onnx.checker
+    from google.protobuf.message import DecodeError
+
+    return DecodeError, onnx.checker.ValidationError
+
+
+def _model_error(path: str, exc: Exception) -> UsageError:
+    decode_error, _ = _onnx_errors()
+    message = " ".join(str(exc).split())
+    if isinstance(exc, decode_error):
+        return UsageError(f"{path}: not an ONNX model ({message})")
+    return UsageError(f"{path}: {message}")
+
+
+def _summary(path: str) -> str:
+    state = load(path)
+    trainable = len(state.trainable_parameters)
+    frozen = len(state.frozen_parameters)
+    parts = [f"{trainable} trainable + {frozen} frozen parameters"]
+    if state.is_nominal:
+        parts.append("nominal")
+    size = file_size(path)
+    if size is not None:
+        parts.append(f"{size} bytes")
+    if state.has_external_data:
+        ext = external_data_path(path)
+        parts.append(f"tensor data in {ext} ({file_size(ext)} bytes)")
+    return ", ".join(parts)
+
+
+def run_from_onnx(args: argparse.Namespace, out: TextIO) -> int:
+    _need_onnx("from-onnx")
+    from ..onnx_io import save_from_onnx
+
+    model, dest = os.fsdecode(args.model), os.fsdecode(args.out)
+    try:
+        save_from_onnx(
+            model,
+            dest,
+            trainable=args.trainable,
+            nominal=args.nominal,
+            external_data_threshold=args.external_data_threshold,
+        )
+    except _onnx_errors() as exc:
+        raise _model_error(model, exc) from None
+    print(f"wrote {dest}: {_summary(dest)}", file=out)
+    return 0
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _save_model(model: onnx.ModelProto, path: str) -> bool:
+    """Write ``model`` to ``path`` atomically; models of 2 GiB or more keep their tensor data in
+    ``<path>.data`` (ONNX external data, location relative to the model). Returns True when the
+    data went there.
+
+    Both files are written into a temporary directory beside ``path``, synced, then renamed into
+    place (the data file first), so an existing model is never left half-written and a stale
+    ``<path>.data`` is replaced, not appended to.
+    """
+    import onnx
+
+    target = os.path.abspath(path)
+    parent, base = os.path.split(target)
+    size: int = model.ByteSize()
+    external = size > ONNX_SIZE_LIMIT
+    workdir = tempfile.mkdtemp(prefix=".ortckpt-", dir=parent)
+    try:
+        tmp = os.path.join(workdir, base)
+        if external:
+            onnx.save_model(
+                model, tmp, save_as_external_data=True, all_tensors_to_one_file=True, location=base + ".data"
+            )
+        else:
+            onnx.save_model(model, tmp)
+        names = [base + ".data", base] if external else [base]
+        names = [n for n in names if os.path.exists(os.path.join(workdir, n))]
+        for name in names:
+            _fsync(os.path.join(workdir, name))
+        for name in names:
+            os.replace(os.path.join(workdir, name), os.path.join(parent, name))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return external
+
+
+def run_to_onnx(args: argparse.Namespace, out: TextIO) -> int:
+    _need_onnx("to-onnx")
+    import onnx.external_data_helper
+
+    from ..onnx_io import load_into_model
+
+    ckpt, model_path, dest = os.fsdecode(args.ckpt), os.fsdecode(args.model), os.fsdecode(args.out)
+    state = load(ckpt)
+    try:
+        model = load_into_model(state, model_path)
+        # Initializers the checkpoint did not replace may keep their data in files next to MODEL:
+        # read them in, so that OUT does not depend on where MODEL was.
+        onnx.external_data_helper.load_external_data_for_model(
+            model, os.path.dirname(os.path.abspath(model_path))
+        )
+    except _onnx_errors() as exc:
+        raise _model_error(model_path, exc) from None
+    params = state.parameters
+    inits = list(model.graph.initializer)
+    replaced = sum(1 for init in inits if init.name in params)
+    try:
+        external = _save_model(model, dest)
+    except _onnx_errors() as exc:
+        raise _model_error(dest, exc) from None
+    where = f", tensor data in {dest}.data" if external else ""
+    print(f"wrote {dest}: {replaced} of {len(inits)} initializers from {ckpt}{where}", file=out)
+    if replaced == 0 and len(params):
+        print(
+            f"ortckpt: warning: no initializer of {model_path} is a parameter of {ckpt}; "
+            "the model was written unchanged",
+            file=sys.stderr,
+        )
+    return 0

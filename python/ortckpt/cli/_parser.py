@@ -1,0 +1,194 @@
+"""The argument parser of ``ortckpt``: every command, its options, help text and examples."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from ..io import DEFAULT_EXTERNAL_DATA_THRESHOLD
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+_FORMATTER = argparse.RawDescriptionHelpFormatter
+
+
+def _command(
+    commands: Any, name: str, summary: str, description: str, examples: str
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog="examples:\n" + examples,
+        formatter_class=_FORMATTER,
+    )
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ortckpt",
+        description="Inspect, compare, edit and convert ONNX Runtime on-device training checkpoints.",
+        epilog=(
+            "exit status: 0 success (diff: identical), 1 diff: different, 2 error\n"
+            "'ortckpt COMMAND --help' shows the options and examples of a command."
+        ),
+        formatter_class=_FORMATTER,
+    )
+    parser.add_argument("--version", action="version", version=f"ortckpt {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    inspect = _command(
+        commands,
+        "inspect",
+        "print the content of a checkpoint",
+        "Print the parameters, optimizer groups and properties of a checkpoint.",
+        "  ortckpt inspect model.ckpt\n"
+        "  ortckpt inspect model.ckpt --values 5\n"
+        "  ortckpt inspect model.ckpt --json | jq '.properties'\n",
+    )
+    inspect.add_argument("path", metavar="PATH", help="checkpoint file")
+    inspect.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    inspect.add_argument(
+        "--values", type=_non_negative, default=0, metavar="N", help="also print the first N values"
+    )
+
+    diff = _command(
+        commands,
+        "diff",
+        "compare two checkpoints (exit 0 identical, 1 different, 2 error)",
+        "Compare two checkpoints: parameters only in A or only in B; trainable flag, dtype and\n"
+        "shape changes; values (count of differing elements and the largest absolute\n"
+        "difference); optimizer groups (step, initial learning rate, momentums); properties.\n"
+        "Values are compared bit for bit unless --rtol/--atol is given; NaN equals NaN.\n"
+        "Both files are memory-mapped and compared one tensor at a time.\n"
+        "Exit status: 0 identical (nothing is printed), 1 different, 2 error.",
+        "  ortckpt diff before.ckpt after.ckpt\n"
+        "  ortckpt diff a.ckpt b.ckpt --atol 1e-6 --rtol 1e-5\n"
+        "  ortckpt diff a.ckpt b.ckpt --json | jq '.parameters.changed[].name'\n"
+        "  ortckpt diff -q a.ckpt b.ckpt || echo different\n",
+    )
+    diff.add_argument("a", metavar="A", help="first checkpoint")
+    diff.add_argument("b", metavar="B", help="second checkpoint")
+    diff.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    diff.add_argument(
+        "--rtol",
+        type=_tolerance,
+        metavar="R",
+        help="relative tolerance: values a, b are equal when |a - b| <= atol + rtol * |b| (default 0)",
+    )
+    diff.add_argument("--atol", type=_tolerance, metavar="A", help="absolute tolerance (default 0)")
+    diff.add_argument(
+        "-q", "--quiet", action="store_true", help="print nothing; stop at the first difference"
+    )
+
+    from_onnx = _command(
+        commands,
+        "from-onnx",
+        "write a checkpoint from the initializers of an ONNX model",
+        "Write a checkpoint from the initializers of an ONNX model's main graph (needs the\n"
+        "'onnx' package), like ORT's generate_artifacts. Float initializers are trainable\n"
+        "unless --trainable names the trainable ones; the others are frozen. External data of\n"
+        "the model is memory-mapped, not read into memory.",
+        "  ortckpt from-onnx model.onnx model.ckpt\n"
+        "  ortckpt from-onnx model.onnx model.ckpt --trainable fc1.weight fc1.bias\n"
+        "  ortckpt from-onnx model.onnx nominal.ckpt --nominal\n",
+    )
+    from_onnx.add_argument("model", metavar="MODEL", help="ONNX model file")
+    from_onnx.add_argument("out", metavar="OUT", help="checkpoint to write")
+    from_onnx.add_argument(
+        "--trainable",
+        nargs="+",
+        action="extend",
+        metavar="NAME",
+        help="initializers to make trainable (repeatable; default: every float initializer)",
+    )
+    from_onnx.add_argument(
+        "--nominal", action="store_true", help="write names and data types only (a nominal checkpoint)"
+    )
+    from_onnx.add_argument(
+        "--external-data-threshold",
+        type=_non_negative,
+        default=DEFAULT_EXTERNAL_DATA_THRESHOLD,
+        metavar="BYTES",
+        help="move tensor data to OUT.data when it exceeds BYTES in total (default: 1800 MiB, as ORT)",
+    )
+
+    to_onnx = _command(
+        commands,
+        "to-onnx",
+        "write an ONNX model with the values of a checkpoint",
+        "Write a copy of MODEL whose initializers take the values of the checkpoint's parameters\n"
+        "of the same name (like ORT's LoadCheckpointToModel; needs the 'onnx' package).\n"
+        "Initializers the checkpoint lacks are kept. A model of 2 GiB or more is saved with its\n"
+        "tensor data in OUT.data next to OUT.",
+        "  ortckpt to-onnx trained.ckpt model.onnx trained.onnx\n",
+    )
+    to_onnx.add_argument("ckpt", metavar="CKPT", help="checkpoint file")
+    to_onnx.add_argument("model", metavar="MODEL", help="ONNX model file")
+    to_onnx.add_argument("out", metavar="OUT", help="ONNX model to write")
+
+    set_property = _command(
+        commands,
+        "set-property",
+        "set or delete properties of a checkpoint, in place",
+        "Set (NAME=VALUE) or delete (--delete NAME) properties, rewriting the checkpoint in\n"
+        "place atomically; parameters and optimizer state are kept bit for bit. A VALUE is\n"
+        "an int if it reads as one, else a float (stored as float32) if it reads as one,\n"
+        "else a str; --type forces the type of every VALUE.",
+        "  ortckpt set-property model.ckpt epoch=4 best_loss=0.125 note='fine-tuned on v2'\n"
+        "  ortckpt set-property model.ckpt run_id=0042 --type str\n"
+        "  ortckpt set-property model.ckpt --delete note\n",
+    )
+    set_property.add_argument("path", metavar="CKPT", help="checkpoint file (rewritten in place)")
+    set_property.add_argument(
+        "assignments",
+        nargs="*",
+        metavar="NAME=VALUE",
+        help="property to set (its value split at the first '=')",
+    )
+    set_property.add_argument(
+        "--type", choices=("int", "float", "str"), help="type of every VALUE (default: detected)"
+    )
+    set_property.add_argument(
+        "--delete", action="append", default=[], metavar="NAME", help="property to delete (repeatable)"
+    )
+
+    strip = _command(
+        commands,
+        "strip-optimizer",
+        "remove the optimizer state of a checkpoint",
+        "Save the checkpoint without its optimizer state (as ORT's save_checkpoint with\n"
+        "include_optimizer_state=False): parameters and properties are kept bit for bit. Writes\n"
+        "OUT, or rewrites CKPT in place atomically when OUT is omitted.",
+        "  ortckpt strip-optimizer trained.ckpt deploy.ckpt\n  ortckpt strip-optimizer trained.ckpt\n",
+    )
+    strip.add_argument("path", metavar="CKPT", help="checkpoint file")
+    strip.add_argument("out", metavar="OUT", nargs="?", help="checkpoint to write (default: CKPT, in place)")
+    return parser
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {value}")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {text}")
+    return value
