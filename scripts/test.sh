@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs every check and test: Rust format, lints and tests; Python lints, types and tests
-# (including the ones against the real ONNX Runtime 1.19.2 in its side virtualenv); then a short
-# fuzzing run of the Rust core. Arguments go to pytest.
+# Runs every check and test: Rust format, lints and tests; a short fuzzing run of the Rust core;
+# Python lints, types and tests (including the ones against the real ONNX Runtime 1.19.2 in its
+# side virtualenv), last. Arguments go to pytest.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -21,14 +21,14 @@ echo "== fuzz harness: format, lints, oracle tests on the seeds and past finding
 cargo fmt --manifest-path fuzz/Cargo.toml --all --check
 (cd fuzz && cargo clippy --all-targets -- -D warnings)
 cargo test --manifest-path fuzz/Cargo.toml
-echo "== ruff / mypy"
-ruff check python tests benches scripts
-mypy python/ortckpt
-echo "== pytest"
-python -m pytest -q "$@"
 # A short coverage-guided fuzzing run of the core (libFuzzer + ASan; ORTCKPT_FUZZ_SECONDS=0 skips).
 fuzz_seconds=${ORTCKPT_FUZZ_SECONDS:-30}
 if [ "$fuzz_seconds" -gt 0 ]; then
   echo "== fuzz (${fuzz_seconds}s per target)"
   bash scripts/fuzz.sh "$fuzz_seconds"
 fi
+echo "== ruff / mypy"
+ruff check python tests benches scripts
+mypy python/ortckpt
+echo "== pytest"  # last, so its summary closes the output
+python -m pytest -q "$@"
