@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from . import _dtypes
 from ._optimizer import Momentums, MomentumStates, OptimizerGroup
 from ._parameter import Parameter
 from ._properties import PropertyBag
-from ._tensor import BufferTensor, NominalTensor, StringTensor, Tensor, element_count
+from ._tensor import BufferTensor, NominalTensor, StringTensor, Tensor
 from .errors import DuplicateNameError, ExternalDataError, TensorDataError
 from .state import CheckpointState, OptimizerGroups
 
@@ -18,27 +18,21 @@ if TYPE_CHECKING:
 
     from ._native import CheckpointIndex, TensorInfo
 
-ExternalOpener = Callable[[], "Buffer"]
-
 
 class _External:
-    """The external data file, opened on first need."""
+    """The external data file's bytes, when the checkpoint has one (opened up front by the loader)."""
 
-    def __init__(self, opener: ExternalOpener | None, source: str) -> None:
-        self._opener = opener
+    def __init__(self, buffer: Buffer | None, source: str) -> None:
+        self._buffer = buffer
         self._source = source
-        self._buffer: Buffer | None = None
-        self._size = 0
+        self._size = 0 if buffer is None else memoryview(buffer).nbytes
 
     def slice(self, name: str, offset: int, nbytes: int) -> tuple[Buffer, int]:
         if self._buffer is None:
-            if self._opener is None:
-                raise ExternalDataError(
-                    f"{self._source}: tensor {name!r} lives in an external data file, which is not available "
-                    "(pass external_data= to load_bytes)"
-                )
-            self._buffer = self._opener()
-            self._size = memoryview(self._buffer).nbytes
+            raise ExternalDataError(
+                f"{self._source}: tensor {name!r} lives in an external data file, which is not available "
+                "(pass external_data= to load_bytes)"
+            )
         if offset < 0 or offset + nbytes > self._size:
             raise ExternalDataError(
                 f"{self._source}: tensor {name!r} needs bytes {offset}..{offset + nbytes} of the "
@@ -71,9 +65,8 @@ def _make_tensor(info: TensorInfo, buffer: Buffer, nominal: bool, external: _Ext
             raise TensorDataError(f"string tensor {name!r} has no string data")
         return StringTensor(strings, shape, name)
     if external_offset is not None:
-        if not _dtypes.is_known(data_type):
-            raise TensorDataError(f"tensor {name!r} has unknown data type {data_type}")
-        nbytes = element_count(shape) * _dtypes.element_size(data_type)
+        # nbytes is the range the core checked against the file; BufferTensor checks it against
+        # the data type and shape.
         buffer, offset = external.slice(name, external_offset, nbytes)
     return BufferTensor(buffer, offset, nbytes, data_type, shape, name)
 
@@ -87,10 +80,10 @@ def _unique(kind: str, names: list[str], source: str) -> None:
 
 
 def state_from_index(
-    index: CheckpointIndex, buffer: Buffer, source: str, external_opener: ExternalOpener | None
+    index: CheckpointIndex, buffer: Buffer, source: str, external_data: Buffer | None
 ) -> CheckpointState:
     nominal = index["is_nominal"]
-    external = _External(external_opener, source)
+    external = _External(external_data, source)
     params: dict[str, Parameter] = {}
     for infos, trainable in ((index["trainable"], True), (index["frozen"], False)):
         for info in infos:

@@ -56,7 +56,7 @@ def load(path: StrPath, *, mmap: bool = True) -> CheckpointState:
     ext_name = external_data_path(name)
     external: Buffer | None = _native.MappedFile(ext_name) if os.path.isfile(ext_name) else None
     index = _native.index_checkpoint(data, name, external, ext_name)
-    return state_from_index(index, data, name, None if external is None else (lambda: external))
+    return state_from_index(index, data, name, external)
 
 
 def _as_readonly_buffer(data: Buffer) -> Buffer:
@@ -79,7 +79,7 @@ def load_bytes(data: Buffer, *, external_data: Buffer | None = None) -> Checkpoi
     buffer = _as_readonly_buffer(data)
     ext = None if external_data is None else _as_readonly_buffer(external_data)
     index = _native.index_checkpoint(buffer, BYTES_SOURCE, ext, None)
-    return state_from_index(index, buffer, BYTES_SOURCE, None if ext is None else (lambda: ext))
+    return state_from_index(index, buffer, BYTES_SOURCE, ext)
 
 
 def save(

@@ -41,8 +41,8 @@ pub fn external_data_path(checkpoint: &Path) -> PathBuf {
 }
 
 /// Writes `spec` to `path`, and tensor data to `external_data_path(path)` when the options call
-/// for it. Tensor bytes are streamed from the caller's buffers; only the (small) flatbuffer is
-/// built in memory.
+/// for it. External tensor bytes are streamed from the caller's buffers; inline ones are copied
+/// into the flatbuffer, which is built in memory.
 pub fn save_checkpoint(path: &Path, spec: &CheckpointSpec<'_>, options: &SaveOptions) -> Result<SaveSummary> {
     validate(spec)?;
     let (placement, chunks) = Placement::plan(spec, options.external_data_threshold);

@@ -8,10 +8,10 @@ use std::path::Path;
 
 use flatbuffers::{FlatBufferBuilder, Push, PushAlignment, WIPOffset};
 
-use crate::atomic::write_file_atomically;
 use crate::index::{Property, PropertyValue};
 use crate::names::ensure_unique;
 use crate::placement::Placement;
+use crate::save::{save_checkpoint, SaveOptions};
 use crate::schema::fbs;
 use crate::shape::{byte_size, element_count};
 use crate::{DataType, Error, Result};
@@ -120,8 +120,7 @@ pub(crate) fn build(spec: &CheckpointSpec<'_>, placement: &Placement) -> Result<
 /// the same directory is written, synced and renamed over `path`, so `path` holds either the old
 /// or the new checkpoint, never a partial one. See [`crate::save_checkpoint`] for external data.
 pub fn write_checkpoint(path: &Path, spec: &CheckpointSpec<'_>) -> Result<()> {
-    let bytes = serialize_checkpoint(spec)?;
-    write_file_atomically(path, &bytes)
+    save_checkpoint(path, spec, &SaveOptions { external_data_threshold: None }).map(|_| ())
 }
 
 /// Every tensor of `spec` in the order the file lists them: sorted trainable, sorted frozen,
