@@ -54,7 +54,9 @@ impl DataType {
 
     /// The type with ORT code `code`, or `None` for 0 (UNDEFINED) and unknown codes.
     pub fn from_code(code: i32) -> Option<DataType> {
-        DataType::ALL.iter().copied().find(|t| t.code() == code)
+        // `ALL` is in code order from 1 (tested below).
+        let position = usize::try_from(code).ok()?.checked_sub(1)?;
+        DataType::ALL.get(position).copied()
     }
 
     pub fn code(self) -> i32 {
@@ -117,6 +119,10 @@ mod tests {
         assert_eq!(DataType::from_code(21), None);
         assert_eq!(DataType::from_code(-1), None);
         assert_eq!(TensorDataType::ENUM_MAX, 20);
+        for (i, t) in DataType::ALL.iter().enumerate() {
+            assert_eq!(t.code() as usize, i + 1);
+            assert_eq!(DataType::from_code(t.code()), Some(*t));
+        }
     }
 
     #[test]

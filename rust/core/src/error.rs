@@ -30,8 +30,13 @@ pub enum Error {
     TooShort { len: usize },
     /// Bytes 4..8 are not the checkpoint file identifier `ODTC`.
     WrongIdentifier { found: [u8; 4] },
-    /// The flatbuffer verifier rejected the input.
-    Flatbuffer(flatbuffers::InvalidFlatbuffer),
+    /// The flatbuffer structure is broken: `what` went wrong at byte `offset` of the input.
+    Malformed {
+        /// What is wrong, e.g. "a string runs past the end of the buffer".
+        what: &'static str,
+        /// Where in the input it was found.
+        offset: usize,
+    },
     /// The checkpoint version is not one this library reads.
     UnsupportedVersion { found: i32 },
     /// A field ORT always writes is absent.
@@ -75,7 +80,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         use Error::*;
         match self {
-            TooShort { .. } | WrongIdentifier { .. } | Flatbuffer(_) | MissingField { .. } => {
+            TooShort { .. } | WrongIdentifier { .. } | Malformed { .. } | MissingField { .. } => {
                 ErrorKind::InvalidCheckpoint
             }
             UnsupportedVersion { .. } => ErrorKind::UnsupportedVersion,
@@ -116,7 +121,9 @@ impl fmt::Display for Error {
                 "not an ORT training checkpoint: file identifier is {} (expected \"ODTC\")",
                 show_identifier(found)
             ),
-            Flatbuffer(e) => write!(f, "corrupt checkpoint flatbuffer: {e}"),
+            Malformed { what, offset } => {
+                write!(f, "corrupt checkpoint flatbuffer: {what} (at byte {offset})")
+            }
             UnsupportedVersion { found } => write!(
                 f,
                 "checkpoint version {found} is not supported (this ortckpt reads versions {}); \
@@ -187,15 +194,8 @@ fn show_identifier(found: &[u8; 4]) -> String {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Flatbuffer(e) => Some(e),
             Error::Io { source, .. } => Some(source),
             _ => None,
         }
-    }
-}
-
-impl From<flatbuffers::InvalidFlatbuffer> for Error {
-    fn from(e: flatbuffers::InvalidFlatbuffer) -> Self {
-        Error::Flatbuffer(e)
     }
 }

@@ -1,67 +1,294 @@
-//! The owned result of verifying a checkpoint: what it holds and where each tensor's bytes are.
+//! The owned result of reading a checkpoint: what it holds and where each tensor's bytes are.
+//!
+//! Compact: a tensor costs one 32-byte entry plus its name, dims and doc string in shared arenas
+//! (no `String` or `Vec` per tensor). Names, dims and strings were copied out of the input exactly
+//! once (the input may change under us); tensor values are given as byte ranges, never copied.
+
+use std::ops::Range;
 
 use crate::DataType;
 
-/// Everything a checkpoint holds, with tensor bytes given as ranges, not copied.
+/// Everything a checkpoint holds. Built only by the reader ([`crate::index_checkpoint`]), which
+/// guarantees what the accessors document.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckpointIndex {
+    /// The checkpoint format version (one of [`crate::SUPPORTED_VERSIONS`]).
     pub version: i32,
+    /// Whether parameters carry names and types only (values come from the ONNX model).
     pub is_nominal: bool,
+    /// Whether some tensor bytes live in the external data file beside the checkpoint.
     pub has_external_data: bool,
-    /// Parameters with `requires_grad`, in file order.
-    pub trainable: Vec<TensorIndex>,
-    /// Frozen parameters, in file order.
-    pub frozen: Vec<TensorIndex>,
+    /// File order: trainable parameters, frozen parameters, then every momentum (group by group,
+    /// state by state, in file order).
+    pub(crate) tensors: Vec<TensorEntry>,
+    pub(crate) trainable_count: usize,
+    pub(crate) parameter_count: usize,
+    /// Arenas; entry `i` owns `[end of entry i - 1, its end)` of each.
+    pub(crate) names: String,
+    pub(crate) doc_strings: String,
+    pub(crate) dims: Vec<i64>,
+    /// The values of every string tensor; an entry with `Kind::Strings` holds a range of it.
+    pub(crate) strings: Vec<String>,
+    /// Parameter positions sorted by name (the names are unique).
+    pub(crate) params_by_name: Vec<u32>,
+    /// The optimizer groups, in file order.
     pub optimizer_groups: Vec<OptimizerGroupIndex>,
     /// Integer, then float, then string properties, each in file order.
     pub properties: Vec<Property>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
-pub struct TensorIndex {
-    pub name: String,
-    pub data_type: DataType,
-    pub dims: Vec<i64>,
-    pub storage: Storage,
-}
-
-/// Where a tensor's values are.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Storage {
-    /// `len` bytes at `offset` in the checkpoint buffer (`len` may be 0).
-    Inline { offset: usize, len: usize },
-    /// `len` bytes at `offset` in the external data file.
-    External { offset: u64, len: u64 },
-    /// The values of a string tensor.
-    Strings(Vec<String>),
-    /// A tensor of a nominal checkpoint: name and type only, no values.
+/// Where an entry's values are; see [`Storage`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Inline,
+    External,
+    Strings,
     Nominal,
 }
 
+/// One tensor, 32 bytes: `offset`/`len` mean what [`Storage`] says for its kind (for strings: the
+/// range in `CheckpointIndex::strings`); the arena ends locate its name, doc string and dims.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct TensorEntry {
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+    pub(crate) name_end: u32,
+    pub(crate) doc_end: u32,
+    pub(crate) dims_end: u32,
+    /// `DataType::code()`, which fits a byte (1..=20).
+    pub(crate) data_type: u8,
+    pub(crate) kind: Kind,
+}
+
+/// A borrowed view of one tensor of an index.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TensorRef<'a> {
+    /// The tensor's name (for a momentum: e.g. `momentum0`).
+    pub name: &'a str,
+    /// The tensor's `doc_string`, `""` when the file has none.
+    pub doc_string: &'a str,
+    /// The element type.
+    pub data_type: DataType,
+    /// The shape (empty for a scalar, and for the tensors of a nominal checkpoint).
+    pub dims: &'a [i64],
+    /// Where the values are.
+    pub storage: Storage<'a>,
+}
+
+/// Where a tensor's values are. The reader decided the kind; nobody needs to re-derive it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Storage<'a> {
+    /// `len` bytes at `offset` in the checkpoint buffer (`len` may be 0). Guaranteed by the
+    /// reader: `offset + len <= buffer length` and `len == element count × element size`.
+    Inline {
+        /// Start of the bytes in the checkpoint buffer.
+        offset: usize,
+        /// Number of bytes.
+        len: usize,
+    },
+    /// `len` bytes at `offset` in the external data file (`len == element count × element size`,
+    /// `offset + len <= i64::MAX`; checked against the file by [`crate::check_external_ranges`]).
+    External {
+        /// Start of the bytes in the external data file.
+        offset: u64,
+        /// Number of bytes.
+        len: u64,
+    },
+    /// The values of a string tensor (as many as its element count).
+    Strings(&'a [String]),
+    /// A parameter of a nominal checkpoint: name and type only, no values.
+    Nominal,
+}
+
+/// Which list a parameter is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    /// A parameter with `requires_grad`.
+    Trainable,
+    /// A frozen parameter.
+    Frozen,
+}
+
+/// One optimizer group.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OptimizerGroupIndex {
+    /// The group's name (unique among groups).
     pub name: String,
+    /// The optimizer step count.
     pub step: i64,
+    /// The learning rate the group started with.
     pub initial_learning_rate: f32,
+    /// One state per parameter, in file order.
     pub states: Vec<ParameterStateIndex>,
 }
 
-/// The optimizer state of one parameter: its momentum tensors, named e.g. `momentum0`.
+/// The optimizer state of one parameter: its momentum tensors (e.g. `momentum0`), given as a
+/// range of tensor positions in the index (see [`CheckpointIndex::tensor`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParameterStateIndex {
+    /// The parameter this state belongs to (unique within its group).
     pub param_name: String,
-    pub momentums: Vec<TensorIndex>,
+    /// Positions of the momentum tensors.
+    pub momentums: Range<usize>,
 }
 
+/// A named checkpoint property.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Property {
+    /// The property's name (unique among all properties).
     pub name: String,
+    /// Its value.
     pub value: PropertyValue,
 }
 
+/// The value of a [`Property`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum PropertyValue {
+    /// An `IntProperty`.
     Int(i64),
+    /// A `FloatProperty`.
     Float(f32),
+    /// A `StringProperty`.
     Str(String),
+}
+
+impl CheckpointIndex {
+    /// An empty index of `version`, for the reader to fill.
+    pub(crate) fn empty(version: i32) -> CheckpointIndex {
+        CheckpointIndex {
+            version,
+            is_nominal: false,
+            has_external_data: false,
+            tensors: Vec::new(),
+            trainable_count: 0,
+            parameter_count: 0,
+            names: String::new(),
+            doc_strings: String::new(),
+            dims: Vec::new(),
+            strings: Vec::new(),
+            params_by_name: Vec::new(),
+            optimizer_groups: Vec::new(),
+            properties: Vec::new(),
+        }
+    }
+
+    /// Number of tensors: parameters and momentums.
+    pub fn tensor_count(&self) -> usize {
+        self.tensors.len()
+    }
+
+    /// The tensor at `position` (0..tensor_count, file order), `None` when out of range.
+    pub fn tensor(&self, position: usize) -> Option<TensorRef<'_>> {
+        (position < self.tensors.len()).then(|| self.at(position))
+    }
+
+    /// Number of parameters: they are positions `0..parameter_count` (trainable, then frozen).
+    pub fn parameter_count(&self) -> usize {
+        self.parameter_count
+    }
+
+    /// Number of trainable parameters: positions `0..trainable_count`.
+    pub fn trainable_count(&self) -> usize {
+        self.trainable_count
+    }
+
+    /// Whether the tensor at `position` is a trainable or frozen parameter; `None` for momentums
+    /// and out-of-range positions.
+    pub fn param_kind(&self, position: usize) -> Option<ParamKind> {
+        if position < self.trainable_count {
+            Some(ParamKind::Trainable)
+        } else if position < self.parameter_count {
+            Some(ParamKind::Frozen)
+        } else {
+            None
+        }
+    }
+
+    /// The trainable parameters, in file order.
+    pub fn trainable(&self) -> impl ExactSizeIterator<Item = TensorRef<'_>> + '_ {
+        self.range(0..self.trainable_count)
+    }
+
+    /// The frozen parameters, in file order.
+    pub fn frozen(&self) -> impl ExactSizeIterator<Item = TensorRef<'_>> + '_ {
+        self.range(self.trainable_count..self.parameter_count)
+    }
+
+    /// Parameter positions sorted by name (each name is unique: the reader guarantees it).
+    pub fn parameters_by_name(&self) -> &[u32] {
+        &self.params_by_name
+    }
+
+    /// Position of the parameter called `name`.
+    pub fn find_parameter(&self, name: &str) -> Option<usize> {
+        let found = self.params_by_name.binary_search_by(|&p| self.name_at(p as usize).cmp(name)).ok()?;
+        self.params_by_name.get(found).map(|&p| p as usize)
+    }
+
+    /// The momentum tensors of one parameter state of this index.
+    pub fn momentums<'a>(
+        &'a self,
+        state: &'a ParameterStateIndex,
+    ) -> impl ExactSizeIterator<Item = TensorRef<'a>> + 'a {
+        let end = state.momentums.end.min(self.tensors.len());
+        self.range(state.momentums.start.min(end)..end)
+    }
+
+    /// Every tensor (parameters, then momentums) in file order.
+    pub fn tensors(&self) -> impl ExactSizeIterator<Item = TensorRef<'_>> + '_ {
+        self.range(0..self.tensors.len())
+    }
+
+    fn range(&self, positions: Range<usize>) -> impl ExactSizeIterator<Item = TensorRef<'_>> + '_ {
+        positions.map(move |i| self.at(i))
+    }
+
+    /// Where entry `i`'s arena ranges start: where entry `i - 1`'s end.
+    fn starts(&self, i: usize) -> (usize, usize, usize) {
+        match i.checked_sub(1).and_then(|p| self.tensors.get(p)) {
+            Some(e) => (e.name_end as usize, e.doc_end as usize, e.dims_end as usize),
+            None => (0, 0, 0),
+        }
+    }
+
+    /// The name of tensor `i` ("" when out of range).
+    pub(crate) fn name_at(&self, i: usize) -> &str {
+        let (start, _, _) = self.starts(i);
+        let end = self.tensors.get(i).map_or(start, |e| e.name_end as usize);
+        self.names.get(start..end).unwrap_or_default()
+    }
+
+    /// The tensor at `i < tensors.len()`. The ranges it slices were built by the reader, which
+    /// only appends whole UTF-8 strings to the arenas, so the `get`s cannot fail.
+    fn at(&self, i: usize) -> TensorRef<'_> {
+        let e = &self.tensors[i];
+        let (name, doc, dims) = self.starts(i);
+        let storage = match e.kind {
+            // Inline ranges lie inside the input, whose length is a usize: the casts are lossless.
+            Kind::Inline => Storage::Inline { offset: e.offset as usize, len: e.len as usize },
+            Kind::External => Storage::External { offset: e.offset, len: e.len },
+            Kind::Strings => {
+                let start = e.offset as usize;
+                Storage::Strings(self.strings.get(start..start + e.len as usize).unwrap_or_default())
+            }
+            Kind::Nominal => Storage::Nominal,
+        };
+        TensorRef {
+            name: self.names.get(name..e.name_end as usize).unwrap_or_default(),
+            doc_string: self.doc_strings.get(doc..e.doc_end as usize).unwrap_or_default(),
+            data_type: DataType::from_code(i32::from(e.data_type)).unwrap_or(DataType::Float),
+            dims: self.dims.get(dims..e.dims_end as usize).unwrap_or_default(),
+            storage,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<TensorEntry>(), 32);
+    }
 }

@@ -9,11 +9,13 @@
 //!
 //! Every number read from a file is checked; malformed input gives an [`Error`], never a panic.
 
+mod assemble;
 mod atomic;
 mod dtype;
 mod error;
 mod external;
 mod index;
+mod input;
 mod mapped;
 mod names;
 mod placement;
@@ -21,7 +23,6 @@ mod reader;
 mod save;
 mod schema;
 mod shape;
-mod verify;
 mod writer;
 
 pub use atomic::{write_file_atomically, PendingFile};
@@ -29,11 +30,12 @@ pub use dtype::DataType;
 pub use error::{Error, ErrorKind, Result};
 pub use external::check_external_ranges;
 pub use index::{
-    CheckpointIndex, OptimizerGroupIndex, ParameterStateIndex, Property, PropertyValue, Storage, TensorIndex,
+    CheckpointIndex, OptimizerGroupIndex, ParamKind, ParameterStateIndex, Property, PropertyValue, Storage,
+    TensorRef,
 };
 pub use mapped::MappedFile;
 pub use placement::{EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
-pub use reader::{index_checkpoint, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
+pub use reader::{index_checkpoint, index_checkpoint_raw, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
 pub use save::{
     external_data_path, save_checkpoint, SaveOptions, SaveSummary, DEFAULT_EXTERNAL_DATA_THRESHOLD,
 };
@@ -43,6 +45,6 @@ pub use writer::{
 };
 
 #[cfg(test)]
-mod raw_builder;
-#[cfg(test)]
 mod reader_tests;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;

@@ -1,259 +1,415 @@
-//! Verify a checkpoint and index it, without touching tensor bytes.
+//! Index a checkpoint in one pass over its bytes, without touching tensor bytes.
 //!
-//! Order of checks: length and identifier first (cheap, and gives the clearest message for files
-//! that are not checkpoints at all), then the flatbuffer verifier with explicit limits, then the
-//! semantics ORT relies on (version, data types, dims, sizes, unique names).
+//! A hand-written flatbuffer parser for the checkpoint schema (`schema/*.fbs`), safe on input that
+//! changes while it is read: every structural value (root offset, vtable offsets and sizes, field
+//! offsets, vector lengths, string bytes, scalars) is read exactly once through [`Input`], checked
+//! against the input length when it is read, with checked arithmetic, and copied into owned
+//! values; nothing is read twice to be used again. No allocation is sized by a value that was not
+//! checked against the input length first (a vector of `n` tables needs `4n` bytes of input, a
+//! string of `n` bytes needs `n` bytes, `n` dims need `8n` bytes). The schema is not recursive, so
+//! tables are parsed in a fixed nesting without recursion, and two budgets bound the work on
+//! buffers whose objects share or overlap: at most `len / 4 + 1` tables, and at most `2 × len`
+//! bytes of structure visited (the limits the flatbuffers verifier was run with before).
+//!
+//! Order of checks: length and identifier first (cheap, and the clearest message for files that
+//! are not checkpoints at all), then the version, then each table in file order, the rules ORT
+//! relies on (`assemble.rs`) applied to each value as soon as it is read.
+//!
+//! Rules kept from the flatbuffers verifier: every offset and range inside the buffer, signed
+//! vtable offsets, strings UTF-8 and zero-terminated, fields beyond a vtable absent (so files
+//! written with a newer schema read as flatbuffers would), absent fields take schema defaults.
+//! Dropped: alignment. Scalars are read unaligned, and ORT 1.19.2 writes `[int64]` dims with only
+//! the 4-byte alignment of their length prefix (its nominal checkpoints have them).
 
-use flatbuffers::{ForwardsUOffset, Vector, VerifierOptions};
-
-use crate::index::{
-    CheckpointIndex, OptimizerGroupIndex, ParameterStateIndex, Property, PropertyValue, Storage, TensorIndex,
-};
-use crate::names::ensure_unique;
+pub use crate::assemble::SUPPORTED_VERSIONS;
+use crate::assemble::{Assembler, Role, TensorFields};
+use crate::input::Input;
 use crate::schema::fbs;
-use crate::shape::{byte_size, element_count};
-use crate::verify::verify_checkpoint;
-use crate::{DataType, Error, Result};
+use crate::{CheckpointIndex, Error, PropertyValue, Result};
 
 /// The flatbuffer file identifier of ORT training checkpoints.
 pub const FILE_IDENTIFIER: &[u8; 4] = b"ODTC";
 
-/// Checkpoint versions this library reads.
-pub const SUPPORTED_VERSIONS: [i32; 2] = [1, 2];
-
 /// A root offset (4 bytes) and the file identifier (4 bytes).
 const HEADER_LEN: usize = 8;
 
-/// Nesting in the schema is at most five tables deep (Checkpoint > OptimizerGroup >
-/// ParameterOptimizerState > Tensor); anything deeper is not a checkpoint.
-const MAX_DEPTH: usize = 16;
+/// Indexes `buf` as an ORT training checkpoint. See [`index_checkpoint_raw`] for memory that
+/// may change while it is read.
+pub fn index_checkpoint(buf: &[u8]) -> Result<CheckpointIndex> {
+    parse(Input::from_slice(buf))
+}
 
-fn verifier_options(len: usize) -> VerifierOptions {
-    VerifierOptions {
-        max_depth: MAX_DEPTH,
-        // A table takes at least 4 bytes (its vtable offset), so no valid buffer has more.
-        max_tables: len / 4 + 1,
-        // Shared sub-objects can make a small file look huge to the verifier; a checkpoint writer
-        // never shares tensors, so bound the verifier's work by the buffer's real size.
-        max_apparent_size: len.saturating_mul(2),
-        ignore_missing_null_terminator: false,
+/// Indexes the `len` bytes at `base` as an ORT training checkpoint, for memory that another
+/// process may change while it is read (a shared file mapping). Changed bytes give an error or
+/// different values, never a panic, an abort or an unbounded allocation.
+///
+/// # Safety
+/// `base..base + len` must stay mapped and readable until this returns. Its contents may change.
+pub unsafe fn index_checkpoint_raw(base: *const u8, len: usize) -> Result<CheckpointIndex> {
+    // SAFETY: the caller guarantees the range stays readable for the duration of the call.
+    parse(unsafe { Input::from_raw(base, len) })
+}
+
+fn malformed(what: &'static str, offset: usize) -> Error {
+    Error::Malformed { what, offset }
+}
+
+const OUTSIDE: &str = "a value lies outside the buffer";
+
+/// A table: its position and the vtable entries of its first `N` fields (0 = absent), read once.
+struct Table<const N: usize> {
+    pos: usize,
+    fields: [u16; N],
+}
+
+impl<const N: usize> Table<N> {
+    /// Position of the field in vtable slot `slot` (4 + 2 × field id), `None` when absent.
+    fn field(&self, slot: u16) -> Option<usize> {
+        let i = usize::from(slot).checked_sub(4)? / 2;
+        match self.fields.get(i) {
+            Some(&off) if off != 0 => Some(self.pos.saturating_add(usize::from(off))),
+            _ => None,
+        }
     }
 }
 
-/// Verifies `buf` as an ORT training checkpoint and returns its index.
-pub fn index_checkpoint(buf: &[u8]) -> Result<CheckpointIndex> {
-    if buf.len() < HEADER_LEN {
-        return Err(Error::TooShort { len: buf.len() });
+/// Reusable buffers for the strings and dims of one tensor.
+#[derive(Default)]
+struct Scratch {
+    name: Vec<u8>,
+    doc: Vec<u8>,
+    text: Vec<u8>,
+    dims: Vec<i64>,
+}
+
+struct Parser<'i> {
+    input: Input<'i>,
+    tables_left: usize,
+    bytes_left: usize,
+}
+
+fn utf8(bytes: &[u8], pos: usize) -> Result<&str> {
+    std::str::from_utf8(bytes).map_err(|_| malformed("a string is not valid UTF-8", pos))
+}
+
+impl Parser<'_> {
+    /// Counts `n` bytes of structure against the budget.
+    fn charge(&mut self, n: usize, pos: usize) -> Result<()> {
+        self.bytes_left = self
+            .bytes_left
+            .checked_sub(n)
+            .ok_or_else(|| malformed("objects share or overlap more than a checkpoint can", pos))?;
+        Ok(())
     }
-    let mut found = [0u8; 4];
-    found.copy_from_slice(&buf[4..HEADER_LEN]);
+
+    fn u16(&mut self, pos: usize) -> Result<u16> {
+        self.charge(2, pos)?;
+        self.input.u16(pos).ok_or_else(|| malformed(OUTSIDE, pos))
+    }
+
+    fn u32(&mut self, pos: usize) -> Result<u32> {
+        self.charge(4, pos)?;
+        self.input.u32(pos).ok_or_else(|| malformed(OUTSIDE, pos))
+    }
+
+    /// Follows the unsigned offset stored at `pos`.
+    fn deref(&mut self, pos: usize) -> Result<usize> {
+        let offset = self.u32(pos)?;
+        pos.checked_add(offset as usize).ok_or_else(|| malformed("an offset points outside the buffer", pos))
+    }
+
+    fn table<const N: usize>(&mut self, pos: usize) -> Result<Table<N>> {
+        self.tables_left = self
+            .tables_left
+            .checked_sub(1)
+            .ok_or_else(|| malformed("more tables than the buffer can hold", pos))?;
+        self.charge(4, pos)?;
+        let soffset = self.input.i32(pos).ok_or_else(|| malformed("a table lies outside the buffer", pos))?;
+        // The vtable is at `pos - soffset`.
+        let vtable = i64::try_from(pos)
+            .ok()
+            .and_then(|p| p.checked_sub(i64::from(soffset)))
+            .and_then(|v| usize::try_from(v).ok())
+            .filter(|&v| v < self.input.len())
+            .ok_or_else(|| malformed("a table's vtable lies outside the buffer", pos))?;
+        let vtable_len = usize::from(self.u16(vtable)?);
+        self.charge(vtable_len, vtable)?;
+        if !self.input.contains(vtable, vtable_len) {
+            return Err(malformed("a vtable runs past the end of the buffer", vtable));
+        }
+        let mut fields = [0u16; N];
+        for (i, field) in fields.iter_mut().enumerate() {
+            let slot = 4 + 2 * i;
+            if slot < vtable_len {
+                *field = self.u16(vtable + slot)?;
+            }
+        }
+        Ok(Table { pos, fields })
+    }
+
+    /// The scalar of `S` bytes in `slot` of `t`, or `default` when absent.
+    fn scalar<const N: usize, const S: usize, T>(
+        &mut self,
+        t: &Table<N>,
+        slot: u16,
+        default: T,
+        convert: fn([u8; S]) -> T,
+    ) -> Result<T> {
+        let Some(pos) = t.field(slot) else { return Ok(default) };
+        self.charge(S, pos)?;
+        self.input.array::<S>(pos).map(convert).ok_or_else(|| malformed(OUTSIDE, pos))
+    }
+
+    fn bool_field<const N: usize>(&mut self, t: &Table<N>, slot: u16) -> Result<bool> {
+        self.scalar(t, slot, false, |[b]: [u8; 1]| b != 0)
+    }
+
+    /// The string at `pos` (after its offset was followed), copied into `out`.
+    fn string(&mut self, pos: usize, out: &mut Vec<u8>) -> Result<()> {
+        out.clear();
+        let n = self.u32(pos)? as usize;
+        let start = pos.saturating_add(4);
+        self.charge(n, pos)?;
+        self.input
+            .copy_to(start, n, out)
+            .ok_or_else(|| malformed("a string runs past the end of the buffer", pos))?;
+        if self.input.u8(start.saturating_add(n)) != Some(0) {
+            return Err(malformed("a string lacks its zero terminator", pos));
+        }
+        Ok(())
+    }
+
+    /// The string field in `slot` of `t` copied into `out`; its position, `None` when absent.
+    fn string_field<const N: usize>(
+        &mut self,
+        t: &Table<N>,
+        slot: u16,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<usize>> {
+        let Some(field) = t.field(slot) else { return Ok(None) };
+        let pos = self.deref(field)?;
+        self.string(pos, out)?;
+        Ok(Some(pos))
+    }
+
+    /// The vector field in `slot` of `t` with elements of `size` bytes: (first element, count),
+    /// `None` when absent. The whole vector was checked to lie inside the input.
+    fn vector<const N: usize>(
+        &mut self,
+        t: &Table<N>,
+        slot: u16,
+        size: usize,
+    ) -> Result<Option<(usize, usize)>> {
+        let Some(field) = t.field(slot) else { return Ok(None) };
+        let pos = self.deref(field)?;
+        let count = self.u32(pos)? as usize;
+        let start = pos.saturating_add(4);
+        let bytes = count.checked_mul(size).ok_or_else(|| malformed("a vector is too long", pos))?;
+        if !self.input.contains(start, bytes) {
+            return Err(malformed("a vector runs past the end of the buffer", pos));
+        }
+        self.charge(bytes, pos)?;
+        Ok(Some((start, count)))
+    }
+
+    /// The positions of the tables in the vector of tables at `slot` of `t`, one by one.
+    fn each_table<const N: usize>(
+        &mut self,
+        t: &Table<N>,
+        slot: u16,
+        mut visit: impl FnMut(&mut Self, usize) -> Result<()>,
+    ) -> Result<()> {
+        let Some((start, count)) = self.vector(t, slot, 4)? else { return Ok(()) };
+        for i in 0..count {
+            // In range: the vector's `4 × count` bytes were checked to lie inside the input.
+            let pos = self.deref(start + 4 * i)?;
+            visit(self, pos)?;
+        }
+        Ok(())
+    }
+
+    fn tensors<const N: usize>(
+        &mut self,
+        t: &Table<N>,
+        slot: u16,
+        role: Role,
+        asm: &mut Assembler,
+        s: &mut Scratch,
+    ) -> Result<()> {
+        let Some((start, count)) = self.vector(t, slot, 4)? else { return Ok(()) };
+        asm.reserve_tensors(count);
+        for i in 0..count {
+            // In range: the vector's `4 × count` bytes were checked to lie inside the input.
+            let pos = self.deref(start + 4 * i)?;
+            self.tensor(pos, role, asm, s)?;
+        }
+        Ok(())
+    }
+
+    fn tensor(&mut self, pos: usize, role: Role, asm: &mut Assembler, s: &mut Scratch) -> Result<()> {
+        use fbs::Tensor as T;
+        let t: Table<7> = self.table(pos)?;
+        let name = self.string_field(&t, T::VT_NAME, &mut s.name)?;
+        let doc = self.string_field(&t, T::VT_DOC_STRING, &mut s.doc)?;
+        s.dims.clear();
+        if let Some((start, count)) = self.vector(&t, T::VT_DIMS, 8)? {
+            // `count` dims were checked to fit in the input (8 bytes each).
+            s.dims.reserve(count);
+            for i in 0..count {
+                let at = start + 8 * i;
+                s.dims.push(self.input.i64(at).ok_or_else(|| malformed(OUTSIDE, at))?);
+            }
+        }
+        let data_type = self.scalar(&t, T::VT_DATA_TYPE, 0, i32::from_le_bytes)?;
+        let raw_data = self.vector(&t, T::VT_RAW_DATA, 1)?;
+        let (strings_start, string_count) = self.vector(&t, T::VT_STRING_DATA, 4)?.unwrap_or((0, 0));
+        let external_data_offset = self.scalar(&t, T::VT_EXTERNAL_DATA_OFFSET, -1, i64::from_le_bytes)?;
+
+        let fields = TensorFields {
+            name: name.map(|p| utf8(&s.name, p)).transpose()?,
+            doc_string: doc.map(|p| utf8(&s.doc, p)).transpose()?,
+            dims: &s.dims,
+            data_type,
+            raw_data,
+            string_count,
+            external_data_offset,
+        };
+        let text = &mut s.text;
+        asm.tensor(&fields, role, &mut |out| {
+            for i in 0..string_count {
+                let pos = self.deref(strings_start + 4 * i)?;
+                self.string(pos, text)?;
+                out.push(utf8(text, pos)?.to_owned());
+            }
+            Ok(())
+        })
+    }
+
+    fn module_state(&mut self, pos: usize, asm: &mut Assembler, s: &mut Scratch) -> Result<()> {
+        use fbs::ModuleState as T;
+        let t: Table<4> = self.table(pos)?;
+        let is_nominal = self.bool_field(&t, T::VT_IS_NOMINAL_STATE)?;
+        let has_external_data = self.bool_field(&t, T::VT_HAS_EXTERNAL_DATA)?;
+        asm.module_state(is_nominal, has_external_data);
+        self.tensors(&t, T::VT_REQUIRES_GRAD_PARAMS, Role::Parameter, asm, s)?;
+        asm.end_trainable();
+        self.tensors(&t, T::VT_FROZEN_PARAMS, Role::Parameter, asm, s)
+    }
+
+    fn optimizer_group(&mut self, pos: usize, asm: &mut Assembler, s: &mut Scratch) -> Result<()> {
+        use fbs::OptimizerGroup as T;
+        let t: Table<4> = self.table(pos)?;
+        let name = self.string_field(&t, T::VT_GROUP_NAME, &mut s.name)?;
+        let step = self.scalar(&t, T::VT_STEP, 0, i64::from_le_bytes)?;
+        let lr = self.scalar(&t, T::VT_INITIAL_LEARNING_RATE, 0.0, f32::from_le_bytes)?;
+        asm.begin_group(name.map(|p| utf8(&s.name, p)).transpose()?, step, lr)?;
+        self.each_table(&t, T::VT_OPTIMIZER_STATES, |p, pos| {
+            use fbs::ParameterOptimizerState as S;
+            let state: Table<2> = p.table(pos)?;
+            let name = p.string_field(&state, S::VT_PARAM_NAME, &mut s.name)?;
+            asm.begin_state(name.map(|at| utf8(&s.name, at)).transpose()?)?;
+            p.tensors(&state, S::VT_MOMENTUMS, Role::Momentum, asm, s)?;
+            asm.end_state()
+        })?;
+        asm.end_group()
+    }
+
+    fn property_bag(&mut self, pos: usize, asm: &mut Assembler, s: &mut Scratch) -> Result<()> {
+        use fbs::PropertyBag as T;
+        // The three property tables put `name` and `value` in the same slots (tested below).
+        const NAME: u16 = fbs::IntProperty::VT_NAME;
+        const VALUE: u16 = fbs::IntProperty::VT_VALUE;
+        let bag: Table<3> = self.table(pos)?;
+        self.each_table(&bag, T::VT_INTS, |p, pos| {
+            let t: Table<2> = p.table(pos)?;
+            let name = p.string_field(&t, NAME, &mut s.name)?;
+            let value = p.scalar(&t, VALUE, 0, i64::from_le_bytes)?;
+            asm.property(
+                "int",
+                name.map(|at| utf8(&s.name, at)).transpose()?,
+                Some(PropertyValue::Int(value)),
+            )
+        })?;
+        self.each_table(&bag, T::VT_FLOATS, |p, pos| {
+            let t: Table<2> = p.table(pos)?;
+            let name = p.string_field(&t, NAME, &mut s.name)?;
+            let value = p.scalar(&t, VALUE, 0.0, f32::from_le_bytes)?;
+            asm.property(
+                "float",
+                name.map(|at| utf8(&s.name, at)).transpose()?,
+                Some(PropertyValue::Float(value)),
+            )
+        })?;
+        self.each_table(&bag, T::VT_STRINGS, |p, pos| {
+            let t: Table<2> = p.table(pos)?;
+            let name = p.string_field(&t, NAME, &mut s.name)?;
+            let value = p.string_field(&t, VALUE, &mut s.doc)?;
+            let value =
+                value.map(|at| utf8(&s.doc, at).map(|v| PropertyValue::Str(v.to_owned()))).transpose()?;
+            asm.property("string", name.map(|at| utf8(&s.name, at)).transpose()?, value)
+        })
+    }
+}
+
+fn parse(input: Input<'_>) -> Result<CheckpointIndex> {
+    let len = input.len();
+    let found: [u8; 4] = match input.array(4) {
+        Some(found) if len >= HEADER_LEN => found,
+        _ => return Err(Error::TooShort { len }),
+    };
     if &found != FILE_IDENTIFIER {
         return Err(Error::WrongIdentifier { found });
     }
-    verify_checkpoint(&verifier_options(buf.len()), buf)?;
-    // SAFETY: verify_checkpoint checked every field of every table reachable from the root.
-    let root = unsafe { fbs::root_as_checkpoint_unchecked(buf) };
+    // A table takes at least 4 bytes (its vtable offset), so no valid buffer has more tables.
+    // Shared sub-objects can make a small buffer look huge; a checkpoint writer never shares
+    // tensors, so the structure visited is bounded by twice the buffer's real size.
+    let mut p = Parser { input, tables_left: len / 4 + 1, bytes_left: len.saturating_mul(2) };
+    let mut s = Scratch::default();
 
-    let version = root.version();
-    if !SUPPORTED_VERSIONS.contains(&version) {
-        return Err(Error::UnsupportedVersion { found: version });
-    }
+    use fbs::Checkpoint as T;
+    let root_pos = p.deref(0)?;
+    let root: Table<4> = p.table(root_pos)?;
+    let version = p.scalar(&root, T::VT_VERSION, 0, i32::from_le_bytes)?;
+    let mut asm = Assembler::new(version)?;
     // ORT writes no module state at all for a state without parameters.
-    let module = root.module_state();
-    let is_nominal = module.is_some_and(|m| m.is_nominal_state());
-    let has_external_data = module.is_some_and(|m| m.has_external_data());
-    let reader = TensorReader { buf, is_nominal, has_external_data };
-
-    let trainable = reader.tensors(module.and_then(|m| m.requires_grad_params()))?;
-    let frozen = reader.tensors(module.and_then(|m| m.frozen_params()))?;
-    ensure_unique("parameter", trainable.iter().chain(&frozen).map(|t| t.name.as_str()))?;
-
-    let optimizer_groups = read_optimizer_groups(&reader, root.optimizer_groups())?;
-    let properties = read_properties(root.property_bag())?;
-
-    Ok(CheckpointIndex {
-        version,
-        is_nominal,
-        has_external_data,
-        trainable,
-        frozen,
-        optimizer_groups,
-        properties,
-    })
+    if let Some(field) = root.field(T::VT_MODULE_STATE) {
+        let pos = p.deref(field)?;
+        p.module_state(pos, &mut asm, &mut s)?;
+    } else {
+        asm.end_trainable();
+    }
+    asm.end_parameters()?;
+    p.each_table(&root, T::VT_OPTIMIZER_GROUPS, |p, pos| p.optimizer_group(pos, &mut asm, &mut s))?;
+    asm.end_groups()?;
+    if let Some(field) = root.field(T::VT_PROPERTY_BAG) {
+        let pos = p.deref(field)?;
+        p.property_bag(pos, &mut asm, &mut s)?;
+    }
+    asm.finish()
 }
 
-type Tables<'a, T> = Option<Vector<'a, ForwardsUOffset<T>>>;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-struct TensorReader<'b> {
-    buf: &'b [u8],
-    is_nominal: bool,
-    has_external_data: bool,
-}
-
-impl<'b> TensorReader<'b> {
-    /// A reader for tensors that must hold values whatever the checkpoint's nominal flag.
-    fn with_values(&self) -> TensorReader<'b> {
-        TensorReader { buf: self.buf, is_nominal: false, has_external_data: self.has_external_data }
+    #[test]
+    fn property_tables_share_slots() {
+        assert_eq!(fbs::IntProperty::VT_NAME, fbs::FloatProperty::VT_NAME);
+        assert_eq!(fbs::IntProperty::VT_NAME, fbs::StringProperty::VT_NAME);
+        assert_eq!(fbs::IntProperty::VT_VALUE, fbs::FloatProperty::VT_VALUE);
+        assert_eq!(fbs::IntProperty::VT_VALUE, fbs::StringProperty::VT_VALUE);
     }
 
-    fn tensors(&self, tensors: Tables<'_, fbs::Tensor<'_>>) -> Result<Vec<TensorIndex>> {
-        tensors.map_or(Ok(Vec::new()), |v| v.iter().map(|t| self.tensor(&t)).collect())
+    #[test]
+    fn tables_hold_every_schema_field() {
+        // Table<N> keeps the first N fields: the largest slot of each table must be within N.
+        let last = |slot: u16, n: u16| assert!((slot - 4) / 2 < n, "slot {slot} beyond {n} fields");
+        last(fbs::Tensor::VT_EXTERNAL_DATA_OFFSET, 7);
+        last(fbs::ModuleState::VT_HAS_EXTERNAL_DATA, 4);
+        last(fbs::OptimizerGroup::VT_OPTIMIZER_STATES, 4);
+        last(fbs::ParameterOptimizerState::VT_MOMENTUMS, 2);
+        last(fbs::PropertyBag::VT_STRINGS, 3);
+        last(fbs::Checkpoint::VT_PROPERTY_BAG, 4);
+        last(fbs::IntProperty::VT_VALUE, 2);
     }
-
-    fn tensor(&self, t: &fbs::Tensor<'_>) -> Result<TensorIndex> {
-        let name = t.name().ok_or_else(|| Error::MissingField { what: "a tensor's name".into() })?.to_owned();
-        let code = t.data_type().0;
-        let data_type =
-            DataType::from_code(code).ok_or_else(|| Error::UnknownDataType { tensor: name.clone(), code })?;
-        let dims: Vec<i64> = t.dims().map(|d| d.iter().collect()).unwrap_or_default();
-        let raw = t.raw_data();
-        let raw_len = raw.map_or(0, |r| r.len());
-        let strings = t.string_data();
-        let external_offset = t.external_data_offset();
-
-        // A nominal tensor is a name and a type; ORT writes neither dims nor data for it.
-        // A nominal tensor has no values (ORT writes it without dims, so one element). A tensor of
-        // zero elements also has none, but it is a real, empty tensor: it keeps its storage.
-        let no_values = raw_len == 0 && strings.is_none_or(|s| s.is_empty()) && external_offset == -1;
-        if self.is_nominal && no_values && element_count(&name, &dims)? != 0 {
-            return Ok(TensorIndex { name, data_type, dims, storage: Storage::Nominal });
-        }
-
-        let storage = match data_type.element_size() {
-            None => {
-                if raw_len != 0 {
-                    return Err(Error::WrongStorage {
-                        tensor: name,
-                        detail: "string tensor has raw_data; strings must be in string_data",
-                    });
-                }
-                if external_offset != -1 {
-                    return Err(Error::WrongStorage {
-                        tensor: name,
-                        detail: "string tensor refers to external data; strings cannot be stored externally",
-                    });
-                }
-                let expected = element_count(&name, &dims)?;
-                let values: Vec<String> =
-                    strings.map(|s| s.iter().map(str::to_owned).collect()).unwrap_or_default();
-                let found = values.len() as u64;
-                if found != expected {
-                    return Err(Error::StringCountMismatch { tensor: name, dims, expected, found });
-                }
-                Storage::Strings(values)
-            }
-            Some(_) => {
-                if strings.is_some_and(|s| !s.is_empty()) {
-                    return Err(Error::WrongStorage {
-                        tensor: name,
-                        detail: "numeric tensor has string_data",
-                    });
-                }
-                let expected = byte_size(&name, data_type, &dims)?.unwrap_or(0);
-                match external_offset {
-                    -1 => {
-                        let found = raw_len as u64;
-                        if found != expected {
-                            return Err(Error::DataLengthMismatch { tensor: name, dims, expected, found });
-                        }
-                        let offset = match raw {
-                            Some(r) => offset_in(self.buf, r.bytes())?,
-                            None => 0,
-                        };
-                        Storage::Inline { offset, len: raw_len }
-                    }
-                    offset if offset >= 0 => {
-                        if raw_len != 0 {
-                            return Err(Error::InlineAndExternal { tensor: name });
-                        }
-                        if !self.has_external_data {
-                            return Err(Error::ExternalWithoutFlag { tensor: name });
-                        }
-                        let offset = offset as u64;
-                        // ORT addresses external data with int64 offsets.
-                        if offset.checked_add(expected).is_none_or(|end| end > i64::MAX as u64) {
-                            return Err(Error::BadExternalOffset { tensor: name, offset: offset as i64 });
-                        }
-                        Storage::External { offset, len: expected }
-                    }
-                    offset => return Err(Error::BadExternalOffset { tensor: name, offset }),
-                }
-            }
-        };
-        Ok(TensorIndex { name, data_type, dims, storage })
-    }
-}
-
-/// The position of `part` inside `buf`. The verifier guarantees `part` lies inside `buf`; this
-/// checks it again rather than trusting pointer arithmetic.
-fn offset_in(buf: &[u8], part: &[u8]) -> Result<usize> {
-    let base = buf.as_ptr() as usize;
-    let start = part.as_ptr() as usize;
-    start
-        .checked_sub(base)
-        .filter(|off| off.checked_add(part.len()).is_some_and(|end| end <= buf.len()))
-        .ok_or_else(|| Error::MissingField { what: "a tensor's raw_data inside the buffer".into() })
-}
-
-fn read_optimizer_groups(
-    reader: &TensorReader<'_>,
-    groups: Tables<'_, fbs::OptimizerGroup<'_>>,
-) -> Result<Vec<OptimizerGroupIndex>> {
-    let Some(groups) = groups else { return Ok(Vec::new()) };
-    let mut out = Vec::with_capacity(groups.len());
-    for g in groups.iter() {
-        let name = g
-            .group_name()
-            .ok_or_else(|| Error::MissingField { what: "an optimizer group's name".into() })?
-            .to_owned();
-        let mut states = Vec::new();
-        if let Some(param_states) = g.optimizer_states() {
-            states.reserve(param_states.len());
-            for s in param_states.iter() {
-                let param_name = s
-                    .param_name()
-                    .ok_or_else(|| Error::MissingField {
-                        what: format!("a parameter name in optimizer group {name:?}"),
-                    })?
-                    .to_owned();
-                // Only parameters can be nominal: momentums always hold values.
-                let momentums = reader.with_values().tensors(s.momentums())?;
-                ensure_unique("momentum", momentums.iter().map(|m| m.name.as_str()))?;
-                states.push(ParameterStateIndex { param_name, momentums });
-            }
-        }
-        ensure_unique("optimizer state parameter", states.iter().map(|s| s.param_name.as_str()))?;
-        out.push(OptimizerGroupIndex {
-            name,
-            step: g.step(),
-            initial_learning_rate: g.initial_learning_rate(),
-            states,
-        });
-    }
-    ensure_unique("optimizer group", out.iter().map(|g| g.name.as_str()))?;
-    Ok(out)
-}
-
-fn read_properties(bag: Option<fbs::PropertyBag<'_>>) -> Result<Vec<Property>> {
-    let Some(bag) = bag else { return Ok(Vec::new()) };
-    let missing = |what: &str| Error::MissingField { what: format!("a {what} property's name") };
-    let mut out = Vec::new();
-    for p in bag.ints().into_iter().flatten() {
-        let name = p.name().ok_or_else(|| missing("int"))?.to_owned();
-        out.push(Property { name, value: PropertyValue::Int(p.value()) });
-    }
-    for p in bag.floats().into_iter().flatten() {
-        let name = p.name().ok_or_else(|| missing("float"))?.to_owned();
-        out.push(Property { name, value: PropertyValue::Float(p.value()) });
-    }
-    for p in bag.strings().into_iter().flatten() {
-        let name = p.name().ok_or_else(|| missing("string"))?.to_owned();
-        let value = p
-            .value()
-            .ok_or_else(|| Error::MissingField { what: format!("the value of string property {name:?}") })?
-            .to_owned();
-        out.push(Property { name, value: PropertyValue::Str(value) });
-    }
-    ensure_unique("property", out.iter().map(|p| p.name.as_str()))?;
-    Ok(out)
 }

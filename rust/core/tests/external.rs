@@ -1,5 +1,6 @@
 //! External data: saving with a threshold, the file layout, and the range checks on reading.
 
+use ortckpt_core::test_support::raw::{RawCheckpoint, RawGroup, RawTensor};
 use ortckpt_core::{
     check_external_ranges, external_data_path, index_checkpoint, save_checkpoint, CheckpointSpec, DataType,
     Error, ErrorKind, OptimizerGroupSpec, ParameterStateSpec, SaveOptions, Storage, TensorPayload,
@@ -55,12 +56,13 @@ fn over_threshold_goes_external_and_reads_back() {
     assert!(index.has_external_data);
     check_external_ranges(&index, ext.len() as u64).unwrap();
 
-    let Storage::External { offset, len } = index.trainable[0].storage else {
+    let Storage::External { offset, len } = index.tensor(0).unwrap().storage else {
         panic!("w should be external")
     };
     assert_eq!(&ext[offset as usize..(offset + len) as usize], &big[..]);
-    assert!(matches!(index.frozen[0].storage, Storage::Inline { .. }), "tensors under 64 bytes stay inline");
-    let m = &index.optimizer_groups[0].states[0].momentums[0];
+    let b = index.tensor(1).unwrap();
+    assert!(matches!(b.storage, Storage::Inline { .. }), "tensors under 64 bytes stay inline");
+    let m = index.momentums(&index.optimizer_groups[0].states[0]).next().unwrap();
     let Storage::External { offset, len } = m.storage else { panic!("momentum should be external") };
     assert_eq!(offset % EXTERNAL_ALIGNMENT, 0);
     assert_eq!(&ext[offset as usize..(offset + len) as usize], &momentum[..]);
@@ -94,33 +96,45 @@ fn short_external_file_and_overlap_are_errors() {
     let e = check_external_ranges(&index, ext_len - 1).unwrap_err();
     assert!(matches!(e, Error::ExternalOutOfRange { .. }), "{e}");
     assert_eq!(e.kind(), ErrorKind::ExternalData);
+}
 
-    let mut overlapping = index.clone();
-    overlapping.trainable[0].storage = Storage::External { offset: 0, len: 1000 };
-    overlapping.optimizer_groups[0].states[0].momentums[0].storage =
-        Storage::External { offset: 999, len: 100 };
-    let e = check_external_ranges(&overlapping, 1 << 20).unwrap_err();
+/// w (`[0, 1000)`), an empty frozen tensor at `empty_at`, and a momentum at `momentum_at`.
+fn external_layout(empty_at: i64, momentum_at: i64, momentum_len: i64) -> ortckpt_core::CheckpointIndex {
+    let raw = RawCheckpoint {
+        has_external_data: true,
+        trainable: vec![RawTensor::external("w", &[250], 0)],
+        frozen: vec![RawTensor::external("e", &[0], empty_at)],
+        groups: vec![RawGroup {
+            name: Some("group0".into()),
+            step: 1,
+            initial_learning_rate: 0.1,
+            states: vec![(
+                Some("w".into()),
+                vec![RawTensor::external("momentum0", &[momentum_len / 4], momentum_at)],
+            )],
+        }],
+        ..RawCheckpoint::default()
+    };
+    index_checkpoint(&raw.build()).unwrap()
+}
+
+#[test]
+fn overlapping_ranges_are_errors() {
+    let e = check_external_ranges(&external_layout(0, 996, 100), 1 << 20).unwrap_err();
     assert!(matches!(e, Error::ExternalOverlap { .. }), "{e}");
+    assert_eq!(e.kind(), ErrorKind::ExternalData);
 }
 
 #[test]
 fn overlap_is_found_across_an_empty_range() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("c.ckpt");
-    let big = vec![1u8; 1000];
-    let s = spec(&big, &[2u8; 3], &[3u8; 100]);
-    save_checkpoint(&path, &s, &SaveOptions { external_data_threshold: Some(0) }).unwrap();
-    let mut index = index_checkpoint(&std::fs::read(&path).unwrap()).unwrap();
     // w: 0..1000; an empty tensor at 10 sorts between w and the momentum at 500, which overlaps w.
-    index.trainable[0].storage = Storage::External { offset: 0, len: 1000 };
-    index.frozen[0].storage = Storage::External { offset: 10, len: 0 };
-    index.optimizer_groups[0].states[0].momentums[0].storage = Storage::External { offset: 500, len: 100 };
-    let e = check_external_ranges(&index, 1 << 20).unwrap_err();
+    let e = check_external_ranges(&external_layout(10, 500, 100), 1 << 20).unwrap_err();
     assert!(
         matches!(e, Error::ExternalOverlap { ref first, ref second } if first == "w" && second == "momentum0"),
         "{e}"
     );
     // Touching ranges do not overlap.
-    index.optimizer_groups[0].states[0].momentums[0].storage = Storage::External { offset: 1000, len: 100 };
-    check_external_ranges(&index, 1 << 20).unwrap();
+    check_external_ranges(&external_layout(10, 1000, 100), 1 << 20).unwrap();
+    let e = check_external_ranges(&external_layout(10, 1000, 100), 1099).unwrap_err();
+    assert!(matches!(e, Error::ExternalOutOfRange { ref tensor, .. } if tensor == "momentum0"), "{e}");
 }

@@ -2,19 +2,20 @@
 
 use std::path::Path;
 
+use ortckpt_core::test_support::spec_from_index;
 use ortckpt_core::{
     index_checkpoint, serialize_checkpoint, write_checkpoint, CheckpointIndex, CheckpointSpec, DataType,
     Error, OptimizerGroupSpec, ParameterStateSpec, Property, PropertyValue, Storage, TensorPayload,
-    TensorSpec, DATA_ALIGNMENT, WRITTEN_VERSION,
+    TensorRef, TensorSpec, DATA_ALIGNMENT, WRITTEN_VERSION,
 };
 
 fn tensor<'a>(name: &str, data_type: DataType, dims: &[i64], bytes: &'a [u8]) -> TensorSpec<'a> {
     TensorSpec { name: name.into(), data_type, dims: dims.to_vec(), data: TensorPayload::Bytes(bytes) }
 }
 
-fn inline<'b>(buf: &'b [u8], storage: &Storage) -> &'b [u8] {
-    match storage {
-        Storage::Inline { offset, len } => &buf[*offset..offset + len],
+fn inline<'b>(buf: &'b [u8], storage: &Storage<'_>) -> &'b [u8] {
+    match *storage {
+        Storage::Inline { offset, len } => &buf[offset..offset + len],
         other => panic!("expected inline storage, got {other:?}"),
     }
 }
@@ -62,20 +63,21 @@ fn full_state_round_trips_sorted_and_aligned() {
     let bytes = serialize_checkpoint(&spec).unwrap();
     let index: CheckpointIndex = index_checkpoint(&bytes).unwrap();
     assert_eq!(index.version, WRITTEN_VERSION);
-    let names: Vec<_> = index.trainable.iter().map(|t| t.name.as_str()).collect();
+    let names: Vec<_> = index.trainable().map(|t| t.name).collect();
     assert_eq!(names, ["a.double", "c", "z.weight"]);
-    assert_eq!(inline(&bytes, &index.trainable[2].storage), &w[..]);
-    assert_eq!(inline(&bytes, &index.trainable[0].storage), &d[..]);
-    for t in index.trainable.iter().chain(&index.frozen) {
+    assert_eq!(inline(&bytes, &index.tensor(2).unwrap().storage), &w[..]);
+    assert_eq!(inline(&bytes, &index.tensor(0).unwrap().storage), &d[..]);
+    for t in index.tensors() {
         if let Storage::Inline { offset, .. } = t.storage {
             assert_eq!(offset % DATA_ALIGNMENT, 0, "{} is not aligned", t.name);
         }
     }
-    assert_eq!(index.frozen[0].name, "labels");
-    assert_eq!(index.frozen[0].storage, Storage::Strings(vec!["héllo".into(), String::new()]));
+    let labels = index.frozen().next().unwrap();
+    assert_eq!(labels.name, "labels");
+    assert_eq!(labels.storage, Storage::Strings(&["héllo".into(), String::new()]));
     let group = &index.optimizer_groups[0];
     assert_eq!((group.step, group.initial_learning_rate), (7, 0.001));
-    let momentum_names: Vec<_> = group.states[0].momentums.iter().map(|m| m.name.as_str()).collect();
+    let momentum_names: Vec<_> = index.momentums(&group.states[0]).map(|m| m.name).collect();
     assert_eq!(momentum_names, ["momentum0", "momentum1"]);
     let props: Vec<_> = index.properties.iter().map(|p| (p.name.as_str(), p.value.clone())).collect();
     assert_eq!(
@@ -138,8 +140,8 @@ fn nominal_round_trip() {
     };
     let index = index_checkpoint(&serialize_checkpoint(&spec).unwrap()).unwrap();
     assert!(index.is_nominal);
-    assert_eq!(index.trainable[0].storage, Storage::Nominal);
-    assert_eq!(index.trainable[0].data_type, DataType::Float16);
+    let w = index.tensor(0).unwrap();
+    assert_eq!((w.storage, w.data_type), (Storage::Nominal, DataType::Float16));
 }
 
 #[test]
@@ -154,7 +156,7 @@ fn write_checkpoint_is_atomic_and_readable() {
         CheckpointSpec { trainable: vec![tensor("w", DataType::Int64, &[2], &data)], ..Default::default() };
     assert!(write_checkpoint(&path, &bad).is_err());
     let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(index_checkpoint(&bytes).unwrap().trainable[0].dims, [1]);
+    assert_eq!(index_checkpoint(&bytes).unwrap().tensor(0).unwrap().dims, [1]);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "a temporary file was left behind");
 }
 
@@ -176,64 +178,24 @@ fn ort_corpus_files_round_trip() {
         seen += 1;
         let bytes = std::fs::read(&path).unwrap();
         let index = index_checkpoint(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let to_spec = |ts: &[ortckpt_core::TensorIndex]| -> Vec<TensorSpec<'_>> {
-            ts.iter()
-                .map(|t| TensorSpec {
-                    name: t.name.clone(),
-                    data_type: t.data_type,
-                    dims: t.dims.clone(),
-                    data: match &t.storage {
-                        Storage::Inline { offset, len } => {
-                            TensorPayload::Bytes(&bytes[*offset..offset + len])
-                        }
-                        Storage::Strings(s) => TensorPayload::Strings(s.clone()),
-                        Storage::Nominal => TensorPayload::Nominal,
-                        Storage::External { .. } => panic!("corpus has no external data"),
-                    },
-                })
-                .collect()
-        };
-        let spec = CheckpointSpec {
-            is_nominal: index.is_nominal,
-            trainable: to_spec(&index.trainable),
-            frozen: to_spec(&index.frozen),
-            optimizer_groups: index
-                .optimizer_groups
-                .iter()
-                .map(|g| OptimizerGroupSpec {
-                    name: g.name.clone(),
-                    step: g.step,
-                    initial_learning_rate: g.initial_learning_rate,
-                    states: g
-                        .states
-                        .iter()
-                        .map(|s| ParameterStateSpec {
-                            param_name: s.param_name.clone(),
-                            momentums: to_spec(&s.momentums),
-                        })
-                        .collect(),
-                })
-                .collect(),
-            properties: index.properties.clone(),
-        };
+        let spec = spec_from_index(&index, &bytes, &|_, _| panic!("corpus has no external data"));
         let again = serialize_checkpoint(&spec).unwrap();
         let reindexed = index_checkpoint(&again).unwrap();
-        let by_name = |ts: &[ortckpt_core::TensorIndex], buf: &[u8]| {
+        let by_name = |ts: &mut dyn Iterator<Item = TensorRef<'_>>, buf: &[u8]| {
             let mut v: Vec<_> = ts
-                .iter()
                 .map(|t| {
-                    let data = match &t.storage {
-                        Storage::Inline { offset, len } => buf[*offset..offset + len].to_vec(),
+                    let data = match t.storage {
+                        Storage::Inline { offset, len } => buf[offset..offset + len].to_vec(),
                         _ => Vec::new(),
                     };
-                    (t.name.clone(), t.data_type, t.dims.clone(), data)
+                    (t.name.to_owned(), t.data_type, t.dims.to_vec(), data)
                 })
                 .collect();
             v.sort();
             v
         };
-        assert_eq!(by_name(&index.trainable, &bytes), by_name(&reindexed.trainable, &again));
-        assert_eq!(by_name(&index.frozen, &bytes), by_name(&reindexed.frozen, &again));
+        assert_eq!(by_name(&mut index.trainable(), &bytes), by_name(&mut reindexed.trainable(), &again));
+        assert_eq!(by_name(&mut index.frozen(), &bytes), by_name(&mut reindexed.frozen(), &again));
         assert_eq!(index.is_nominal, reindexed.is_nominal);
         assert_eq!(index.optimizer_groups.len(), reindexed.optimizer_groups.len());
     }

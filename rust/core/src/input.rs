@@ -1,0 +1,114 @@
+//! The only door to the bytes being read. The reader never holds a `&[u8]` of its input: the input
+//! may change while it is read (another process rewriting a memory-mapped file in place), and a
+//! shared reference promises it does not. Every read here copies a bounds-checked range out with
+//! volatile loads, so the compiler can neither re-read a value it already checked nor assume two
+//! reads of one place agree: each value the parser uses exists in exactly one owned copy.
+
+use std::marker::PhantomData;
+use std::ptr;
+
+/// A readable region of memory whose contents may change while it is being read.
+#[derive(Clone, Copy)]
+pub(crate) struct Input<'a> {
+    base: *const u8,
+    len: usize,
+    _borrow: PhantomData<&'a [u8]>,
+}
+
+impl<'a> Input<'a> {
+    /// Bytes that cannot change (a `&[u8]` guarantees it).
+    pub(crate) fn from_slice(bytes: &'a [u8]) -> Input<'a> {
+        Input { base: bytes.as_ptr(), len: bytes.len(), _borrow: PhantomData }
+    }
+
+    /// # Safety
+    /// `base..base + len` must stay allocated and readable for `'a`. Its contents may change
+    /// at any time (by another process through a shared mapping, or by code outside Rust).
+    pub(crate) unsafe fn from_raw(base: *const u8, len: usize) -> Input<'a> {
+        Input { base, len, _borrow: PhantomData }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether `pos..pos + n` lies inside the input.
+    pub(crate) fn contains(&self, pos: usize, n: usize) -> bool {
+        pos.checked_add(n).is_some_and(|end| end <= self.len)
+    }
+
+    /// The `N` bytes at `pos`, or `None` when they are not all inside the input.
+    pub(crate) fn array<const N: usize>(&self, pos: usize) -> Option<[u8; N]> {
+        if !self.contains(pos, N) {
+            return None;
+        }
+        // SAFETY: pos + N <= len was checked just above, and `from_slice`/`from_raw` guarantee
+        // base..base + len is readable; `[u8; N]` has alignment 1, so any address is aligned.
+        // A volatile load reads the memory exactly once, whatever changes it.
+        Some(unsafe { ptr::read_volatile(self.base.add(pos).cast::<[u8; N]>()) })
+    }
+
+    pub(crate) fn u8(&self, pos: usize) -> Option<u8> {
+        self.array::<1>(pos).map(|[b]| b)
+    }
+
+    pub(crate) fn u16(&self, pos: usize) -> Option<u16> {
+        self.array(pos).map(u16::from_le_bytes)
+    }
+
+    pub(crate) fn u32(&self, pos: usize) -> Option<u32> {
+        self.array(pos).map(u32::from_le_bytes)
+    }
+
+    pub(crate) fn i32(&self, pos: usize) -> Option<i32> {
+        self.array(pos).map(i32::from_le_bytes)
+    }
+
+    pub(crate) fn i64(&self, pos: usize) -> Option<i64> {
+        self.array(pos).map(i64::from_le_bytes)
+    }
+
+    /// Appends the `n` bytes at `pos` to `out`; `None` (and `out` unchanged) when they are not all
+    /// inside the input. `out` grows by at most `n`, and `n` was checked against the input first.
+    pub(crate) fn copy_to(&self, pos: usize, n: usize, out: &mut Vec<u8>) -> Option<()> {
+        if !self.contains(pos, n) {
+            return None;
+        }
+        out.reserve(n);
+        const CHUNK: usize = 8;
+        let mut at = pos;
+        let end = pos + n;
+        while end - at >= CHUNK {
+            out.extend_from_slice(&self.array::<CHUNK>(at)?);
+            at += CHUNK;
+        }
+        while at < end {
+            out.push(self.u8(at)?);
+            at += 1;
+        }
+        Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_are_bounds_checked() {
+        let bytes = [1u8, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11];
+        let input = Input::from_slice(&bytes);
+        assert_eq!(input.u32(0), Some(0x0403_0201));
+        assert_eq!(input.u32(7), Some(0x0b0a_0908));
+        assert_eq!(input.u32(8), None);
+        assert_eq!(input.u16(usize::MAX), None);
+        assert_eq!(input.i64(3), Some(i64::from_le_bytes([4, 5, 6, 7, 8, 9, 10, 11])));
+        let mut out = vec![0];
+        assert_eq!(input.copy_to(1, 10, &mut out), Some(()));
+        assert_eq!(out, [0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+        assert_eq!(input.copy_to(2, 10, &mut out), None);
+        assert_eq!(input.copy_to(usize::MAX, 2, &mut out), None);
+        assert_eq!(out.len(), 11);
+        assert_eq!(Input::from_slice(&[]).u8(0), None);
+    }
+}
