@@ -1,7 +1,8 @@
 //! Oracles shared by the fuzz targets in `fuzz_targets/`.
 //!
-//! * [`check_bytes`]: `index_checkpoint` on arbitrary bytes, the invariants of what it returns,
-//!   `check_external_ranges`, and a write → read round trip of whatever it accepted.
+//! * [`check_bytes`]: `index_checkpoint` on arbitrary bytes, agreement with the flatbuffers
+//!   crate's own verifier and accessors whenever those accept the bytes, the invariants of what it
+//!   returns, `check_external_ranges`, and a write → read round trip of whatever it accepted.
 //! * [`check_spec`]: `serialize_checkpoint` on arbitrary specs ([`gen::FuzzSpec`]); whatever it
 //!   writes must read back with the same contents, and it must accept exactly the valid specs.
 //!
@@ -10,10 +11,12 @@
 //! refused); `check_external_ranges` missed an overlap when an empty external tensor sorted between
 //! the two; `-0.0` learning rates and float properties read back as `+0.0`.
 
+use ortckpt_core::test_support::oracle::{reference_index, same_result};
+use ortckpt_core::test_support::spec_from_index;
 use ortckpt_core::{
     check_external_ranges, index_checkpoint, serialize_checkpoint, CheckpointIndex, CheckpointSpec, DataType,
-    Error, OptimizerGroupSpec, ParameterStateSpec, Property, PropertyValue, Storage, TensorIndex,
-    TensorPayload, TensorSpec, DATA_ALIGNMENT, WRITTEN_VERSION,
+    Error, ParamKind, Property, PropertyValue, Storage, TensorPayload, TensorRef, TensorSpec, DATA_ALIGNMENT,
+    WRITTEN_VERSION,
 };
 
 pub mod craft;
@@ -123,16 +126,15 @@ pub fn contents_of_spec(spec: &CheckpointSpec<'_>) -> Contents {
     }
 }
 
-fn index_tensors(ts: &[TensorIndex], buf: &[u8]) -> Vec<Tensor> {
+fn index_tensors<'a>(ts: impl Iterator<Item = TensorRef<'a>>, buf: &[u8]) -> Vec<Tensor> {
     let out = ts
-        .iter()
         .map(|t| Tensor {
-            name: t.name.clone(),
+            name: t.name.to_owned(),
             code: t.data_type.code(),
-            dims: t.dims.clone(),
-            data: match &t.storage {
-                Storage::Inline { offset, len } => Data::Bytes(buf[*offset..*offset + *len].to_vec()),
-                Storage::Strings(s) => Data::Strings(s.clone()),
+            dims: t.dims.to_vec(),
+            data: match t.storage {
+                Storage::Inline { offset, len } => Data::Bytes(buf[offset..offset + len].to_vec()),
+                Storage::Strings(s) => Data::Strings(s.to_vec()),
                 Storage::Nominal => Data::Nominal,
                 Storage::External { .. } => {
                     panic!("tensor {:?}: serialize_checkpoint wrote external data", t.name)
@@ -153,15 +155,18 @@ pub fn contents_of_index(index: &CheckpointIndex, buf: &[u8]) -> Contents {
             step: g.step,
             lr_bits: g.initial_learning_rate.to_bits(),
             states: sorted(
-                g.states.iter().map(|s| (s.param_name.clone(), index_tensors(&s.momentums, buf))).collect(),
+                g.states
+                    .iter()
+                    .map(|s| (s.param_name.clone(), index_tensors(index.momentums(s), buf)))
+                    .collect(),
                 |s| &s.0,
             ),
         })
         .collect();
     Contents {
         is_nominal: index.is_nominal,
-        trainable: index_tensors(&index.trainable, buf),
-        frozen: index_tensors(&index.frozen, buf),
+        trainable: index_tensors(index.trainable(), buf),
+        frozen: index_tensors(index.frozen(), buf),
         groups: sorted(groups, |g| &g.name),
         properties: properties_of(&index.properties),
     }
@@ -188,7 +193,7 @@ pub fn check_written(spec: &CheckpointSpec<'_>, bytes: &[u8]) -> CheckpointIndex
     assert_eq!(index.version, WRITTEN_VERSION);
     assert!(!index.has_external_data, "serialize_checkpoint set has_external_data");
     check_index_invariants(&index, bytes);
-    for t in all_tensors(&index) {
+    for t in index.tensors() {
         if let Storage::Inline { offset, len } = t.storage {
             if len > 0 {
                 assert_eq!(offset % DATA_ALIGNMENT, 0, "tensor {:?} is not aligned", t.name);
@@ -204,11 +209,6 @@ pub fn check_written(spec: &CheckpointSpec<'_>, bytes: &[u8]) -> CheckpointIndex
 // ---------------------------------------------------------------------------------------------
 // Invariants of an index of untrusted bytes.
 
-pub fn all_tensors(index: &CheckpointIndex) -> impl Iterator<Item = &TensorIndex> {
-    let momentums = index.optimizer_groups.iter().flat_map(|g| g.states.iter().flat_map(|s| &s.momentums));
-    index.trainable.iter().chain(&index.frozen).chain(momentums)
-}
-
 /// Element count of `dims`, `None` when negative or overflowing (then the reader must refuse).
 pub fn element_count(dims: &[i64]) -> Option<u64> {
     dims.iter().try_fold(1u64, |n, &d| n.checked_mul(u64::try_from(d).ok()?))
@@ -221,41 +221,63 @@ pub fn byte_size(data_type: DataType, dims: &[i64]) -> Option<u64> {
 /// What the reader promises about every tensor it returns.
 pub fn check_index_invariants(index: &CheckpointIndex, buf: &[u8]) {
     assert!(index.version == 1 || index.version == 2, "version {}", index.version);
-    for t in all_tensors(index) {
-        match &t.storage {
+    for t in index.tensors() {
+        match t.storage {
             Storage::Inline { offset, len } => {
-                let end = offset.checked_add(*len).expect("inline offset + len overflows");
+                let end = offset.checked_add(len).expect("inline offset + len overflows");
                 assert!(end <= buf.len(), "tensor {:?}: inline {offset}+{len} > {}", t.name, buf.len());
                 assert!(t.data_type.element_size().is_some(), "string tensor {:?} stored inline", t.name);
-                assert_eq!(byte_size(t.data_type, &t.dims), Some(*len as u64), "tensor {:?} size", t.name);
+                assert_eq!(byte_size(t.data_type, t.dims), Some(len as u64), "tensor {:?} size", t.name);
             }
             Storage::External { offset, len } => {
                 assert!(index.has_external_data, "external tensor {:?} without the flag", t.name);
                 assert!(t.data_type.element_size().is_some(), "string tensor {:?} stored externally", t.name);
-                assert_eq!(byte_size(t.data_type, &t.dims), Some(*len), "tensor {:?} size", t.name);
-                assert!(offset.checked_add(*len).is_some_and(|e| e <= i64::MAX as u64));
+                assert_eq!(byte_size(t.data_type, t.dims), Some(len), "tensor {:?} size", t.name);
+                assert!(offset.checked_add(len).is_some_and(|e| e <= i64::MAX as u64));
             }
             Storage::Strings(values) => {
                 assert!(t.data_type.element_size().is_none(), "numeric tensor {:?} has strings", t.name);
-                assert_eq!(element_count(&t.dims), Some(values.len() as u64), "tensor {:?} count", t.name);
+                assert_eq!(element_count(t.dims), Some(values.len() as u64), "tensor {:?} count", t.name);
             }
             Storage::Nominal => {
                 assert!(index.is_nominal, "nominal tensor {:?} in a non-nominal checkpoint", t.name);
-                let count = element_count(&t.dims);
+                let count = element_count(t.dims);
                 assert!(count.is_some_and(|n| n > 0), "nominal tensor {:?} has dims {:?}", t.name, t.dims);
             }
         }
     }
+    // Parameters come first, trainable then frozen; momentums are the ranges of the states.
+    let (trainable, parameters) = (index.trainable_count(), index.parameter_count());
+    assert!(trainable <= parameters && parameters <= index.tensor_count());
+    assert_eq!(index.trainable().len() + index.frozen().len(), parameters);
+    let mut next = parameters;
     for s in index.optimizer_groups.iter().flat_map(|g| &g.states) {
-        for m in &s.momentums {
+        assert_eq!(s.momentums.start, next, "momentums of {:?} are not in file order", s.param_name);
+        next = s.momentums.end;
+        for m in index.momentums(s) {
             assert!(m.storage != Storage::Nominal, "momentum {:?} of {:?} is nominal", m.name, s.param_name);
         }
     }
+    assert_eq!(next, index.tensor_count(), "tensors beyond the parameters and momentums");
+    // Parameter names: sorted, unique, and found by name.
+    let by_name = index.parameters_by_name();
+    assert_eq!(by_name.len(), parameters);
+    let name = |p: u32| index.tensor(p as usize).expect("a parameter position is out of range").name;
+    assert!(by_name.windows(2).all(|w| name(w[0]) < name(w[1])), "parameters_by_name is not sorted");
+    for position in 0..parameters {
+        let kind = if position < trainable { ParamKind::Trainable } else { ParamKind::Frozen };
+        assert_eq!(index.param_kind(position), Some(kind));
+        let t = index.tensor(position).unwrap();
+        assert_eq!(index.find_parameter(t.name), Some(position));
+    }
+    assert_eq!(index.param_kind(parameters), None);
+    assert!(index.tensor(index.tensor_count()).is_none());
 }
 
 /// External ranges `(offset, len)` of `index`.
 fn external_ranges(index: &CheckpointIndex) -> Vec<(u64, u64)> {
-    all_tensors(index)
+    index
+        .tensors()
         .filter_map(|t| match t.storage {
             Storage::External { offset, len } => Some((offset, len)),
             _ => None,
@@ -307,47 +329,15 @@ pub fn check_external(index: &CheckpointIndex, input_len: usize) {
 // ---------------------------------------------------------------------------------------------
 // Target (a): arbitrary bytes.
 
-fn tensor_spec<'a>(t: &TensorIndex, buf: &'a [u8], zeros: &'a [u8]) -> TensorSpec<'a> {
-    let data = match &t.storage {
-        Storage::Inline { offset, len } => TensorPayload::Bytes(&buf[*offset..*offset + *len]),
-        Storage::External { len, .. } => TensorPayload::Bytes(&zeros[..*len as usize]),
-        Storage::Strings(s) => TensorPayload::Strings(s.clone()),
-        Storage::Nominal => TensorPayload::Nominal,
-    };
-    TensorSpec { name: t.name.clone(), data_type: t.data_type, dims: t.dims.clone(), data }
-}
-
-/// The spec that writes `index` back, inline bytes taken from `buf`, external ones as zeros.
-pub fn spec_from_index<'a>(index: &CheckpointIndex, buf: &'a [u8], zeros: &'a [u8]) -> CheckpointSpec<'a> {
-    let tensors = |ts: &[TensorIndex]| ts.iter().map(|t| tensor_spec(t, buf, zeros)).collect();
-    CheckpointSpec {
-        is_nominal: index.is_nominal,
-        trainable: tensors(&index.trainable),
-        frozen: tensors(&index.frozen),
-        optimizer_groups: index
-            .optimizer_groups
-            .iter()
-            .map(|g| OptimizerGroupSpec {
-                name: g.name.clone(),
-                step: g.step,
-                initial_learning_rate: g.initial_learning_rate,
-                states: g
-                    .states
-                    .iter()
-                    .map(|s| ParameterStateSpec {
-                        param_name: s.param_name.clone(),
-                        momentums: tensors(&s.momentums),
-                    })
-                    .collect(),
-            })
-            .collect(),
-        properties: index.properties.clone(),
-    }
-}
-
 /// Target (a): index arbitrary bytes; when accepted, check the index and round-trip it.
 pub fn check_bytes(data: &[u8]) {
-    let index = match index_checkpoint(data) {
+    let found = index_checkpoint(data);
+    // Whenever the flatbuffers crate's own verifier accepts the bytes, its accessors fed to the
+    // same rules give exactly what the hand-written parser gives.
+    if let Some(reference) = reference_index(data) {
+        assert!(same_result(&found, &reference), "reader: {found:?}\nflatbuffers oracle: {reference:?}");
+    }
+    let index = match found {
         Ok(index) => index,
         Err(e) => {
             // Messages and kinds of errors from untrusted input must not panic either.
@@ -364,7 +354,7 @@ pub fn check_bytes(data: &[u8]) {
     }
     let max_len = external_ranges(&index).iter().map(|r| r.1).max().unwrap_or(0);
     let zeros = vec![0u8; max_len as usize];
-    let spec = spec_from_index(&index, data, &zeros);
+    let spec = spec_from_index(&index, data, &|_, len| &zeros[..len as usize]);
     let written = match serialize_checkpoint(&spec) {
         Ok(bytes) => bytes,
         // The reader and the writer apply the same rules.
@@ -374,7 +364,7 @@ pub fn check_bytes(data: &[u8]) {
 
     // Writing is deterministic and sorted, so writing what was read back gives the same bytes
     // (unless the contents changed on the way, as `check_written` allows in a few documented ways).
-    let spec2 = spec_from_index(&reread, &written, &[]);
+    let spec2 = spec_from_index(&reread, &written, &|_, _| unreachable!("written inline"));
     if contents_of_spec(&spec2) == contents_of_spec(&spec) {
         let again = serialize_checkpoint(&spec2).expect("serialize_checkpoint refused its own output");
         assert!(again == written, "serialize_checkpoint is not a fixpoint on its own output");
@@ -442,7 +432,7 @@ pub fn check_spec(spec: &CheckpointSpec<'_>) {
     let index = check_written(spec, &bytes);
     // Writing what was read back gives the same bytes (deterministic, sorted output), unless a
     // known difference changed the contents.
-    let spec2 = spec_from_index(&index, &bytes, &[]);
+    let spec2 = spec_from_index(&index, &bytes, &|_, _| unreachable!("written inline"));
     if contents_of_spec(&spec2) == contents_of_spec(spec) {
         let again = serialize_checkpoint(&spec2).expect("serialize_checkpoint refused its own output");
         assert!(again == bytes, "serialize_checkpoint is not a fixpoint on its own output");

@@ -5,11 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
+use ortckpt_core::test_support::raw::{RawCheckpoint, RawGroup, RawTensor};
 use ortckpt_core::{
     check_external_ranges, index_checkpoint, serialize_checkpoint, CheckpointSpec, DataType,
     OptimizerGroupSpec, ParameterStateSpec, Property, PropertyValue, Storage, TensorPayload, TensorSpec,
 };
-use ortckpt_fuzz::craft::{RawCheckpoint, RawGroup, RawTensor};
 use ortckpt_fuzz::{check_bytes, check_spec};
 
 fn seed_files() -> Vec<PathBuf> {
@@ -135,8 +135,8 @@ fn empty_tensors_of_a_nominal_checkpoint_round_trip() {
     };
     let bytes = serialize_checkpoint(&spec).unwrap();
     let index = index_checkpoint(&bytes).unwrap();
-    assert!(matches!(index.trainable[0].storage, Storage::Inline { len: 0, .. }));
-    let momentum = &index.optimizer_groups[0].states[0].momentums[0];
+    assert!(matches!(index.tensor(0).unwrap().storage, Storage::Inline { len: 0, .. }));
+    let momentum = index.momentums(&index.optimizer_groups[0].states[0]).next().unwrap();
     assert!(matches!(momentum.storage, Storage::Inline { len: 0, .. }), "momentum read back as {momentum:?}");
 }
 
