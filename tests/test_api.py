@@ -852,47 +852,6 @@ def test_empty_tensor_with_huge_dim() -> None:
     assert ortckpt.load_bytes(state.to_bytes()).parameters["odd"].shape == (0, 2**61, 8)
 
 
-def test_nominal_checkpoint_momentums_are_nominal(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Valueless momentums in a nominal checkpoint (ORT never writes them; the native writer refuses
-    them, so the index is faked) load as nominal tensors."""
-
-    def index(data: object, source: str, *_external: object) -> dict[str, Any]:
-        return {
-            "version": 2,
-            "is_nominal": True,
-            "has_external_data": False,
-            "trainable": [("w", 1, [], 0, 0, None, None)],
-            "frozen": [],
-            "optimizer_groups": [
-                {
-                    "name": "g",
-                    "step": 1,
-                    "initial_learning_rate": 0.5,
-                    "states": [("w", [("m0", 1, [], 0, 0, None, None)])],
-                }
-            ],
-            "properties": [],
-        }
-
-    monkeypatch.setattr(_native, "index_checkpoint", index)
-    state = ortckpt.load_bytes(b"fake")
-    assert state.optimizer is not None
-    momentums = state.optimizer["g"].states["w"]
-    assert list(momentums) == ["m0"]
-    with pytest.raises(CheckpointError, match=r"'w/m0'.*nominal"):
-        momentums["m0"]
-    monkeypatch.undo()
-    # without optimizer state it saves as a plain nominal checkpoint
-    assert ortckpt.load_bytes(state.to_bytes(include_optimizer_state=False)).is_nominal
-    try:
-        blob = state.to_bytes()
-    except CheckpointError as exc:  # the writer may refuse valueless momentums, with our error
-        assert "m0" in str(exc)
-    else:
-        again = ortckpt.load_bytes(blob)
-        assert again.is_nominal and again.optimizer is not None
-
-
 def test_more_dims_than_numpy_supports() -> None:
     blob = _native.serialize_checkpoint(
         {

@@ -324,6 +324,10 @@ def test_malformed_protos_raise_errors_naming_the_tensor() -> None:
     t.segment.begin = 0
     t.segment.end = 1
     _bad(TensorDataError, t, r"'seg'.*segment")
+    for dtype, field in ((TensorProto.FLOAT, {}), (TensorProto.FLOAT, {"raw_data": b""})):
+        # empty, yet numpy cannot represent the shape: our error, not numpy's ValueError
+        t = TensorProto(name="huge", data_type=dtype, dims=[0, 0, 2**62], **field)
+        _bad(TensorDataError, t, r"'huge'.*too large for a numpy array")
     _bad(TensorDataError, b"\xff\xff\xff", r"not a serialized onnx.TensorProto")
     _bad(TypeError, 42, r"expected an onnx.TensorProto")
 

@@ -130,4 +130,4 @@ def external_tensor(
             f"tensor {name!r}: external data needs bytes {offset}..{offset + length} of {path!r}, "
             f"which has {size} bytes"
         )
-    return BufferTensor(mapped, offset, length, data_type, shape, name)
+    return BufferTensor.checked(mapped, offset, length, data_type, shape, name)

@@ -17,7 +17,7 @@ from . import _dtypes
 from ._onnx_external import ExternalFiles, external_tensor
 from ._onnx_import import require_onnx
 from ._scalars import check_name
-from ._tensor import ArrayTensor, BufferTensor, NominalTensor, StringTensor, Tensor
+from ._tensor import ArrayTensor, BufferTensor, NominalTensor, StringTensor, Tensor, check_numpy_shape
 from .errors import TensorDataError
 
 if TYPE_CHECKING:
@@ -186,6 +186,8 @@ def tensor_from_proto(proto: onnx.TensorProto, name: str, files: ExternalFiles, 
         # ORT writes names and data types only: dims and data are not looked at
         return NominalTensor(data_type)
     shape = _proto_shape(proto, name)
+    # numpy's own limits (e.g. dims [0, 0, 2**62]: empty, yet too large for numpy's size type)
+    check_numpy_shape(shape, _dtypes.element_size(data_type) or 8, name)
     if proto.HasField("segment"):
         raise TensorDataError(f"tensor {name!r}: segmented TensorProtos are not supported")
     has_raw = proto.HasField("raw_data")
@@ -201,10 +203,10 @@ def tensor_from_proto(proto: onnx.TensorProto, name: str, files: ExternalFiles, 
     if data_type == _dtypes.STRING:
         if has_raw:
             raise TensorDataError(f"string tensor {name!r}: strings must be in string_data, not raw_data")
-        return StringTensor(_strings(proto, name), shape, name)
+        return StringTensor.checked(_strings(proto, name), shape, name)
     if has_raw:
         raw = proto.raw_data  # bytes, passed through untouched
-        return BufferTensor(raw, 0, len(raw), data_type, shape, name)
+        return BufferTensor.checked(raw, 0, len(raw), data_type, shape, name)
     if typed and typed[0] != _FIELDS[data_type]:
         raise TensorDataError(
             f"tensor {name!r}: {_dtypes.type_name(data_type)} values belong in {_FIELDS[data_type]}, "

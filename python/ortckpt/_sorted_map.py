@@ -14,9 +14,9 @@ class SortedMap(MutableMapping[str, V]):
 
     __slots__ = ("_items",)
 
-    def __init__(self, items: dict[str, V] | None = None) -> None:
-        # ``items`` is adopted, not copied: ParameterMap is a live view of the state's dict.
-        self._items: dict[str, V] = {} if items is None else items
+    def __init__(self, items: MutableMapping[str, V] | None = None) -> None:
+        # ``items`` is adopted, not copied: ParameterMap is a live view of the state's store.
+        self._items: MutableMapping[str, V] = {} if items is None else items
 
     def __getitem__(self, key: str) -> V:
         return self._items[key]

@@ -36,7 +36,7 @@ _MAX_BYTES = 2**63 - 1
 _MAX_DIMS = 64 if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else 32
 
 
-def _check_numpy_shape(shape: tuple[int, ...], itemsize: int, name: str) -> None:
+def check_numpy_shape(shape: tuple[int, ...], itemsize: int, name: str) -> None:
     """Shapes ONNX allows but numpy cannot hold: more than 64 (numpy 1: 32) dims, or non-zero dims
     whose product overflows numpy's size type even when a 0 dim makes the tensor empty (e.g.
     [0, 2**61, 8]). Say so clearly instead of numpy's generic ValueError."""
@@ -91,21 +91,32 @@ class BufferTensor(Tensor):
     __slots__ = ("_buffer", "_cache", "_nbytes", "_offset")
 
     def __init__(
-        self, buffer: Buffer, offset: int, nbytes: int, data_type: int, shape: tuple[int, ...], name: str
+        self, buffer: Buffer, offset: int, nbytes: int, data_type: int, shape: tuple[int, ...]
     ) -> None:
+        """A tensor whose ``nbytes`` bytes at ``offset`` of ``buffer`` are its values. The caller
+        guarantees the range and the length (the core did, for every record of an index); other
+        sources go through ``BufferTensor.checked``."""
         super().__init__(data_type, shape)
+        self._buffer = buffer
+        self._offset = offset
+        self._nbytes = nbytes
+        self._cache: NDArray[Any] | None = None
+
+    @classmethod
+    def checked(
+        cls, buffer: Buffer, offset: int, nbytes: int, data_type: int, shape: tuple[int, ...], name: str
+    ) -> BufferTensor:
+        """A ``BufferTensor`` over bytes no core check has seen (an ONNX TensorProto's)."""
         if not _dtypes.is_known(data_type) or data_type == _dtypes.STRING:
             raise TensorDataError(f"tensor {name!r}: unsupported data type {data_type} for raw data")
+        check_numpy_shape(shape, _dtypes.element_size(data_type), name)
         expected = element_count(shape) * _dtypes.element_size(data_type)
         if nbytes != expected:
             raise TensorDataError(
                 f"tensor {name!r}: {_dtypes.type_name(data_type)} shape {shape} needs {expected} bytes, "
                 f"raw data has {nbytes}"
             )
-        self._buffer = buffer
-        self._offset = offset
-        self._nbytes = nbytes
-        self._cache: NDArray[Any] | None = None
+        return cls(buffer, offset, nbytes, data_type, shape)
 
     @property
     def nbytes(self) -> int:
@@ -118,7 +129,7 @@ class BufferTensor(Tensor):
 
     def _materialize(self, name: str) -> NDArray[Any]:
         dtype = self.dtype
-        _check_numpy_shape(self.shape, dtype.itemsize, name)
+        check_numpy_shape(self.shape, dtype.itemsize, name)
         if self._nbytes == 0:
             return _readonly(np.empty(self.shape, dtype=dtype))
         self._advise_normal()
@@ -144,21 +155,27 @@ class BufferTensor(Tensor):
 class StringTensor(Tensor):
     __slots__ = ("_values",)
 
-    def __init__(self, values: list[str], shape: tuple[int, ...], name: str) -> None:
+    def __init__(self, values: list[str], shape: tuple[int, ...]) -> None:
+        """The caller guarantees ``len(values)`` is the element count of ``shape``."""
         super().__init__(_dtypes.STRING, shape)
+        self._values = values
+
+    @classmethod
+    def checked(cls, values: list[str], shape: tuple[int, ...], name: str) -> StringTensor:
+        """A ``StringTensor`` from values no core check has seen (an ONNX TensorProto's)."""
         if len(values) != element_count(shape):
             raise TensorDataError(
                 f"string tensor {name!r}: shape {shape} needs {element_count(shape)} strings, "
                 f"found {len(values)}"
             )
-        self._values = values
+        return cls(values, shape)
 
     @property
     def nbytes(self) -> int:
         return sum(len(s.encode("utf-8")) for s in self._values)
 
     def array(self, name: str) -> NDArray[Any]:
-        _check_numpy_shape(self.shape, 8, name)
+        check_numpy_shape(self.shape, 8, name)
         return _string_array(self._values, self.shape)
 
     def spec_data(self, name: str) -> SpecData:

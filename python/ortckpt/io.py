@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Union
 
-from . import _native
-from ._index import state_from_index
+from . import _index, _native
 from ._spec import build_spec
 from .state import CheckpointState
 
@@ -32,7 +31,7 @@ def external_data_path(path: StrPath) -> str:
     return os.fspath(_native.external_data_path(_fspath(path)))
 
 
-def _read(path: str, mmap: bool) -> Buffer:
+def _read(path: str, mmap: bool) -> bytes | _native.MappedFile:
     if mmap:
         return _native.MappedFile(path)
     with open(path, "rb") as f:
@@ -54,32 +53,47 @@ def load(path: StrPath, *, mmap: bool = True) -> CheckpointState:
     # ORT keeps large tensors in "<path>.data". It is always memory-mapped (lazily paged in), and
     # every external range is checked against its real size before any tensor is used.
     ext_name = external_data_path(name)
-    external: Buffer | None = _native.MappedFile(ext_name) if os.path.isfile(ext_name) else None
-    index = _native.index_checkpoint(data, name, external, ext_name)
-    return state_from_index(index, data, name, external)
+    external = _native.MappedFile(ext_name) if os.path.isfile(ext_name) else None
+    return _state(_native.index_checkpoint(data, name, external, ext_name))
 
 
-def _as_readonly_buffer(data: Buffer) -> Buffer:
-    if isinstance(data, bytes):
+def _state(index: _native.Index) -> CheckpointState:
+    return CheckpointState._from_loaded(
+        version=index.version,
+        is_nominal=index.is_nominal,
+        has_external_data=index.has_external_data,
+        params=_index.parameters(index),
+        optimizer=_index.optimizer_groups(index),
+        properties=_index.properties(index),
+        source=index.source,
+    )
+
+
+def _immutable(data: Buffer) -> bytes | _native.MappedFile:
+    """``data`` itself when nothing can change it while the state lives (``bytes``, ortckpt's own
+    read-only mapping), else a private copy taken now, with the GIL held: a read-only view of
+    writable memory (``memoryview(bytearray).toreadonly()``, a non-writeable numpy array over a
+    writable base) can still change under the state."""
+    if isinstance(data, (bytes, _native.MappedFile)):
         return data
     view = memoryview(data)
-    if view.readonly and view.c_contiguous:
-        return view if view.format == "B" and view.ndim == 1 else view.cast("B")
-    # a writable buffer could change under the state: take a private copy
+    whole = view.obj if isinstance(view.obj, (bytes, _native.MappedFile)) else None
+    if whole is not None and view.c_contiguous and view.nbytes == memoryview(whole).nbytes:
+        return whole  # a view of all of an immutable buffer: use the buffer itself
     return view.tobytes()
 
 
 def load_bytes(data: Buffer, *, external_data: Buffer | None = None) -> CheckpointState:
     """Load a checkpoint from its bytes.
 
-    ``bytes`` and read-only buffers (``memoryview``, ...) are used zero-copy; writable buffers such
-    as ``bytearray`` are copied first so later changes cannot alter the state. ``external_data`` is
+    ``bytes`` are used zero-copy; any other buffer (``bytearray``, ``memoryview``, numpy arrays,
+    even read-only views) is copied first, since the memory behind it could still change and the
+    state must not. ``external_data`` is
     the content of the external data file, for checkpoints that have one.
     """
-    buffer = _as_readonly_buffer(data)
-    ext = None if external_data is None else _as_readonly_buffer(external_data)
-    index = _native.index_checkpoint(buffer, BYTES_SOURCE, ext, None)
-    return state_from_index(index, buffer, BYTES_SOURCE, ext)
+    buffer = _immutable(data)
+    ext = None if external_data is None else _immutable(external_data)
+    return _state(_native.index_checkpoint(buffer, BYTES_SOURCE, ext, None))
 
 
 def save(

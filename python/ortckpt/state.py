@@ -7,17 +7,15 @@ here.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Union
 
-from numpy.typing import ArrayLike
-
 from . import _dtypes, _native
+from ._containers import OptimizerGroups, ParameterMap, ParameterStore, ParameterView, _own
 from ._optimizer import Momentums, MomentumStates, OptimizerGroup
 from ._parameter import Parameter
 from ._properties import PropertyBag, PropertyInput
 from ._scalars import PropertyValue, check_name
-from ._sorted_map import SortedMap
 from .errors import DuplicateNameError
 
 if TYPE_CHECKING:
@@ -38,12 +36,6 @@ ParametersInput = Union[Mapping[str, Any], Iterable[Parameter]]
 
 #: The checkpoint format version written by ORT 1.19.2 (and by ortckpt).
 FORMAT_VERSION: int = _native.WRITTEN_VERSION
-
-
-def _own(param: Parameter, trainable: bool | None = None) -> Parameter:
-    """A state-owned wrapper sharing ``param``'s (immutable) tensor."""
-    flag = param.trainable if trainable is None else trainable
-    return Parameter._from_tensor(param.name, param._tensor, flag)
 
 
 def _collect(items: ParametersInput | None, frozen: bool, out: dict[str, Parameter]) -> None:
@@ -76,81 +68,6 @@ def _add_new(out: dict[str, Parameter], param: Parameter) -> None:
     if param.name in out:
         raise DuplicateNameError(f"duplicate parameter name {param.name!r}")
     out[param.name] = param
-
-
-class ParameterMap(SortedMap[Parameter]):
-    """All parameters of a state, name -> ``Parameter``, iterating sorted by name.
-
-    Assigning an array adds a trainable parameter, or replaces the values (any shape or dtype) of an
-    existing one keeping its trainable flag. Assigning a ``Parameter`` stores it under its own name
-    (the state keeps its own wrapper around the parameter's data).
-    """
-
-    __slots__ = ()
-
-    def __setitem__(self, key: str, value: ArrayLike | Parameter) -> None:
-        name = check_name(key, "parameter")
-        old = self._items.get(name)
-        if isinstance(value, Parameter):
-            if value.name != name:
-                raise ValueError(f"cannot store Parameter named {value.name!r} under key {name!r}")
-            self._items[name] = _own(value)
-        else:
-            self._items[name] = Parameter(name, value, trainable=True if old is None else old.trainable)
-
-    def __repr__(self) -> str:
-        return f"ParameterMap({[self._items[n] for n in self]!r})"
-
-
-class ParameterView(Mapping[str, Parameter]):
-    """Read-only live view of the trainable (or the frozen) parameters, sorted by name."""
-
-    __slots__ = ("_params", "_trainable")
-
-    def __init__(self, params: dict[str, Parameter], trainable: bool) -> None:
-        self._params = params
-        self._trainable = trainable
-
-    def __getitem__(self, key: str) -> Parameter:
-        param = self._params[key]
-        if param.trainable != self._trainable:
-            raise KeyError(key)
-        return param
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted(n for n, p in self._params.items() if p.trainable == self._trainable))
-
-    def __len__(self) -> int:
-        return sum(1 for p in self._params.values() if p.trainable == self._trainable)
-
-    def __contains__(self, key: object) -> bool:
-        param = self._params.get(key) if isinstance(key, str) else None
-        return param is not None and param.trainable == self._trainable
-
-    def __repr__(self) -> str:
-        kind = "trainable" if self._trainable else "frozen"
-        return f"<{kind} parameters: {list(self)!r}>"
-
-
-class OptimizerGroups(SortedMap[OptimizerGroup]):
-    """Group name -> ``OptimizerGroup``, iterating sorted by name."""
-
-    __slots__ = ()
-
-    def __init__(self, groups: Mapping[str, OptimizerGroup] | None = None) -> None:
-        super().__init__()
-        if groups is not None:
-            for key, value in groups.items():
-                self[key] = value
-
-    def __setitem__(self, key: str, value: OptimizerGroup) -> None:
-        name = check_name(key, "optimizer group")
-        if not isinstance(value, OptimizerGroup):
-            raise TypeError(f"optimizer group {name!r} must be an OptimizerGroup, got {type(value).__name__}")
-        self._items[name] = value
-
-    def __repr__(self) -> str:
-        return f"OptimizerGroups({dict(self.items())!r})"
 
 
 class CheckpointState:
@@ -187,7 +104,7 @@ class CheckpointState:
         params: dict[str, Parameter] = {}
         _collect(parameters, False, params)
         _collect(frozen, True, params)
-        self._params = params
+        self._params = ParameterStore(params)
         self._properties = PropertyBag(properties)
         self._optimizer: OptimizerGroups | None = None if optimizer is None else OptimizerGroups(optimizer)
         self._version = FORMAT_VERSION
@@ -202,7 +119,7 @@ class CheckpointState:
         version: int,
         is_nominal: bool,
         has_external_data: bool,
-        params: dict[str, Parameter],
+        params: ParameterStore,
         optimizer: OptimizerGroups | None,
         properties: PropertyBag,
         source: str,
@@ -304,7 +221,7 @@ class CheckpointState:
     # -- display --------------------------------------------------------------------------------
 
     def __repr__(self) -> str:
-        trainable = sum(1 for p in self._params.values() if p.trainable)
+        trainable = sum(1 for n in self._params if self._params.is_trainable(n))
         frozen = len(self._params) - trainable
         parts = [f"version={self._version}"]
         if self._is_nominal:

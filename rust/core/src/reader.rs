@@ -17,9 +17,12 @@
 //!
 //! Rules kept from the flatbuffers verifier: every offset and range inside the buffer, signed
 //! vtable offsets, strings UTF-8 and zero-terminated, fields beyond a vtable absent (so files
-//! written with a newer schema read as flatbuffers would), absent fields take schema defaults.
-//! Dropped: alignment. Scalars are read unaligned, and ORT 1.19.2 writes `[int64]` dims with only
-//! the 4-byte alignment of their length prefix (its nominal checkpoints have them).
+//! written with a newer schema read as flatbuffers would), absent fields take schema defaults, and
+//! alignment relative to the buffer's start (offsets, lengths and tables on 4 bytes, vtable entries
+//! on 2, each scalar field on its size), which ORT's own verifier also requires. One relaxation:
+//! `[int64]` elements need only the 4-byte alignment of their length prefix — ORT 1.19.2 writes
+//! such dims (its nominal checkpoints have them) and its verifier accepts them. Alignment is a rule
+//! of the format only: values are copied out with unaligned reads.
 
 pub use crate::assemble::SUPPORTED_VERSIONS;
 use crate::assemble::{Assembler, Role, TensorFields};
@@ -102,12 +105,23 @@ impl Parser<'_> {
         Ok(())
     }
 
+    /// Fails unless `pos` is a multiple of `align` (flatbuffers aligns from the buffer's start).
+    fn aligned(pos: usize, align: usize) -> Result<()> {
+        if pos % align == 0 {
+            Ok(())
+        } else {
+            Err(malformed("a value is not aligned to its size", pos))
+        }
+    }
+
     fn u16(&mut self, pos: usize) -> Result<u16> {
+        Self::aligned(pos, 2)?;
         self.charge(2, pos)?;
         self.input.u16(pos).ok_or_else(|| malformed(OUTSIDE, pos))
     }
 
     fn u32(&mut self, pos: usize) -> Result<u32> {
+        Self::aligned(pos, 4)?;
         self.charge(4, pos)?;
         self.input.u32(pos).ok_or_else(|| malformed(OUTSIDE, pos))
     }
@@ -123,6 +137,7 @@ impl Parser<'_> {
             .tables_left
             .checked_sub(1)
             .ok_or_else(|| malformed("more tables than the buffer can hold", pos))?;
+        Self::aligned(pos, 4)?;
         self.charge(4, pos)?;
         let soffset = self.input.i32(pos).ok_or_else(|| malformed("a table lies outside the buffer", pos))?;
         // The vtable is at `pos - soffset`.
@@ -156,6 +171,7 @@ impl Parser<'_> {
         convert: fn([u8; S]) -> T,
     ) -> Result<T> {
         let Some(pos) = t.field(slot) else { return Ok(default) };
+        Self::aligned(pos, S)?;
         self.charge(S, pos)?;
         self.input.array::<S>(pos).map(convert).ok_or_else(|| malformed(OUTSIDE, pos))
     }

@@ -1,13 +1,15 @@
 //! Conversions between Python objects and the core crate's index and spec types.
 
 use ortckpt_core::{
-    CheckpointIndex, CheckpointSpec, DataType, OptimizerGroupSpec, ParameterStateSpec, Property,
-    PropertyValue, Storage, TensorIndex, TensorPayload, TensorSpec,
+    CheckpointSpec, DataType, OptimizerGroupSpec, ParameterStateSpec, Property, PropertyValue, TensorPayload,
+    TensorSpec,
 };
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
+
+use crate::mapped::MappedFile;
 
 /// A Python buffer held for as long as Rust reads it.
 pub(crate) struct BorrowedBytes {
@@ -54,58 +56,21 @@ impl BorrowedBytes {
         Ok(BorrowedBytes { buffer })
     }
 
+    /// Like [`BorrowedBytes::get`], for inputs read with the GIL released: only `bytes` and
+    /// ortckpt's own read-only `MappedFile`, whose contents no Python code can change meanwhile.
+    pub(crate) fn get_immutable(obj: &Bound<'_, PyAny>) -> PyResult<BorrowedBytes> {
+        if !(obj.is_instance_of::<PyBytes>() || obj.is_instance_of::<MappedFile>()) {
+            return Err(PyTypeError::new_err(format!(
+                "expected bytes or a MappedFile (copy other buffers first), got {}",
+                obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            )));
+        }
+        BorrowedBytes::get(obj)
+    }
+
     pub(crate) fn view(&self) -> BytesView {
         BytesView { ptr: self.buffer.buf_ptr() as *const u8, len: self.buffer.len_bytes() }
     }
-}
-
-type TensorInfo = (String, i32, Vec<i64>, usize, u64, Option<Vec<String>>, Option<u64>);
-
-fn tensor_info(t: &TensorIndex) -> TensorInfo {
-    let (offset, nbytes, strings, external) = match &t.storage {
-        Storage::Inline { offset, len } => (*offset, *len as u64, None, None),
-        Storage::External { offset, len } => (0, *len, None, Some(*offset)),
-        Storage::Strings(values) => (0, 0, Some(values.clone()), None),
-        Storage::Nominal => (0, 0, None, None),
-    };
-    (t.name.clone(), t.data_type.code(), t.dims.clone(), offset, nbytes, strings, external)
-}
-
-fn tensor_infos<'py>(py: Python<'py>, tensors: &[TensorIndex]) -> PyResult<Bound<'py, PyList>> {
-    PyList::new(py, tensors.iter().map(tensor_info))
-}
-
-pub(crate) fn index_to_py(py: Python<'_>, index: &CheckpointIndex) -> PyResult<Py<PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("version", index.version)?;
-    d.set_item("is_nominal", index.is_nominal)?;
-    d.set_item("has_external_data", index.has_external_data)?;
-    d.set_item("trainable", tensor_infos(py, &index.trainable)?)?;
-    d.set_item("frozen", tensor_infos(py, &index.frozen)?)?;
-    let groups = PyList::empty(py);
-    for g in &index.optimizer_groups {
-        let gd = PyDict::new(py);
-        gd.set_item("name", &g.name)?;
-        gd.set_item("step", g.step)?;
-        gd.set_item("initial_learning_rate", g.initial_learning_rate as f64)?;
-        let states = PyList::empty(py);
-        for s in &g.states {
-            states.append((&s.param_name, tensor_infos(py, &s.momentums)?))?;
-        }
-        gd.set_item("states", states)?;
-        groups.append(gd)?;
-    }
-    d.set_item("optimizer_groups", groups)?;
-    let props = PyList::empty(py);
-    for p in &index.properties {
-        match &p.value {
-            PropertyValue::Int(v) => props.append((&p.name, *v))?,
-            PropertyValue::Float(v) => props.append((&p.name, *v as f64))?,
-            PropertyValue::Str(v) => props.append((&p.name, v))?,
-        }
-    }
-    d.set_item("properties", props)?;
-    Ok(d.unbind())
 }
 
 /// A spec whose tensor bytes point into Python buffers that it keeps alive.

@@ -52,6 +52,12 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+/// Panics are caught at the boundary (see [`guarded`]) and raised with their message; the default
+/// hook would also print the panic and a backtrace to stderr for an error the caller already gets.
+pub(crate) fn silence_panic_output() {
+    std::panic::set_hook(Box::new(|_| {}));
+}
+
 /// Runs `f`, turning a panic into an error so it can never reach Python as a PanicException.
 pub(crate) fn guarded<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<T, GuardedError> {
     match catch_unwind(AssertUnwindSafe(f)) {

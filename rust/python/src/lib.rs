@@ -3,6 +3,7 @@
 
 mod convert;
 mod errors;
+mod index;
 mod mapped;
 
 use std::path::PathBuf;
@@ -10,12 +11,14 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::convert::{index_to_py, spec_from_py, BorrowedBytes};
+use crate::convert::{spec_from_py, BorrowedBytes};
 use crate::errors::{core_error, guarded};
+use crate::index::{Index, TensorRecord};
 use crate::mapped::MappedFile;
 
-/// Verifies `data` (a MappedFile, bytes, or any C-contiguous buffer) as a checkpoint and returns
-/// its index as plain Python objects; see docs/architecture.md. `source` names the input in error
+/// Verifies `data` as a checkpoint and returns its [`Index`]. `data` must be `bytes` or a
+/// `MappedFile`: memory nobody else can change through Python, since it is read with the GIL
+/// released (the Python layer copies any other buffer first). `source` names the input in error
 /// messages. When the checkpoint has external data, `external` must be the external data file's
 /// bytes (named `external_source`): every external range is checked against it.
 #[pyfunction]
@@ -26,10 +29,11 @@ fn index_checkpoint(
     source: &str,
     external: Option<&Bound<'_, PyAny>>,
     external_source: Option<&str>,
-) -> PyResult<Py<PyDict>> {
-    let bytes = BorrowedBytes::get(data)?;
+) -> PyResult<Index> {
+    let bytes = BorrowedBytes::get_immutable(data)?;
     let view = bytes.view();
-    let external_len = external.map(|e| BorrowedBytes::get(e).map(|b| b.view().len())).transpose()?;
+    let external_len =
+        external.map(|e| BorrowedBytes::get_immutable(e).map(|b| b.view().len())).transpose()?;
     let missing = match external_source {
         Some(name) => format!("its external data file {name} is missing"),
         None => "no external data was given (pass external_data=)".to_owned(),
@@ -48,7 +52,7 @@ fn index_checkpoint(
             })
         })
         .map_err(|e| core_error(source, e))?;
-    index_to_py(py, &index)
+    Ok(Index::new(index, source.to_owned(), data.clone().unbind(), external.map(|e| e.clone().unbind())))
 }
 
 /// Serializes a checkpoint spec (see docs/architecture.md) and returns the file's bytes.
@@ -90,9 +94,14 @@ fn external_data_path(path: PathBuf) -> String {
     ortckpt_core::external_data_path(&path).display().to_string()
 }
 
-#[pymodule]
+// Every class is frozen and every function works on its arguments alone, so the module is safe
+// without the GIL (free-threaded CPython); work on file bytes runs with the GIL released.
+#[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::silence_panic_output();
     m.add_class::<MappedFile>()?;
+    m.add_class::<Index>()?;
+    m.add_class::<TensorRecord>()?;
     m.add_function(wrap_pyfunction!(index_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(serialize_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(write_checkpoint, m)?)?;

@@ -1,0 +1,194 @@
+//! `Index`: the core's checkpoint index held in Rust, handed to Python one record at a time, so a
+//! checkpoint of 400k tensors costs no Python object per tensor until one is asked for.
+
+use ortckpt_core::{CheckpointIndex, ParamKind, PropertyValue, Storage, TensorRef};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+/// One tensor of an index: what the core found, with its storage kind decided by the core.
+#[pyclass(frozen, get_all, module = "ortckpt._native")]
+pub(crate) struct TensorRecord {
+    /// Position in the index (file order: trainable, frozen, then momentums).
+    position: usize,
+    name: String,
+    doc_string: String,
+    data_type: i32,
+    dims: Py<PyTuple>,
+    /// "inline", "external", "strings" or "nominal".
+    storage: &'static str,
+    /// Byte offset in the checkpoint ("inline") or in the external data file ("external").
+    offset: u64,
+    /// Bytes of values ("inline", "external"); 0 otherwise.
+    nbytes: u64,
+    /// The values of a "strings" tensor.
+    strings: Option<Py<PyList>>,
+    /// True/False for parameters, None for momentums.
+    trainable: Option<bool>,
+}
+
+#[pymethods]
+impl TensorRecord {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "TensorRecord({:?}, data_type={}, dims={}, storage={:?}, offset={}, nbytes={})",
+            self.name,
+            self.data_type,
+            self.dims.bind(py).repr().map(|r| r.to_string()).unwrap_or_default(),
+            self.storage,
+            self.offset,
+            self.nbytes
+        )
+    }
+}
+
+/// A verified checkpoint: the core's index plus the buffers its ranges point into.
+#[pyclass(frozen, module = "ortckpt._native")]
+pub(crate) struct Index {
+    index: CheckpointIndex,
+    /// The input's name in messages: a path or "<bytes>".
+    #[pyo3(get)]
+    source: String,
+    /// The checkpoint's bytes (`bytes` or a `MappedFile`): inline ranges point into it.
+    #[pyo3(get)]
+    buffer: Py<PyAny>,
+    /// The external data file's bytes, when the checkpoint has external data.
+    #[pyo3(get)]
+    external: Option<Py<PyAny>>,
+}
+
+impl Index {
+    pub(crate) fn new(
+        index: CheckpointIndex,
+        source: String,
+        buffer: Py<PyAny>,
+        external: Option<Py<PyAny>>,
+    ) -> Index {
+        Index { index, source, buffer, external }
+    }
+
+    fn record(&self, py: Python<'_>, position: usize, tensor: TensorRef<'_>) -> PyResult<TensorRecord> {
+        let (storage, offset, nbytes, strings) = match tensor.storage {
+            Storage::Inline { offset, len } => ("inline", offset as u64, len as u64, None),
+            Storage::External { offset, len } => ("external", offset, len, None),
+            Storage::Strings(values) => ("strings", 0, 0, Some(PyList::new(py, values)?.unbind())),
+            Storage::Nominal => ("nominal", 0, 0, None),
+        };
+        let trainable = self.index.param_kind(position).map(|k| k == ParamKind::Trainable);
+        Ok(TensorRecord {
+            position,
+            name: tensor.name.to_owned(),
+            doc_string: tensor.doc_string.to_owned(),
+            data_type: tensor.data_type.code(),
+            dims: PyTuple::new(py, tensor.dims)?.unbind(),
+            storage,
+            offset,
+            nbytes,
+            strings,
+            trainable,
+        })
+    }
+}
+
+#[pymethods]
+impl Index {
+    #[getter]
+    fn version(&self) -> i32 {
+        self.index.version
+    }
+
+    #[getter]
+    fn is_nominal(&self) -> bool {
+        self.index.is_nominal
+    }
+
+    #[getter]
+    fn has_external_data(&self) -> bool {
+        self.index.has_external_data
+    }
+
+    /// Number of parameters (trainable and frozen).
+    fn parameter_count(&self) -> usize {
+        self.index.parameter_count()
+    }
+
+    /// Number of trainable parameters.
+    fn trainable_count(&self) -> usize {
+        self.index.trainable_count()
+    }
+
+    /// Every parameter name, sorted.
+    fn parameter_names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let names = self
+            .index
+            .parameters_by_name()
+            .iter()
+            .filter_map(|&p| self.index.tensor(p as usize).map(|t| t.name));
+        PyList::new(py, names)
+    }
+
+    /// Whether `name` is a trainable parameter (None when there is no such parameter).
+    fn is_trainable(&self, name: &str) -> Option<bool> {
+        let position = self.index.find_parameter(name)?;
+        self.index.param_kind(position).map(|k| k == ParamKind::Trainable)
+    }
+
+    /// The parameter called `name`, or None.
+    fn parameter(&self, py: Python<'_>, name: &str) -> PyResult<Option<TensorRecord>> {
+        match self.index.find_parameter(name) {
+            Some(position) => self.tensor(py, position).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The tensor at `position` (file order).
+    fn tensor(&self, py: Python<'_>, position: usize) -> PyResult<TensorRecord> {
+        let tensor = self.index.tensor(position).ok_or_else(|| {
+            pyo3::exceptions::PyIndexError::new_err(format!("no tensor at position {position}"))
+        })?;
+        self.record(py, position, tensor)
+    }
+
+    /// Optimizer groups: `[(name, step, initial_learning_rate, [(param_name, [TensorRecord])])]`.
+    #[allow(clippy::type_complexity)]
+    fn optimizer_groups(
+        &self,
+        py: Python<'_>,
+    ) -> PyResult<Vec<(String, i64, f64, Vec<(String, Vec<TensorRecord>)>)>> {
+        let mut groups = Vec::with_capacity(self.index.optimizer_groups.len());
+        for g in &self.index.optimizer_groups {
+            let mut states = Vec::with_capacity(g.states.len());
+            for s in &g.states {
+                let mut momentums = Vec::with_capacity(s.momentums.len());
+                for position in s.momentums.clone() {
+                    momentums.push(self.tensor(py, position)?);
+                }
+                states.push((s.param_name.clone(), momentums));
+            }
+            groups.push((g.name.clone(), g.step, f64::from(g.initial_learning_rate), states));
+        }
+        Ok(groups)
+    }
+
+    /// Properties in file order (ints, then floats, then strings).
+    fn properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for p in &self.index.properties {
+            match &p.value {
+                PropertyValue::Int(v) => out.append((&p.name, *v))?,
+                PropertyValue::Float(v) => out.append((&p.name, f64::from(*v)))?,
+                PropertyValue::Str(v) => out.append((&p.name, v))?,
+            }
+        }
+        Ok(out)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Index({:?}, version {}, {} parameters, {} tensors)",
+            self.source,
+            self.index.version,
+            self.index.parameter_count(),
+            self.index.tensor_count()
+        )
+    }
+}
