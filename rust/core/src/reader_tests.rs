@@ -358,7 +358,7 @@ fn bases() -> Vec<Vec<u8>> {
     doc.trainable[0].doc_string = Some("doc".into());
     doc.trainable[0].unknown = Some(3);
     let mut out = vec![rich_checkpoint(), nominal.build(), external.build(), doc.build()];
-    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data");
+    let data = crate::test_support::test_data_dir();
     for name in ["dtypes.ckpt", "mlp_adamw_with_optimizer.ckpt", "nominal_protos.ckpt"] {
         out.push(std::fs::read(data.join(name)).unwrap());
     }
