@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use ortckpt_core::test_support::raw::{RawCheckpoint, RawGroup, RawTensor};
+use ortckpt_core::test_support::{checkpoint_files, ort_corpus_dir, test_data_dir};
 use ortckpt_core::{
     check_external_ranges, index_checkpoint, serialize_checkpoint, CheckpointSpec, DataType,
     OptimizerGroupSpec, ParameterStateSpec, Property, PropertyValue, Storage, TensorPayload, TensorSpec,
@@ -13,17 +14,8 @@ use ortckpt_core::{
 use ortckpt_fuzz::{check_bytes, check_spec};
 
 fn seed_files() -> Vec<PathBuf> {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dirs = [here.join("../tests/data"), here.join("../../shared/corpus"), here.join("seeds/index_bytes")];
-    let mut files: Vec<PathBuf> = dirs
-        .iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flatten()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "ckpt"))
-        .collect();
-    files.sort();
-    files
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds/index_bytes");
+    [test_data_dir(), ort_corpus_dir(), seeds].iter().flat_map(|d| checkpoint_files(d)).collect()
 }
 
 #[test]

@@ -5,25 +5,45 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(i32)]
 pub enum DataType {
+    /// 32-bit IEEE float.
     Float = 1,
+    /// Unsigned 8-bit integer.
     Uint8 = 2,
+    /// Signed 8-bit integer.
     Int8 = 3,
+    /// Unsigned 16-bit integer.
     Uint16 = 4,
+    /// Signed 16-bit integer.
     Int16 = 5,
+    /// Signed 32-bit integer.
     Int32 = 6,
+    /// Signed 64-bit integer.
     Int64 = 7,
+    /// UTF-8 string (stored as `string_data`, not `raw_data`).
     String = 8,
+    /// Boolean, one byte.
     Bool = 9,
+    /// 16-bit IEEE float.
     Float16 = 10,
+    /// 64-bit IEEE float.
     Double = 11,
+    /// Unsigned 32-bit integer.
     Uint32 = 12,
+    /// Unsigned 64-bit integer.
     Uint64 = 13,
+    /// Complex of two 32-bit floats.
     Complex64 = 14,
+    /// Complex of two 64-bit floats.
     Complex128 = 15,
+    /// bfloat16 (8-bit exponent, 7-bit mantissa).
     Bfloat16 = 16,
+    /// 8-bit float E4M3, finite only (no infinities).
     Float8E4M3Fn = 17,
+    /// 8-bit float E4M3, finite only, no negative zero.
     Float8E4M3Fnuz = 18,
+    /// 8-bit float E5M2.
     Float8E5M2 = 19,
+    /// 8-bit float E5M2, finite only, no negative zero.
     Float8E5M2Fnuz = 20,
 }
 
@@ -59,6 +79,7 @@ impl DataType {
         DataType::ALL.get(position).copied()
     }
 
+    /// ORT's (and ONNX's) numeric code of the type.
     pub fn code(self) -> i32 {
         self as i32
     }

@@ -4,6 +4,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+/// The result of every fallible function of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The family an [`Error`] belongs to; the Python bindings map each to an exception class.
@@ -23,13 +24,21 @@ pub enum ErrorKind {
     Io,
 }
 
+/// Everything that can go wrong reading or writing a checkpoint. Variants about one tensor name it
+/// in `tensor`; the display form is a complete sentence for users.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
     /// The input is too short to hold a flatbuffer header and file identifier.
-    TooShort { len: usize },
+    TooShort {
+        /// Length of the input in bytes.
+        len: usize,
+    },
     /// Bytes 4..8 are not the checkpoint file identifier `ODTC`.
-    WrongIdentifier { found: [u8; 4] },
+    WrongIdentifier {
+        /// The four bytes found.
+        found: [u8; 4],
+    },
     /// The flatbuffer structure is broken: `what` went wrong at byte `offset` of the input.
     Malformed {
         /// What is wrong, e.g. "a string runs past the end of the buffer".
@@ -38,45 +47,136 @@ pub enum Error {
         offset: usize,
     },
     /// The checkpoint version is not one this library reads.
-    UnsupportedVersion { found: i32 },
+    UnsupportedVersion {
+        /// The version in the file.
+        found: i32,
+    },
     /// A field ORT always writes is absent.
-    MissingField { what: String },
+    MissingField {
+        /// Which field, e.g. "a tensor's name".
+        what: String,
+    },
     /// A tensor has a data type code that is not a valid `TensorDataType`.
-    UnknownDataType { tensor: String, code: i32 },
+    UnknownDataType {
+        /// The tensor's name.
+        tensor: String,
+        /// The code found.
+        code: i32,
+    },
     /// A tensor has a negative dimension.
-    NegativeDim { tensor: String, dims: Vec<i64> },
+    NegativeDim {
+        /// The tensor's name.
+        tensor: String,
+        /// Its shape.
+        dims: Vec<i64>,
+    },
     /// The element count or byte size of a tensor overflows 64 bits.
-    SizeOverflow { tensor: String, dims: Vec<i64> },
+    SizeOverflow {
+        /// The tensor's name.
+        tensor: String,
+        /// Its shape.
+        dims: Vec<i64>,
+    },
     /// A tensor's data length differs from what its dims and data type require.
-    DataLengthMismatch { tensor: String, dims: Vec<i64>, expected: u64, found: u64 },
+    DataLengthMismatch {
+        /// The tensor's name.
+        tensor: String,
+        /// Its shape.
+        dims: Vec<i64>,
+        /// Bytes the shape and type call for.
+        expected: u64,
+        /// Bytes present.
+        found: u64,
+    },
     /// A string tensor holds a different number of strings than its dims say.
-    StringCountMismatch { tensor: String, dims: Vec<i64>, expected: u64, found: u64 },
+    StringCountMismatch {
+        /// The tensor's name.
+        tensor: String,
+        /// Its shape.
+        dims: Vec<i64>,
+        /// Strings the shape calls for.
+        expected: u64,
+        /// Strings present.
+        found: u64,
+    },
     /// A tensor stores its values in the wrong field (`raw_data` for strings, or
     /// `string_data` for a numeric type).
-    WrongStorage { tensor: String, detail: &'static str },
+    WrongStorage {
+        /// The tensor's name.
+        tensor: String,
+        /// What is wrong.
+        detail: &'static str,
+    },
     /// A tensor has both inline `raw_data` and an external data offset.
-    InlineAndExternal { tensor: String },
+    InlineAndExternal {
+        /// The tensor's name.
+        tensor: String,
+    },
     /// A tensor's `external_data_offset` is neither -1 nor a valid offset.
-    BadExternalOffset { tensor: String, offset: i64 },
+    BadExternalOffset {
+        /// The tensor's name.
+        tensor: String,
+        /// The offset found.
+        offset: i64,
+    },
     /// A tensor refers to external data but the module state says there is none.
-    ExternalWithoutFlag { tensor: String },
+    ExternalWithoutFlag {
+        /// The tensor's name.
+        tensor: String,
+    },
     /// A tensor's external range ends past the end of the external data file.
-    ExternalOutOfRange { tensor: String, offset: u64, len: u64, file_len: u64 },
+    ExternalOutOfRange {
+        /// The tensor's name.
+        tensor: String,
+        /// Start of its range in the external data file.
+        offset: u64,
+        /// Length of its range.
+        len: u64,
+        /// Length of the external data file.
+        file_len: u64,
+    },
     /// Two tensors claim overlapping bytes of the external data file.
-    ExternalOverlap { first: String, second: String },
+    ExternalOverlap {
+        /// The tensor whose range starts first.
+        first: String,
+        /// The tensor whose range starts inside the first one's.
+        second: String,
+    },
     /// The checkpoint has external data but its file is not available.
-    ExternalDataMissing { detail: String },
+    ExternalDataMissing {
+        /// Why, e.g. "its external data file x.ckpt.data is missing".
+        detail: String,
+    },
     /// A name that must be unique appears twice.
-    DuplicateName { kind: &'static str, name: String },
+    DuplicateName {
+        /// What the name names: "parameter", "momentum", "optimizer group", "property", ...
+        kind: &'static str,
+        /// The name.
+        name: String,
+    },
     /// The checkpoint is too large for one flatbuffer (2 GiB); tensor data must go external.
-    TooLarge { bytes: u64 },
+    TooLarge {
+        /// Bytes the checkpoint would need.
+        bytes: u64,
+    },
     /// An argument given to the writer is invalid (not a property of any file).
-    InvalidSpec { detail: String },
+    InvalidSpec {
+        /// What is wrong.
+        detail: String,
+    },
     /// An operating system error on `path`.
-    Io { path: PathBuf, action: &'static str, source: io::Error },
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What was being done, e.g. "open".
+        action: &'static str,
+        /// The operating system's error.
+        source: io::Error,
+    },
 }
 
 impl Error {
+    /// The family of this error (the Python bindings raise one exception class per family).
     pub fn kind(&self) -> ErrorKind {
         use Error::*;
         match self {

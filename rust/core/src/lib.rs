@@ -1,28 +1,37 @@
 //! Read, verify and write ONNX Runtime on-device training checkpoints (`.ckpt`, flatbuffer file
 //! identifier `ODTC`) without onnxruntime-training.
 //!
-//! * [`index_checkpoint`] verifies a checkpoint held in memory (a memory map or a byte buffer) and
-//!   returns a [`CheckpointIndex`]: names, data types, dims and the byte range of every tensor, and
-//!   the optimizer state and properties. It never reads tensor bytes.
+//! * [`index_checkpoint`] (and [`index_checkpoint_raw`] for memory that may change while it is
+//!   read) checks a checkpoint held in memory in one pass and returns a compact
+//!   [`CheckpointIndex`]: names, data types, dims and the storage of every tensor, and the
+//!   optimizer state and properties. It never reads tensor bytes.
 //! * [`serialize_checkpoint`] / [`write_checkpoint`] turn a [`CheckpointSpec`] into the bytes ORT
 //!   1.19.2 writes (deterministically ordered) and save them atomically.
 //!
 //! Every number read from a file is checked; malformed input gives an [`Error`], never a panic.
 
+#![warn(missing_docs)]
+
 mod assemble;
+// TODO(lead): atomic, mapped, save and writer are being rewritten elsewhere; drop these allows
+// once their public items are documented.
+#[allow(missing_docs)]
 mod atomic;
 mod dtype;
 mod error;
 mod external;
 mod index;
 mod input;
+#[allow(missing_docs)]
 mod mapped;
 mod names;
 mod placement;
 mod reader;
+#[allow(missing_docs)]
 mod save;
 mod schema;
 mod shape;
+#[allow(missing_docs)]
 mod writer;
 
 pub use atomic::{write_file_atomically, PendingFile};

@@ -358,7 +358,7 @@ fn bases() -> Vec<Vec<u8>> {
     doc.trainable[0].doc_string = Some("doc".into());
     doc.trainable[0].unknown = Some(3);
     let mut out = vec![rich_checkpoint(), nominal.build(), external.build(), doc.build()];
-    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data");
+    let data = crate::test_support::test_data_dir();
     for name in ["dtypes.ckpt", "mlp_adamw_with_optimizer.ckpt", "nominal_protos.ckpt"] {
         out.push(std::fs::read(data.join(name)).unwrap());
     }
@@ -422,4 +422,98 @@ fn reader_agrees_with_the_flatbuffers_oracle() {
     // The comparison must not be vacuous. (The generated verifier refuses ORT's own dtypes and
     // nominal files, whose int64 dims are 4-byte aligned: their mutations only test for panics.)
     assert!(compared > rounds && accepted > rounds / 4, "compared {compared}, accepted {accepted}");
+}
+
+/// A random checkpoint: mostly valid, sometimes with a wrong size, count, flag or name.
+fn random_checkpoint(rng: &mut Rng) -> RawCheckpoint {
+    const NAMES: [&str; 8] = ["w", "b", "é✓", "", "momentum0", "momentum1", "a\0b", "layer.0.weight"];
+    let name = |rng: &mut Rng| -> Option<String> {
+        match rng.next() % 16 {
+            0 => None,
+            1 => Some(format!("n{}", rng.next() % 1000)),
+            i => Some(NAMES[i as usize % NAMES.len()].to_owned()),
+        }
+    };
+    let tensor = |rng: &mut Rng, external: bool| -> RawTensor {
+        let dims: Vec<i64> = (0..rng.next() % 4).map(|_| (rng.next() % 4) as i64).collect();
+        let count: i64 = dims.iter().product();
+        let data_type = (rng.next() % 22) as i32;
+        let element = match data_type {
+            2 | 3 | 9 | 17..=20 => 1,
+            4 | 5 | 10 | 16 => 2,
+            7 | 11 | 13 | 14 => 8,
+            15 => 16,
+            _ => 4,
+        };
+        let mut t = RawTensor {
+            name: name(rng),
+            doc_string: (rng.next() % 4 == 0).then(|| "doc ✓".to_owned()),
+            dims: (rng.next() % 8 != 0).then_some(dims),
+            data_type,
+            unknown: (rng.next() % 8 == 0).then_some(9),
+            external_offset: -1,
+            ..RawTensor::default()
+        };
+        let wrong = (rng.next() % 8 == 0) as i64;
+        if data_type == 8 {
+            t.strings = Some((0..count + wrong).map(|i| format!("s{i}")).collect());
+        } else if external && rng.next() % 2 == 0 {
+            t.external_offset = (rng.next() % 256) as i64 - wrong;
+        } else if rng.next() % 8 != 0 {
+            t.raw = Some(vec![7; ((count + wrong) * element) as usize]);
+        }
+        t
+    };
+    let external = rng.next() % 3 == 0;
+    let tensors =
+        |rng: &mut Rng, n: u64| (0..rng.next() % n).map(|_| tensor(rng, external)).collect::<Vec<_>>();
+    let groups = (0..rng.next() % 3)
+        .map(|_| RawGroup {
+            name: name(rng),
+            step: rng.next() as i64,
+            initial_learning_rate: f32::from_bits(rng.next() as u32),
+            states: (0..rng.next() % 3).map(|_| (name(rng), tensors(rng, 3))).collect(),
+        })
+        .collect();
+    RawCheckpoint {
+        version: [2, 2, 2, 1, 0, 3][rng.next() as usize % 6],
+        module: rng.next() % 8 != 0,
+        nominal: rng.next() % 4 == 0,
+        has_external_data: external && rng.next() % 4 != 0,
+        trainable: tensors(rng, 5),
+        frozen: tensors(rng, 3),
+        groups,
+        ints: (0..rng.next() % 3).map(|_| (name(rng), rng.next() as i64)).collect(),
+        floats: (0..rng.next() % 2).map(|_| (name(rng), f32::from_bits(rng.next() as u32))).collect(),
+        strings: (0..rng.next() % 2).map(|_| (name(rng), name(rng))).collect(),
+    }
+}
+
+#[test]
+fn reader_agrees_with_the_oracle_on_random_checkpoints() {
+    let mut rng = Rng(0x853c_49e6_748f_ea9b);
+    let (mut ok, mut errors) = (0, std::collections::BTreeMap::<String, usize>::new());
+    for _ in 0..1500 {
+        let bytes = random_checkpoint(&mut rng).build();
+        let found = index_checkpoint(&bytes);
+        let reference = reference_index(&bytes).expect("the builder wrote a buffer flatbuffers refuses");
+        assert!(same_result(&found, &reference), "reader: {found:?}\noracle: {reference:?}");
+        match &found {
+            Ok(_) => ok += 1,
+            Err(e) => *errors.entry(format!("{:?}", e.kind())).or_default() += 1,
+        }
+        for _ in 0..10 {
+            let m = mutate(&bytes, &mut rng);
+            let found = index_checkpoint(&m);
+            if let Some(reference) = reference_index(&m) {
+                assert!(
+                    same_result(&found, &reference),
+                    "on {m:?}:\nreader: {found:?}\noracle: {reference:?}"
+                );
+            }
+        }
+    }
+    eprintln!("{ok} valid, errors {errors:?}");
+    // Valid checkpoints and every family of error come out of the generator.
+    assert!(ok > 100 && errors.len() >= 4, "{ok} valid, errors {errors:?}");
 }

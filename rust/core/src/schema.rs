@@ -7,8 +7,10 @@
     deprecated,
     non_camel_case_types,
     non_snake_case,
+    unsafe_op_in_unsafe_fn,
     clippy::all,
-    clippy::pedantic
+    clippy::pedantic,
+    clippy::undocumented_unsafe_blocks
 )]
 #[rustfmt::skip]
 #[path = "generated/ort_training_checkpoint_generated.rs"]

@@ -1,8 +1,6 @@
 //! Writer → reader round trips through the public API, and ORT's own files when present.
 
-use std::path::Path;
-
-use ortckpt_core::test_support::spec_from_index;
+use ortckpt_core::test_support::{checkpoint_files, ort_corpus_dir, spec_from_index};
 use ortckpt_core::{
     index_checkpoint, serialize_checkpoint, write_checkpoint, CheckpointIndex, CheckpointSpec, DataType,
     Error, OptimizerGroupSpec, ParameterStateSpec, Property, PropertyValue, Storage, TensorPayload,
@@ -164,18 +162,14 @@ fn write_checkpoint_is_atomic_and_readable() {
 /// re-serializing what they hold gives a file with the same contents.
 #[test]
 fn ort_corpus_files_round_trip() {
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
-    let Ok(entries) = std::fs::read_dir(&corpus) else {
+    let corpus = ort_corpus_dir();
+    if !corpus.is_dir() {
         eprintln!("skipping: no corpus at {}", corpus.display());
         return;
-    };
-    let mut seen = 0;
-    for entry in entries {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "ckpt") {
-            continue;
-        }
-        seen += 1;
+    }
+    let files = checkpoint_files(&corpus);
+    assert!(!files.is_empty(), "corpus folder has no .ckpt files");
+    for path in files {
         let bytes = std::fs::read(&path).unwrap();
         let index = index_checkpoint(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let spec = spec_from_index(&index, &bytes, &|_, _| panic!("corpus has no external data"));
@@ -199,7 +193,6 @@ fn ort_corpus_files_round_trip() {
         assert_eq!(index.is_nominal, reindexed.is_nominal);
         assert_eq!(index.optimizer_groups.len(), reindexed.optimizer_groups.len());
     }
-    assert!(seen > 0, "corpus folder has no .ckpt files");
 }
 
 #[test]

@@ -13,3 +13,28 @@ pub mod raw;
 mod spec;
 
 pub use spec::spec_from_index;
+
+use std::path::{Path, PathBuf};
+
+/// The repository's `tests/data`: checkpoints written by ONNX Runtime 1.19.2 (in git).
+pub fn test_data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data")
+}
+
+/// The shared corpus of ORT-written checkpoints beside the repository (`../shared/corpus`), which
+/// may be absent.
+pub fn ort_corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus")
+}
+
+/// The `.ckpt` files of `dir`, sorted; none when `dir` does not exist.
+pub fn checkpoint_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "ckpt"))
+        .collect();
+    files.sort();
+    files
+}
