@@ -314,13 +314,14 @@ fn tensor_spec<'a>(t: &TensorIndex, buf: &'a [u8], zeros: &'a [u8]) -> TensorSpe
         Storage::Strings(s) => TensorPayload::Strings(s.clone()),
         Storage::Nominal => TensorPayload::Nominal,
     };
-    TensorSpec { name: t.name.clone(), data_type: t.data_type, dims: t.dims.clone(), data }
+    TensorSpec { name: t.name.clone(), data_type: t.data_type, dims: t.dims.clone(), data, doc_string: None }
 }
 
 /// The spec that writes `index` back, inline bytes taken from `buf`, external ones as zeros.
 pub fn spec_from_index<'a>(index: &CheckpointIndex, buf: &'a [u8], zeros: &'a [u8]) -> CheckpointSpec<'a> {
     let tensors = |ts: &[TensorIndex]| ts.iter().map(|t| tensor_spec(t, buf, zeros)).collect();
     CheckpointSpec {
+        version: WRITTEN_VERSION,
         is_nominal: index.is_nominal,
         trainable: tensors(&index.trainable),
         frozen: tensors(&index.frozen),

@@ -67,6 +67,8 @@ pub enum Error {
     TooLarge { bytes: u64 },
     /// An argument given to the writer is invalid (not a property of any file).
     InvalidSpec { detail: String },
+    /// A broken internal invariant of ortckpt (a bug, not a problem of the input).
+    Internal { detail: String },
     /// An operating system error on `path`.
     Io { path: PathBuf, action: &'static str, source: io::Error },
 }
@@ -95,6 +97,9 @@ impl Error {
             | ExternalDataMissing { .. } => ErrorKind::ExternalData,
             DuplicateName { .. } => ErrorKind::DuplicateName,
             Io { .. } => ErrorKind::Io,
+            // No kind of its own yet (the bindings map kinds exhaustively); the message says what
+            // it is. It is never the input's fault.
+            Internal { .. } => ErrorKind::InvalidCheckpoint,
         }
     }
 
@@ -170,6 +175,9 @@ impl fmt::Display for Error {
                  store large tensors in an external data file"
             ),
             InvalidSpec { detail } => f.write_str(detail),
+            Internal { detail } => {
+                write!(f, "internal error in ortckpt: {detail}; please report this as a bug")
+            }
             Io { path, action, source } => {
                 write!(f, "cannot {action} {}: {source}", path.display())
             }
