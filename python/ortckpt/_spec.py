@@ -2,9 +2,10 @@
 
 This is the per-tensor Python part of a save (a checkpoint can hold 100,000 tensors), so it does
 as little as it can per tensor: one flat tuple ``(name, data_type, shape, data)`` each, the shape
-tuple as it is, and no cyclic garbage collection while the tuples are built (they are not
-garbage; collecting would only scan them). Every rule (names, sizes, nominal tensors, versions) is
-checked once, by the core.
+tuple as it is, the state's own dict order (the core sorts), an in-memory array handed over as it
+is when numpy can export it, and no cyclic garbage collection while the tuples are built (they
+are not garbage; collecting would only scan them). Every rule (names, sizes, nominal tensors,
+versions) is checked once, by the core.
 """
 
 from __future__ import annotations
@@ -12,8 +13,12 @@ from __future__ import annotations
 import gc
 from typing import TYPE_CHECKING
 
+from ._dtypes import STRING
+from ._tensor import ArrayTensor
+
 if TYPE_CHECKING:
     from ._native import CheckpointSpec, OptimizerGroupSpec, TensorSpec
+    from ._tensor import SpecData, Tensor
     from .state import CheckpointState
 
 def build_spec(state: CheckpointState, include_optimizer_state: bool, format_version: int) -> CheckpointSpec:
@@ -27,17 +32,30 @@ def build_spec(state: CheckpointState, include_optimizer_state: bool, format_ver
             gc.enable()
 
 
+def _data(tensor: Tensor, name: str) -> SpecData:
+    """``tensor.spec_data(name)``, but an in-memory array of a builtin numpy type (native byte
+    order, C-contiguous) is passed as it is: numpy exports it through the buffer protocol, and
+    the flat uint8 view ``spec_data`` makes (for the types numpy cannot export, such as
+    ml_dtypes' bfloat16) costs more than the rest of the tensor's save."""
+    if type(tensor) is ArrayTensor and tensor.data_type != STRING:
+        array = tensor.array(name)
+        if array.dtype.isbuiltin == 1 and array.flags.c_contiguous:
+            # numpy's stubs declare __buffer__ only for Python >= 3.12
+            return array  # type: ignore[return-value]
+    return tensor.spec_data(name)
+
+
 def _build(state: CheckpointState, include_optimizer_state: bool, format_version: int) -> CheckpointSpec:
     trainable: list[TensorSpec] = []
     frozen: list[TensorSpec] = []
     add_trainable = trainable.append
     add_frozen = frozen.append
-    for name, param in state.parameters.items():
+    for name, param in state.parameters._unsorted_items():
         # A nominal tensor's data is None; the core refuses it outside a nominal checkpoint. A
         # nominal checkpoint may still hold values (ORT writes such files when it re-saves a
         # nominal state); they are written back as they are, so loading and saving loses nothing.
         tensor = param._tensor
-        spec = (name, tensor.data_type, tensor.shape, tensor.spec_data(name))
+        spec = (name, tensor.data_type, tensor.shape, _data(tensor, name))
         if param.trainable:
             add_trainable(spec)
         else:
@@ -50,7 +68,7 @@ def _build(state: CheckpointState, include_optimizer_state: bool, format_version
                 (
                     param_name,
                     [
-                        (momentum, tensor.data_type, tensor.shape, tensor.spec_data(momentum))
+                        (momentum, tensor.data_type, tensor.shape, _data(tensor, momentum))
                         for momentum, tensor in momentums._items()
                     ],
                 )

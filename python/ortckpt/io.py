@@ -118,7 +118,9 @@ def save(
     _native.save_checkpoint(_fspath(path), spec, external_data_threshold, bool(external_momentums))
 
 
-def serialize(state: CheckpointState, *, include_optimizer_state: bool = True, format_version: int = 2) -> bytes:
+def serialize(
+    state: CheckpointState, *, include_optimizer_state: bool = True, format_version: int = 2
+) -> bytes:
     """The bytes ``save`` would write, every tensor inline (``format_version`` as in ``save``)."""
     if not isinstance(state, CheckpointState):
         raise TypeError(f"expected a CheckpointState, got {type(state).__name__}")

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from ort_cases import adamw_optimizer
-from ort_helpers import assert_state_matches_dump, import_ortckpt, read_dump, same_bits
+from ort_helpers import assert_state_matches_dump, import_ortckpt, same_bits
 from test_ortckpt_to_ort import make_state
 
 pytestmark = pytest.mark.ort
