@@ -34,12 +34,13 @@ def build_spec(state: CheckpointState, include_optimizer_state: bool, format_ver
 
 def _data(tensor: Tensor, name: str) -> SpecData:
     """``tensor.spec_data(name)``, but an in-memory array of a builtin numpy type (native byte
-    order, C-contiguous) is passed as it is: numpy exports it through the buffer protocol, and
-    the flat uint8 view ``spec_data`` makes (for the types numpy cannot export, such as
-    ml_dtypes' bfloat16) costs more than the rest of the tensor's save."""
+    order, C-contiguous, at least 1-D) is passed as it is: numpy exports it through the buffer
+    protocol, and the flat uint8 view ``spec_data`` makes (for what cannot be exported so: ml_dtypes'
+    types such as bfloat16, and 0-d arrays, which export no shape) costs more than the rest of the
+    tensor's save."""
     if type(tensor) is ArrayTensor and tensor.data_type != STRING:
         array = tensor.array(name)
-        if array.dtype.isbuiltin == 1 and array.flags.c_contiguous:
+        if array.ndim and array.dtype.isbuiltin == 1 and array.flags.c_contiguous:
             # numpy's stubs declare __buffer__ only for Python >= 3.12
             return array  # type: ignore[return-value]
     return tensor.spec_data(name)
