@@ -29,3 +29,21 @@ def test_benchmark_smoke_run(tmp_path: Path) -> None:
     # The ratios the closing notes quote are computed from rows of this same run.
     assert report["ratios"]["copy_all/fromfile"]["median"] > 0
     assert report["ratios"]["ortckpt_save/tofile_fsync"]["median"] > 0
+
+
+def test_save_benchmark_smoke_run(tmp_path: Path) -> None:
+    """benches/bench_save.py runs end to end on tiny shapes and reports its ratios."""
+    bench = BENCH.parent / "bench_save.py"
+    out = tmp_path / "save.json"
+    args = ["--size-mib", "4", "--tensors-c", "500", "--repeats", "1", "--json", str(out)]
+    proc = subprocess.run(
+        [sys.executable, str(bench), *args, "--tmpdir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["a"]["ratio"] > 0 and report["a"]["ratio_write"] > 0
+    assert set(report["c"]["times"]) >= {"ortckpt_save", "build_spec", "native_save"}
+    assert "ratio save / (tofile + fsync)" in proc.stdout

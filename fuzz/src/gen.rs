@@ -6,7 +6,7 @@
 use arbitrary::Arbitrary;
 use ortckpt_core::{
     CheckpointSpec, DataType, OptimizerGroupSpec, ParameterStateSpec, Property, PropertyValue, TensorPayload,
-    TensorSpec,
+    TensorSpec, WRITTEN_VERSION,
 };
 
 use crate::{byte_size, element_count};
@@ -210,12 +210,14 @@ fn spec_tensor(t: &OwnedTensor) -> TensorSpec<'_> {
             OwnedData::Strings(s) => TensorPayload::Strings(s.clone()),
             OwnedData::Nominal => TensorPayload::Nominal,
         },
+        doc_string: None,
     }
 }
 
 impl Owned {
     pub fn spec(&self) -> CheckpointSpec<'_> {
         CheckpointSpec {
+            version: WRITTEN_VERSION,
             is_nominal: self.is_nominal,
             trainable: self.trainable.iter().map(spec_tensor).collect(),
             frozen: self.frozen.iter().map(spec_tensor).collect(),

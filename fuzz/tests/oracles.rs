@@ -10,6 +10,7 @@ use ortckpt_core::test_support::{checkpoint_files, ort_corpus_dir, test_data_dir
 use ortckpt_core::{
     check_external_ranges, index_checkpoint, serialize_checkpoint, CheckpointSpec, DataType,
     OptimizerGroupSpec, ParameterStateSpec, Property, PropertyValue, Storage, TensorPayload, TensorSpec,
+    WRITTEN_VERSION,
 };
 use ortckpt_fuzz::{check_bytes, check_spec};
 
@@ -44,6 +45,7 @@ fn t<'a>(name: &str, dims: &[i64], bytes: &'a [u8]) -> TensorSpec<'a> {
         data_type: DataType::Float,
         dims: dims.to_vec(),
         data: TensorPayload::Bytes(bytes),
+        doc_string: None,
     }
 }
 
@@ -51,6 +53,7 @@ fn t<'a>(name: &str, dims: &[i64], bytes: &'a [u8]) -> TensorSpec<'a> {
 fn specs_pass_the_oracle() {
     let w = [1u8; 24];
     let spec = CheckpointSpec {
+        version: WRITTEN_VERSION,
         is_nominal: false,
         trainable: vec![t("w", &[2, 3], &w), t("e", &[0, 5], &[])],
         frozen: vec![TensorSpec {
@@ -58,6 +61,7 @@ fn specs_pass_the_oracle() {
             data_type: DataType::String,
             dims: vec![2],
             data: TensorPayload::Strings(vec!["x".into(), String::new()]),
+            doc_string: None,
         }],
         optimizer_groups: vec![OptimizerGroupSpec {
             name: "group0".into(),

@@ -1,14 +1,19 @@
 # Type stub for the private native module ``ortckpt._native`` (rust/python).
 # Contract: docs/architecture.md, "The native module contract".
 
+from collections.abc import Sequence
 from typing import Literal, TypedDict
 
 from typing_extensions import Buffer, TypeAlias
 
 PropertyValue: TypeAlias = int | float | str
-# (name, data_type, dims, data): data is a byte buffer, a list of str for STRING tensors, or None for
-# the tensors of a nominal checkpoint (no values)
-TensorSpec: TypeAlias = tuple[str, int, list[int], Buffer | list[str] | None]
+# (name, data_type, dims, data[, doc_string]): data is a byte buffer, a list of str for STRING
+# tensors, or None for the tensors of a nominal checkpoint (no values); doc_string (str or None) is
+# written to the Tensor's doc_string field
+SpecData: TypeAlias = Buffer | list[str] | None
+TensorSpec: TypeAlias = (
+    tuple[str, int, Sequence[int], SpecData] | tuple[str, int, Sequence[int], SpecData, str | None]
+)
 
 class TensorRecord:
     """One tensor of an index, its storage kind decided by the core."""
@@ -64,12 +69,15 @@ class OptimizerGroupSpec(TypedDict):
     initial_learning_rate: float
     states: list[tuple[str, list[TensorSpec]]]
 
-class CheckpointSpec(TypedDict):
+class _CheckpointSpecBase(TypedDict):
     is_nominal: bool
     trainable: list[TensorSpec]
     frozen: list[TensorSpec]
     optimizer_groups: list[OptimizerGroupSpec]
     properties: list[tuple[str, PropertyValue]]
+
+class CheckpointSpec(_CheckpointSpecBase, total=False):
+    version: int  # 1 (ORT 1.16-1.17) or 2 (the default, ORT >= 1.18); others are refused
 
 class MappedFile:
     """Read-only memory map of a whole file; exports a read-only 1-D byte buffer."""
@@ -88,17 +96,16 @@ def index_checkpoint(
     external_source: str | None = None,
 ) -> Index: ...
 def serialize_checkpoint(spec: CheckpointSpec) -> bytes: ...
-def write_checkpoint(
-    path: str, spec: CheckpointSpec, external_data_threshold: int | None = None
-) -> int | None: ...
+def save_checkpoint(
+    path: str,
+    spec: CheckpointSpec,
+    external_data_threshold: int | None = None,
+    external_momentums: bool = False,
+) -> None: ...
 def external_data_path(path: str) -> str: ...
 
 WRITTEN_VERSION: int
-DATA_ALIGNMENT: int
-SUPPORTED_VERSIONS: list[int]
 DEFAULT_EXTERNAL_DATA_THRESHOLD: int
-EXTERNAL_ALIGNMENT: int
-MIN_EXTERNAL_BYTES: int
 
 class CheckpointError(ValueError): ...
 class InvalidCheckpointError(CheckpointError): ...

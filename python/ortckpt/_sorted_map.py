@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import ItemsView, Iterator, MutableMapping
 from typing import TypeVar
 
 V = TypeVar("V")
@@ -32,3 +32,8 @@ class SortedMap(MutableMapping[str, V]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._items
+
+    def _unsorted_items(self) -> ItemsView[str, V]:
+        """The items in insertion order, without sorting or a lookup per key: for the writer,
+        which sorts everything itself."""
+        return self._items.items()

@@ -1,60 +1,92 @@
-"""Build the ``spec`` dict that ``_native.write_checkpoint`` / ``serialize_checkpoint`` take."""
+"""Build the ``spec`` dict that ``_native.save_checkpoint`` / ``serialize_checkpoint`` take.
+
+This is the per-tensor Python part of a save (a checkpoint can hold 100,000 tensors), so it does
+as little as it can per tensor: one flat tuple ``(name, data_type, shape, data)`` each, the shape
+tuple as it is, the state's own dict order (the core sorts), an in-memory array handed over as it
+is when numpy can export it, and no cyclic garbage collection while the tuples are built (they
+are not garbage; collecting would only scan them). Every rule (names, sizes, nominal tensors,
+versions) is checked once, by the core.
+"""
 
 from __future__ import annotations
 
+import gc
 from typing import TYPE_CHECKING
 
-from ._tensor import Tensor
-from .errors import CheckpointError
+from ._dtypes import STRING
+from ._tensor import ArrayTensor
 
 if TYPE_CHECKING:
     from ._native import CheckpointSpec, OptimizerGroupSpec, TensorSpec
+    from ._tensor import SpecData, Tensor
     from .state import CheckpointState
 
-
-def _tensor_spec(name: str, tensor: Tensor, nominal: bool) -> TensorSpec:
-    if tensor.is_nominal:
-        if not nominal:
-            raise CheckpointError(
-                f"parameter {name!r} is nominal (has no values) in a non-nominal checkpoint"
-            )
-        return (name, tensor.data_type, list(tensor.shape), None)
-    # A nominal checkpoint may still hold values (ORT writes such files when it re-saves a nominal
-    # state); they are written back as they are, so loading and saving loses nothing.
-    return (name, tensor.data_type, list(tensor.shape), tensor.spec_data(name))
+def build_spec(state: CheckpointState, include_optimizer_state: bool, format_version: int) -> CheckpointSpec:
+    """The native spec of ``state``: tensor data are borrowed (no copies), in state order."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _build(state, include_optimizer_state, format_version)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
-def build_spec(state: CheckpointState, include_optimizer_state: bool) -> CheckpointSpec:
-    nominal = state.is_nominal
+def _data(tensor: Tensor, name: str) -> SpecData:
+    """``tensor.spec_data(name)``, but an in-memory array of a builtin numpy type (native byte
+    order, C-contiguous, at least 1-D) is passed as it is: numpy exports it through the buffer
+    protocol, and the flat uint8 view ``spec_data`` makes (for what cannot be exported so: ml_dtypes'
+    types such as bfloat16, and 0-d arrays, which export no shape) costs more than the rest of the
+    tensor's save."""
+    if type(tensor) is ArrayTensor and tensor.data_type != STRING:
+        array = tensor.array(name)
+        if array.ndim and array.dtype.isbuiltin == 1 and array.flags.c_contiguous:
+            # numpy's stubs declare __buffer__ only for Python >= 3.12
+            return array  # type: ignore[return-value]
+    return tensor.spec_data(name)
+
+
+def _build(state: CheckpointState, include_optimizer_state: bool, format_version: int) -> CheckpointSpec:
     trainable: list[TensorSpec] = []
     frozen: list[TensorSpec] = []
-    for name, param in state.parameters.items():
-        spec = _tensor_spec(name, param._tensor, nominal)
-        (trainable if param.trainable else frozen).append(spec)
+    add_trainable = trainable.append
+    add_frozen = frozen.append
+    for name, param in state.parameters._unsorted_items():
+        # A nominal tensor's data is None; the core refuses it outside a nominal checkpoint. A
+        # nominal checkpoint may still hold values (ORT writes such files when it re-saves a
+        # nominal state); they are written back as they are, so loading and saving loses nothing.
+        tensor = param._tensor
+        spec = (name, tensor.data_type, tensor.shape, _data(tensor, name))
+        if param.trainable:
+            add_trainable(spec)
+        else:
+            add_frozen(spec)
 
     groups: list[OptimizerGroupSpec] = []
     if include_optimizer_state and state.optimizer is not None:
         for group_name, group in state.optimizer.items():
+            states: list[tuple[str, list[TensorSpec]]] = [
+                (
+                    param_name,
+                    [
+                        (momentum, tensor.data_type, tensor.shape, _data(tensor, momentum))
+                        for momentum, tensor in momentums._items()
+                    ],
+                )
+                for param_name, momentums in group.states.items()
+            ]
             groups.append(
                 {
                     "name": group_name,
                     "step": group.step,
                     "initial_learning_rate": group.initial_learning_rate,
-                    "states": [
-                        (
-                            param_name,
-                            [
-                                (momentum, tensor.data_type, list(tensor.shape), tensor.spec_data(momentum))
-                                for momentum, tensor in momentums._items()
-                            ],
-                        )
-                        for param_name, momentums in group.states.items()
-                    ],
+                    "states": states,
                 }
             )
 
     return {
-        "is_nominal": nominal,
+        "version": format_version,
+        "is_nominal": state.is_nominal,
         "trainable": trainable,
         "frozen": frozen,
         "optimizer_groups": groups,

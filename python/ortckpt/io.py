@@ -102,17 +102,25 @@ def save(
     *,
     include_optimizer_state: bool = True,
     external_data_threshold: int | None = None,
+    external_momentums: bool = False,
+    format_version: int = 2,
 ) -> None:
     """Write ``state`` to ``path`` atomically (temporary file, fsync, rename).
 
     Saving over the file a state was loaded from is safe: the old mapping stays valid. Tensors,
-    optimizer states and properties are written sorted by name, in the format version ORT 1.19.2
-    writes.
+    optimizer states and properties are written sorted by name. Tensor bytes are streamed from
+    the state's arrays to the file, never copied into one big buffer, so a save needs little
+    memory beyond the state itself.
 
-    When the tensor data exceed ``external_data_threshold`` bytes in total, every numeric tensor
-    of at least 64 bytes goes to ``external_data_path(path)`` (``<path>.data``), written and
-    renamed together with the checkpoint. The default is ORT's 1800 MiB, or 0 for a state loaded
-    from a checkpoint with external data (ORT keeps such a checkpoint external).
+    When the tensor data exceed ``external_data_threshold`` bytes in total, every numeric
+    parameter of at least 64 bytes goes to ``external_data_path(path)`` (``<path>.data``), written
+    and renamed together with the checkpoint. The default is ORT's 1800 MiB, or 0 for a state
+    loaded from a checkpoint with external data (ORT keeps such a checkpoint external). Optimizer
+    momentums stay in the checkpoint, as ORT keeps them, unless ``external_momentums=True`` (for
+    optimizer state too large for the 2 GiB a checkpoint file can hold; ORT loads either).
+
+    ``format_version`` 2 is what ORT 1.18 and later read; 1 is for ORT 1.16-1.17 (not for
+    nominal states or external data, which version 1 cannot express).
     """
     if not isinstance(state, CheckpointState):
         raise TypeError(f"expected a CheckpointState, got {type(state).__name__}")
@@ -120,12 +128,14 @@ def save(
         external_data_threshold = 0 if state.has_external_data else DEFAULT_EXTERNAL_DATA_THRESHOLD
     if external_data_threshold < 0:
         raise ValueError(f"external_data_threshold must be >= 0, got {external_data_threshold}")
-    spec = build_spec(state, include_optimizer_state)
-    _native.write_checkpoint(_fspath(path), spec, external_data_threshold)
+    spec = build_spec(state, include_optimizer_state, format_version)
+    _native.save_checkpoint(_fspath(path), spec, external_data_threshold, bool(external_momentums))
 
 
-def serialize(state: CheckpointState, *, include_optimizer_state: bool = True) -> bytes:
-    """The bytes ``save`` would write."""
+def serialize(
+    state: CheckpointState, *, include_optimizer_state: bool = True, format_version: int = 2
+) -> bytes:
+    """The bytes ``save`` would write, every tensor inline (``format_version`` as in ``save``)."""
     if not isinstance(state, CheckpointState):
         raise TypeError(f"expected a CheckpointState, got {type(state).__name__}")
-    return _native.serialize_checkpoint(build_spec(state, include_optimizer_state))
+    return _native.serialize_checkpoint(build_spec(state, include_optimizer_state, format_version))

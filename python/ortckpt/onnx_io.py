@@ -125,7 +125,9 @@ def _write(
                 raise DuplicateNameError(f"duplicate tensor name {name!r} ({where})")
             seen[name] = kind
             tensor = tensor_from_proto(proto, name, files, bool(nominal))
-            specs[kind].append((name, tensor.data_type, list(tensor.shape), tensor.spec_data(name)))
+            # ORT's TensorProto path keeps each proto's doc_string in the checkpoint.
+            doc = proto.doc_string or None
+            specs[kind].append((name, tensor.data_type, tensor.shape, tensor.spec_data(name), doc))
     spec: CheckpointSpec = {
         "is_nominal": bool(nominal),
         "trainable": specs["trainable"],
@@ -133,7 +135,7 @@ def _write(
         "optimizer_groups": [],
         "properties": [],
     }
-    _native.write_checkpoint(_fspath(path), spec, external_data_threshold=threshold)
+    _native.save_checkpoint(_fspath(path), spec, external_data_threshold=threshold)
 
 
 def save_tensor_protos(
@@ -154,8 +156,7 @@ def save_tensor_protos(
     ``generate_artifacts(..., nominal_checkpoint=True)``. Tensors are written sorted by name; tensor
     data beyond ``external_data_threshold`` bytes goes to the external file ``<path>.data``.
     ``base_dir`` resolves TensorProtos whose data is in external files (see ``from_tensor_proto``).
-    The write is atomic. TensorProto ``doc_string``s are not stored (ORT keeps them; nothing reads
-    them back).
+    The write is atomic. TensorProto ``doc_string``s are stored in the checkpoint, as ORT does.
     """
     _write(
         _protos(trainable, "trainable"),

@@ -164,6 +164,11 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
+    /// A broken internal invariant of ortckpt (a bug, not a problem of the input).
+    Internal {
+        /// What went wrong.
+        detail: String,
+    },
     /// An operating system error on `path`.
     Io {
         /// The file or directory.
@@ -200,6 +205,9 @@ impl Error {
             | ExternalDataMissing { .. } => ErrorKind::ExternalData,
             DuplicateName { .. } => ErrorKind::DuplicateName,
             Io { .. } => ErrorKind::Io,
+            // No kind of its own yet (the bindings map kinds exhaustively); the message says what
+            // it is. It is never the input's fault.
+            Internal { .. } => ErrorKind::InvalidCheckpoint,
         }
     }
 
@@ -277,6 +285,9 @@ impl fmt::Display for Error {
                  store large tensors in an external data file"
             ),
             InvalidSpec { detail } => f.write_str(detail),
+            Internal { detail } => {
+                write!(f, "internal error in ortckpt: {detail}; please report this as a bug")
+            }
             Io { path, action, source } => {
                 write!(f, "cannot {action} {}: {source}", path.display())
             }

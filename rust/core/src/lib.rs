@@ -5,8 +5,11 @@
 //!   read) checks a checkpoint held in memory in one pass and returns a compact
 //!   [`CheckpointIndex`]: names, data types, dims and the storage of every tensor, and the
 //!   optimizer state and properties. It never reads tensor bytes.
-//! * [`serialize_checkpoint`] / [`write_checkpoint`] turn a [`CheckpointSpec`] into the bytes ORT
-//!   1.19.2 writes (deterministically ordered) and save them atomically.
+//! * [`serialize_checkpoint`] / [`save_checkpoint`] turn a [`CheckpointSpec`] into a checkpoint
+//!   ORT loads (deterministically ordered) and save it atomically, streaming the tensor bytes.
+//!
+//! Writing runs in one line: `spec` (the input model) ← `placement` (inline or external) ←
+//! `writer` (the flatbuffer layout, as pieces) ← `save` (the files).
 //!
 //! Every number read from a file is checked; malformed input gives an [`Error`], never a panic.
 
@@ -32,6 +35,7 @@ mod save;
 mod schema;
 mod shape;
 #[allow(missing_docs)]
+mod spec;
 mod writer;
 
 pub use atomic::{write_file_atomically, PendingFile};
@@ -43,17 +47,18 @@ pub use index::{
     TensorRef,
 };
 pub use mapped::MappedFile;
-pub use placement::{EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
+pub use placement::{SaveOptions, DEFAULT_EXTERNAL_DATA_THRESHOLD, EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
 pub use reader::{index_checkpoint, index_checkpoint_raw, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
-pub use save::{
-    external_data_path, save_checkpoint, SaveOptions, SaveSummary, DEFAULT_EXTERNAL_DATA_THRESHOLD,
+pub use save::{external_data_path, save_checkpoint, SaveSummary};
+pub use spec::{
+    CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec, TensorPayload, TensorSpec, WRITABLE_VERSIONS,
+    WRITTEN_VERSION,
 };
-pub use writer::{
-    serialize_checkpoint, write_checkpoint, CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec,
-    TensorPayload, TensorSpec, DATA_ALIGNMENT, WRITTEN_VERSION,
-};
+pub use writer::{serialize_checkpoint, DATA_ALIGNMENT};
 
 #[cfg(test)]
 mod reader_tests;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
+#[cfg(test)]
+mod writer_tests;

@@ -1,29 +1,18 @@
 //! Saving a checkpoint with its external data file: both files are written under temporary
 //! names, synced, and renamed only once both are complete (external file first, so a checkpoint
 //! never names data that is not there yet).
+//!
+//! Tensor bytes are streamed from the caller's buffers ([`write_pieces`]); only the metadata and
+//! a bounded staging buffer are held in memory, whatever the checkpoint's size.
 
+use std::io::{IoSlice, Write};
 use std::path::{Path, PathBuf};
 
 use crate::atomic::PendingFile;
-use crate::placement::Placement;
-use crate::writer::{build, validate, CheckpointSpec};
+use crate::placement::SaveOptions;
+use crate::spec::CheckpointSpec;
+use crate::writer::{plan_and_layout, Pieces};
 use crate::{Error, Result};
-
-/// ORT's default `external_data_threshold`: 1800 MiB.
-pub const DEFAULT_EXTERNAL_DATA_THRESHOLD: u64 = 1800 * 1024 * 1024;
-
-#[derive(Clone, Copy, Debug)]
-pub struct SaveOptions {
-    /// Tensor data beyond this many bytes in total go to the external data file; `None` keeps
-    /// everything inline (and fails beyond the 2 GiB a flatbuffer can hold).
-    pub external_data_threshold: Option<u64>,
-}
-
-impl Default for SaveOptions {
-    fn default() -> Self {
-        SaveOptions { external_data_threshold: Some(DEFAULT_EXTERNAL_DATA_THRESHOLD) }
-    }
-}
 
 /// What a save wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,34 +29,19 @@ pub fn external_data_path(checkpoint: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Writes `spec` to `path`, and tensor data to `external_data_path(path)` when the options call
-/// for it. External tensor bytes are streamed from the caller's buffers; inline ones are copied
-/// into the flatbuffer, which is built in memory.
+/// Writes `spec` to `path` atomically, and tensor data to `external_data_path(path)` when the
+/// options call for it. Every tensor's bytes are streamed from the caller's buffers.
 pub fn save_checkpoint(path: &Path, spec: &CheckpointSpec<'_>, options: &SaveOptions) -> Result<SaveSummary> {
-    validate(spec)?;
-    let (placement, chunks) = Placement::plan(spec, options.external_data_threshold);
-    let flatbuffer = build(spec, &placement)?;
-
+    let layout = plan_and_layout(spec, options)?;
     let mut external = None;
-    let mut external_bytes = None;
-    if !chunks.is_empty() {
+    if !layout.external.is_empty() {
         let ext_path = external_data_path(path);
         let mut file = PendingFile::create(&ext_path)?;
-        let mut written: u64 = 0;
-        for chunk in &chunks {
-            let pad = chunk.offset.checked_sub(written).ok_or_else(|| Error::InvalidSpec {
-                detail: "internal error: external chunks out of order".into(),
-            })?;
-            write_zeros(&mut file, pad)?;
-            file.write_all(chunk.bytes)?;
-            written = chunk.offset + chunk.bytes.len() as u64;
-        }
-        external_bytes = Some(written);
+        write_to_pending(&mut file, &ext_path, &layout.external)?;
         external = Some(file);
     }
-
     let mut checkpoint = PendingFile::create(path)?;
-    checkpoint.write_all(&flatbuffer)?;
+    write_to_pending(&mut checkpoint, path, &layout.checkpoint)?;
     if let Some(file) = external.as_mut() {
         file.sync()?;
     }
@@ -76,16 +50,82 @@ pub fn save_checkpoint(path: &Path, spec: &CheckpointSpec<'_>, options: &SaveOpt
         file.commit()?;
     }
     checkpoint.commit()?;
-    Ok(SaveSummary { checkpoint_bytes: flatbuffer.len() as u64, external_data_bytes: external_bytes })
+    Ok(SaveSummary {
+        checkpoint_bytes: layout.checkpoint.len(),
+        external_data_bytes: (!layout.external.is_empty()).then(|| layout.external.len()),
+    })
 }
 
-fn write_zeros(file: &mut PendingFile, count: u64) -> Result<()> {
-    const ZEROS: [u8; 64] = [0; 64];
-    let mut left = count;
-    while left > 0 {
-        let n = left.min(ZEROS.len() as u64) as usize;
-        file.write_all(&ZEROS[..n])?;
-        left -= n as u64;
+/// Pieces shorter than this are gathered in a staging buffer (one write for many small tensors);
+/// longer ones go from the caller's memory straight to the kernel.
+const DIRECT_BYTES: usize = 256 * 1024;
+/// The staging buffer's size: the only memory a write needs beyond the metadata.
+const STAGING_BYTES: usize = 1 << 20;
+
+/// Writes `pieces` to `out` in order: small pieces through a 1 MiB staging buffer, large ones
+/// directly, each direct write vectored with the staged bytes before it.
+pub(crate) fn write_pieces(out: &mut impl Write, pieces: &Pieces<'_>) -> std::io::Result<()> {
+    let mut staged: Vec<u8> =
+        Vec::with_capacity(STAGING_BYTES.min(usize::try_from(pieces.len()).unwrap_or(0)));
+    for piece in pieces.slices() {
+        if piece.len() >= DIRECT_BYTES {
+            write_all_vectored(out, &mut [IoSlice::new(&staged), IoSlice::new(piece)])?;
+            staged.clear();
+        } else {
+            if staged.len() + piece.len() > STAGING_BYTES {
+                out.write_all(&staged)?;
+                staged.clear();
+            }
+            staged.extend_from_slice(piece);
+        }
+    }
+    out.write_all(&staged)?;
+    out.flush()
+}
+
+/// `write_all` for several buffers (std's `write_all_vectored` is unstable).
+fn write_all_vectored(out: &mut impl Write, mut bufs: &mut [IoSlice<'_>]) -> std::io::Result<()> {
+    IoSlice::advance_slices(&mut bufs, 0);
+    while !bufs.is_empty() {
+        match out.write_vectored(bufs) {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::WriteZero,
+                    "failed to write whole buffer",
+                ))
+            }
+            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(())
+}
+
+fn write_to_pending(file: &mut PendingFile, path: &Path, pieces: &Pieces<'_>) -> Result<()> {
+    let mut writer = PendingWriter { file, error: None };
+    write_pieces(&mut writer, pieces)
+        .map_err(|e| writer.error.take().unwrap_or_else(|| Error::io(path, "write", e)))
+}
+
+/// `std::io::Write` over a [`PendingFile`], which only offers `write_all`; keeps the first error
+/// as the core reported it (it names the file).
+struct PendingWriter<'p> {
+    file: &'p mut PendingFile,
+    error: Option<Error>,
+}
+
+impl Write for PendingWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Err(e) = self.file.write_all(buf) {
+            let message = e.to_string();
+            self.error = Some(e);
+            return Err(std::io::Error::other(message));
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

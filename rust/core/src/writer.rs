@@ -1,23 +1,24 @@
-//! Build checkpoint bytes the way ORT 1.19.2 lays them out, and save them atomically.
+//! Lays a checkpoint out as a flatbuffer, front to back, without building it in memory.
+//!
+//! The small metadata (root table, module state, tensor tables, names, dims, optimizer state,
+//! properties) is emitted forward into one owned buffer: every parent before its children, so
+//! every `uoffset` points forward as flatbuffers require. Each inline tensor's `raw_data` vector
+//! comes after all of that, its first data byte on a [`DATA_ALIGNMENT`] boundary of the file;
+//! its bytes are never copied: the file is described as a list of [`Pieces`] (owned runs of
+//! metadata, length prefixes and padding, and borrowed slices of the caller's tensors) that
+//! `save` streams to disk. See docs/format.md, "The layout ortckpt writes".
 //!
 //! Output is deterministic: parameters, optimizer groups, parameter states, momentums and
-//! properties are sorted by name (ORT sorts the same lists when it saves). Tensor data is placed
-//! on a [`DATA_ALIGNMENT`]-byte boundary of the file so readers can view it in place.
-
-use std::path::Path;
-
-use flatbuffers::{FlatBufferBuilder, Push, PushAlignment, WIPOffset};
+//! properties are sorted by name (ORT sorts the same lists when it saves). A scalar field is left
+//! out exactly when its bits equal the schema default, so `-0.0` is kept.
 
 use crate::index::{Property, PropertyValue};
-use crate::names::ensure_unique;
-use crate::placement::Placement;
-use crate::save::{save_checkpoint, SaveOptions};
-use crate::schema::fbs;
-use crate::shape::{byte_size, element_count};
-use crate::{DataType, Error, Result};
-
-/// The checkpoint version ORT 1.19.2 writes.
-pub const WRITTEN_VERSION: i32 = 2;
+use crate::placement::{plan, Place, SaveOptions};
+use crate::spec::{
+    sorted_by_name, tensors_in_file_order, validate, CheckpointSpec, OptimizerGroupSpec, Role, TensorPayload,
+    TensorSpec,
+};
+use crate::{Error, Result};
 
 /// Byte alignment of every tensor's `raw_data` in files this library writes: enough for any
 /// element type, so memory-mapped readers get aligned views.
@@ -26,384 +27,627 @@ pub const DATA_ALIGNMENT: usize = 16;
 /// The largest buffer a flatbuffer can address with its 32-bit signed offsets.
 const MAX_FLATBUFFER_BYTES: u64 = (1 << 31) - 1;
 
-/// A tensor to write; `data` borrows the caller's bytes, nothing is copied before serializing.
-#[derive(Clone, Debug)]
-pub struct TensorSpec<'a> {
-    pub name: String,
-    pub data_type: DataType,
-    pub dims: Vec<i64>,
-    pub data: TensorPayload<'a>,
+const FILE_IDENTIFIER: &[u8; 4] = b"ODTC";
+
+/// One run of bytes of a file being written.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Piece<'a> {
+    /// `owned[start..end]` of the [`Pieces`] that holds it.
+    Owned { start: usize, end: usize },
+    /// Bytes of a caller's tensor, written as they are.
+    Borrowed(&'a [u8]),
 }
 
-#[derive(Clone, Debug)]
-pub enum TensorPayload<'a> {
-    /// Little-endian element bytes, `element count × element size` long.
-    Bytes(&'a [u8]),
-    /// The values of a string tensor.
-    Strings(Vec<String>),
-    /// No values: a tensor of a nominal checkpoint.
-    Nominal,
+/// A file as a sequence of pieces: what the writer produces and `save` streams out.
+#[derive(Debug, Default)]
+pub(crate) struct Pieces<'a> {
+    owned: Vec<u8>,
+    list: Vec<Piece<'a>>,
+    len: u64,
 }
 
-#[derive(Clone, Debug, Default)]
-pub struct CheckpointSpec<'a> {
-    pub is_nominal: bool,
-    pub trainable: Vec<TensorSpec<'a>>,
-    pub frozen: Vec<TensorSpec<'a>>,
-    pub optimizer_groups: Vec<OptimizerGroupSpec<'a>>,
-    pub properties: Vec<Property>,
+impl<'a> Pieces<'a> {
+    /// Total length of the file in bytes.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The pieces in file order, as byte slices.
+    pub(crate) fn slices(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.list.iter().map(|p| match *p {
+            Piece::Owned { start, end } => &self.owned[start..end],
+            Piece::Borrowed(b) => b,
+        })
+    }
+
+    fn push_owned(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        let start = self.owned.len();
+        self.owned.extend_from_slice(bytes);
+        let end = self.owned.len();
+        self.len += bytes.len() as u64;
+        // Consecutive owned runs become one piece (metadata + first prefix, padding + prefix).
+        if let Some(Piece::Owned { end: last_end, .. }) = self.list.last_mut() {
+            if *last_end == start {
+                *last_end = end;
+                return;
+            }
+        }
+        self.list.push(Piece::Owned { start, end });
+    }
+
+    fn push_zeros(&mut self, count: usize) {
+        const ZEROS: [u8; DATA_ALIGNMENT] = [0; DATA_ALIGNMENT];
+        debug_assert!(count < DATA_ALIGNMENT);
+        self.push_owned(&ZEROS[..count.min(DATA_ALIGNMENT)]);
+    }
+
+    fn push_borrowed(&mut self, bytes: &'a [u8]) {
+        if !bytes.is_empty() {
+            self.len += bytes.len() as u64;
+            self.list.push(Piece::Borrowed(bytes));
+        }
+    }
+
+    /// The whole file in one buffer (copies every tensor).
+    pub(crate) fn concat(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(usize::try_from(self.len).unwrap_or(0));
+        for s in self.slices() {
+            out.extend_from_slice(s);
+        }
+        out
+    }
 }
 
-#[derive(Clone, Debug)]
-pub struct OptimizerGroupSpec<'a> {
-    pub name: String,
-    pub step: i64,
-    pub initial_learning_rate: f32,
-    pub states: Vec<ParameterStateSpec<'a>>,
+/// Both files of a save, laid out: the checkpoint, and the external data file (empty when the
+/// plan put nothing there).
+#[derive(Debug)]
+pub(crate) struct FileLayout<'a> {
+    pub checkpoint: Pieces<'a>,
+    pub external: Pieces<'a>,
 }
 
-#[derive(Clone, Debug)]
-pub struct ParameterStateSpec<'a> {
-    pub param_name: String,
-    pub momentums: Vec<TensorSpec<'a>>,
+/// Validates `spec`, places its tensors for `options` and lays out both files.
+pub(crate) fn plan_and_layout<'a>(
+    spec: &CheckpointSpec<'a>,
+    options: &SaveOptions,
+) -> Result<FileLayout<'a>> {
+    let tensors = tensors_in_file_order(spec);
+    validate(spec, &tensors)?;
+    let plan = plan(&tensors, spec.is_nominal, options);
+    if spec.version < 2 && plan.has_external() {
+        return Err(Error::InvalidSpec {
+            detail: format!(
+                "format version {} (ONNX Runtime 1.16-1.17) cannot hold external data, and these tensors \
+                 exceed the external data threshold; write version 2, or raise the threshold if the \
+                 data fit in 2 GiB",
+                spec.version
+            ),
+        });
+    }
+    let mut external = Pieces::default();
+    for ((_, t), place) in tensors.iter().zip(&plan.places) {
+        if let (Place::External { offset }, TensorPayload::Bytes(bytes)) = (place, &t.data) {
+            let pad = offset.checked_sub(external.len()).ok_or_else(|| Error::Internal {
+                detail: format!("external offsets out of order at tensor {:?}", t.name),
+            })?;
+            external.push_zeros(pad as usize);
+            external.push_borrowed(bytes);
+        }
+    }
+    if external.len() != plan.external_len {
+        return Err(Error::Internal { detail: "external data length disagrees with the placement".into() });
+    }
+    let places: Vec<(&TensorSpec<'a>, Place)> =
+        tensors.iter().map(|(_, t)| *t).zip(plan.places.iter().copied()).collect();
+    let estimate = metadata_estimate(spec, &tensors);
+    let checkpoint = layout_checkpoint(spec, &places, plan.has_external(), estimate)?;
+    Ok(FileLayout { checkpoint, external })
 }
 
 /// Serializes `spec` to checkpoint bytes with every tensor inline.
 pub fn serialize_checkpoint(spec: &CheckpointSpec<'_>) -> Result<Vec<u8>> {
-    validate(spec)?;
-    build(spec, &Placement::all_inline())
+    let layout =
+        plan_and_layout(spec, &SaveOptions { external_data_threshold: None, external_momentums: false })?;
+    Ok(layout.checkpoint.concat())
 }
 
-/// Builds the flatbuffer; tensors that `placement` puts in the external file get its offset
-/// instead of `raw_data`.
-pub(crate) fn build(spec: &CheckpointSpec<'_>, placement: &Placement) -> Result<Vec<u8>> {
-    let estimate = estimate_size(spec, placement);
-    if estimate > MAX_FLATBUFFER_BYTES {
-        return Err(Error::TooLarge { bytes: estimate });
-    }
-    let capacity = usize::try_from(estimate).map_err(|_| Error::TooLarge { bytes: estimate })?;
-    let mut fbb = FlatBufferBuilder::with_capacity(capacity);
-    let mut w = Writer { fbb: &mut fbb, placement };
+// ------------------------------------------------------------------------------------------------
+// The metadata buffer
+// ------------------------------------------------------------------------------------------------
 
-    let trainable = w.tensors(&spec.trainable);
-    let frozen = w.tensors(&spec.frozen);
-    let module_state = fbs::ModuleState::create(
-        w.fbb,
-        &fbs::ModuleStateArgs {
-            requires_grad_params: Some(trainable),
-            frozen_params: Some(frozen),
-            is_nominal_state: spec.is_nominal,
-            has_external_data: placement.has_external(),
-        },
-    );
-    let optimizer_groups =
-        (!spec.optimizer_groups.is_empty()).then(|| w.optimizer_groups(&spec.optimizer_groups));
-    let property_bag = (!spec.properties.is_empty()).then(|| write_properties(w.fbb, &spec.properties));
-    let root = fbs::Checkpoint::create(
-        &mut fbb,
-        &fbs::CheckpointArgs {
-            version: WRITTEN_VERSION,
-            module_state: Some(module_state),
-            optimizer_groups,
-            property_bag,
-        },
-    );
-    fbs::finish_checkpoint_buffer(&mut fbb, root);
-    // The builder fills its buffer back to front; move the data to the front of that same buffer
-    // instead of copying it out, so a save never holds two copies of the file.
-    let (mut buf, head) = fbb.collapse();
-    buf.drain(..head);
-    Ok(buf)
+/// A scalar or offset field of a table, by vtable slot (field id).
+#[derive(Clone, Copy)]
+enum Field {
+    /// A `uoffset` to a child emitted later; its position is returned for patching.
+    Ref(u16),
+    Bool(u16, bool),
+    I32(u16, i32),
+    I64(u16, i64),
+    F32(u16, f32),
 }
 
-/// Serializes `spec` and writes it to `path` atomically, every tensor inline: a temporary file in
-/// the same directory is written, synced and renamed over `path`, so `path` holds either the old
-/// or the new checkpoint, never a partial one. See [`crate::save_checkpoint`] for external data.
-pub fn write_checkpoint(path: &Path, spec: &CheckpointSpec<'_>) -> Result<()> {
-    save_checkpoint(path, spec, &SaveOptions { external_data_threshold: None }).map(|_| ())
-}
-
-/// Every tensor of `spec` in the order the file lists them: sorted trainable, sorted frozen,
-/// then momentums by sorted group, parameter and momentum name.
-pub(crate) fn tensors_in_file_order<'s, 'a>(spec: &'s CheckpointSpec<'a>) -> Vec<&'s TensorSpec<'a>> {
-    let mut out = sorted_by_name(&spec.trainable, |t| &t.name);
-    out.extend(sorted_by_name(&spec.frozen, |t| &t.name));
-    for g in sorted_by_name(&spec.optimizer_groups, |g| &g.name) {
-        for s in sorted_by_name(&g.states, |s| &s.param_name) {
-            out.extend(sorted_by_name(&s.momentums, |m| &m.name));
+impl Field {
+    fn slot(self) -> u16 {
+        match self {
+            Field::Ref(s) | Field::Bool(s, _) | Field::I32(s, _) | Field::I64(s, _) | Field::F32(s, _) => s,
         }
     }
-    out
+
+    fn size(self) -> usize {
+        match self {
+            Field::Bool(..) => 1,
+            Field::I64(..) => 8,
+            _ => 4,
+        }
+    }
+
+    fn bytes(self) -> ([u8; 8], usize) {
+        let mut b = [0u8; 8];
+        match self {
+            Field::Ref(_) => {}
+            Field::Bool(_, v) => b[0] = v as u8,
+            Field::I32(_, v) => b[..4].copy_from_slice(&v.to_le_bytes()),
+            Field::I64(_, v) => b.copy_from_slice(&v.to_le_bytes()),
+            Field::F32(_, v) => b[..4].copy_from_slice(&v.to_le_bytes()),
+        }
+        (b, self.size())
+    }
 }
 
-/// Checks what ORT relies on: consistent dims, types and data, unique names.
-pub(crate) fn validate(spec: &CheckpointSpec<'_>) -> Result<()> {
-    for t in spec.trainable.iter().chain(&spec.frozen) {
-        validate_tensor(t, spec.is_nominal)?;
+/// Fields whose value equals the schema default are not written (as flatbuffers builders do);
+/// comparing bits keeps `-0.0`, which equals the default `0.0` but is not the same value.
+fn unless_default<T: PartialEq>(field: Field, value: T, default: T) -> Option<Field> {
+    (value != default).then_some(field)
+}
+
+fn f32_unless_zero(slot: u16, value: f32) -> Option<Field> {
+    unless_default(Field::F32(slot, value), value.to_bits(), 0)
+}
+
+/// Field slots (ids) of the schema's tables (`schema/*.fbs`).
+mod slot {
+    pub const CHECKPOINT_VERSION: u16 = 0;
+    pub const CHECKPOINT_MODULE_STATE: u16 = 1;
+    pub const CHECKPOINT_OPTIMIZER_GROUPS: u16 = 2;
+    pub const CHECKPOINT_PROPERTY_BAG: u16 = 3;
+    pub const MODULE_TRAINABLE: u16 = 0;
+    pub const MODULE_FROZEN: u16 = 1;
+    pub const MODULE_IS_NOMINAL: u16 = 2;
+    pub const MODULE_HAS_EXTERNAL: u16 = 3;
+    pub const TENSOR_NAME: u16 = 0;
+    pub const TENSOR_DOC_STRING: u16 = 1;
+    pub const TENSOR_DIMS: u16 = 2;
+    pub const TENSOR_DATA_TYPE: u16 = 3;
+    pub const TENSOR_RAW_DATA: u16 = 4;
+    pub const TENSOR_STRING_DATA: u16 = 5;
+    pub const TENSOR_EXTERNAL_OFFSET: u16 = 6;
+    pub const GROUP_NAME: u16 = 0;
+    pub const GROUP_STEP: u16 = 1;
+    pub const GROUP_LR: u16 = 2;
+    pub const GROUP_STATES: u16 = 3;
+    pub const STATE_PARAM_NAME: u16 = 0;
+    pub const STATE_MOMENTUMS: u16 = 1;
+    pub const BAG_INTS: u16 = 0;
+    pub const BAG_FLOATS: u16 = 1;
+    pub const BAG_STRINGS: u16 = 2;
+    pub const PROPERTY_NAME: u16 = 0;
+    pub const PROPERTY_VALUE: u16 = 1;
+}
+
+/// The most fields any table of the schema has (Tensor: 7).
+const MAX_SLOTS: usize = 7;
+
+/// A vtable's u16 entries (size, table size, field offsets), zero-padded to a fixed length.
+type VTable = [u16; 2 + MAX_SLOTS];
+
+/// Positions of a table's `Ref` fields, by slot.
+struct Refs([usize; MAX_SLOTS]);
+
+impl Refs {
+    fn at(&self, slot: u16) -> usize {
+        self.0[slot as usize]
     }
-    ensure_unique("parameter", spec.trainable.iter().chain(&spec.frozen).map(|t| t.name.as_str()))?;
-    for g in &spec.optimizer_groups {
-        for s in &g.states {
-            for m in &s.momentums {
-                validate_tensor(m, false)?;
+}
+
+/// The metadata part of the file, emitted front to back.
+struct Meta {
+    buf: Vec<u8>,
+    /// Vtables already written (content, position), so tables of one shape share one vtable.
+    /// A checkpoint has a handful of table shapes, so a linear search beats hashing.
+    vtables: Vec<(VTable, usize)>,
+    /// Positions of the non-empty raw_data `uoffset`s, in tail order: resolved once the metadata
+    /// is complete and the data tail can be placed.
+    raw: Vec<usize>,
+}
+
+impl Meta {
+    fn pos(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Pads with zeros until `(pos + skew) % align == 0`.
+    fn align(&mut self, align: usize, skew: usize) {
+        while (self.buf.len() + skew) % align != 0 {
+            self.buf.push(0);
+        }
+    }
+
+    fn u32_at(&mut self, at: usize, value: u32) {
+        self.buf[at..at + 4].copy_from_slice(&value.to_le_bytes());
+    }
+
+    /// Points the `uoffset` at `at` to `target`, which must lie after it.
+    fn patch(&mut self, at: usize, target: usize) -> Result<()> {
+        let delta =
+            target.checked_sub(at).filter(|d| *d > 0).and_then(|d| u32::try_from(d).ok()).ok_or_else(
+                || Error::Internal { detail: format!("offset at {at} does not point forward to {target}") },
+            )?;
+        self.u32_at(at, delta);
+        Ok(())
+    }
+
+    /// Writes a table with `fields` (absent ones left out), reusing or writing its vtable first.
+    /// Returns the table's position and the positions of its `Ref` fields.
+    fn table(&mut self, fields: &[Option<Field>]) -> Result<(usize, Refs)> {
+        let mut present: Vec<Field> = fields.iter().flatten().copied().collect();
+        // Largest first: 8-byte fields right after the 4-byte soffset, on an 8-byte boundary.
+        present.sort_by_key(|f| std::cmp::Reverse(f.size()));
+        let slots = present.iter().map(|f| f.slot() as usize + 1).max().unwrap_or(0);
+        let mut offsets = [0u16; MAX_SLOTS];
+        let mut table_size = 4usize;
+        for f in &present {
+            offsets[f.slot() as usize] = table_size as u16;
+            table_size += f.size();
+        }
+        let mut vtable: VTable = [0; 2 + MAX_SLOTS];
+        vtable[0] = (4 + 2 * slots) as u16;
+        vtable[1] = table_size as u16;
+        vtable[2..2 + slots].copy_from_slice(&offsets[..slots]);
+        let vtable_pos = match self.vtables.iter().find(|(v, _)| *v == vtable) {
+            Some(&(_, p)) => p,
+            None => {
+                self.align(2, 0);
+                let p = self.pos();
+                for v in &vtable[..2 + slots] {
+                    self.buf.extend_from_slice(&v.to_le_bytes());
+                }
+                self.vtables.push((vtable, p));
+                p
             }
-            ensure_unique("momentum", s.momentums.iter().map(|m| m.name.as_str()))?;
+        };
+        let wide = present.first().is_some_and(|f| f.size() == 8);
+        if wide {
+            self.align(8, 4);
+        } else {
+            self.align(4, 0);
         }
-        ensure_unique("optimizer state parameter", g.states.iter().map(|s| s.param_name.as_str()))?;
+        let table = self.pos();
+        let soffset = i32::try_from(table - vtable_pos)
+            .map_err(|_| Error::Internal { detail: "vtable too far from its table".into() })?;
+        self.buf.extend_from_slice(&soffset.to_le_bytes());
+        let mut refs = Refs([0; MAX_SLOTS]);
+        for f in &present {
+            if let Field::Ref(s) = f {
+                refs.0[*s as usize] = self.pos();
+            }
+            let (bytes, n) = f.bytes();
+            self.buf.extend_from_slice(&bytes[..n]);
+        }
+        Ok((table, refs))
     }
-    ensure_unique("optimizer group", spec.optimizer_groups.iter().map(|g| g.name.as_str()))?;
-    ensure_unique("property", spec.properties.iter().map(|p| p.name.as_str()))?;
+
+    /// Writes a NUL-terminated string and points `at` to it.
+    fn string(&mut self, at: usize, s: &str) -> Result<()> {
+        self.align(4, 0);
+        let pos = self.pos();
+        self.buf.extend_from_slice(&len_u32(s.len())?.to_le_bytes());
+        self.buf.extend_from_slice(s.as_bytes());
+        self.buf.push(0);
+        self.patch(at, pos)
+    }
+
+    /// Writes a vector of `n` `uoffset`s (to be patched) and points `at` to it; returns the
+    /// position of its first element.
+    fn offset_vector(&mut self, at: usize, n: usize) -> Result<usize> {
+        self.align(4, 0);
+        let pos = self.pos();
+        self.buf.extend_from_slice(&len_u32(n)?.to_le_bytes());
+        self.buf.resize(self.buf.len() + 4 * n, 0);
+        self.patch(at, pos)?;
+        Ok(pos + 4)
+    }
+
+    /// Writes an `[int64]` vector with 8-byte aligned elements and points `at` to it.
+    fn i64_vector(&mut self, at: usize, values: &[i64]) -> Result<()> {
+        self.align(8, 4);
+        let pos = self.pos();
+        self.buf.extend_from_slice(&len_u32(values.len())?.to_le_bytes());
+        for v in values {
+            self.buf.extend_from_slice(&v.to_le_bytes());
+        }
+        self.patch(at, pos)
+    }
+}
+
+fn len_u32(n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::TooLarge { bytes: n as u64 })
+}
+
+// ------------------------------------------------------------------------------------------------
+// The checkpoint's tables
+// ------------------------------------------------------------------------------------------------
+
+/// Lays out the checkpoint file; `places` are the tensors in file order with their places.
+fn layout_checkpoint<'a>(
+    spec: &CheckpointSpec<'a>,
+    places: &[(&TensorSpec<'a>, Place)],
+    has_external: bool,
+    estimate: usize,
+) -> Result<Pieces<'a>> {
+    let mut m = Meta { buf: Vec::with_capacity(estimate), vtables: Vec::new(), raw: Vec::new() };
+    // The bytes of the inline tensors with data, in the order of `m.raw`.
+    let mut data: Vec<&'a [u8]> = Vec::new();
+
+    m.buf.extend_from_slice(&[0; 4]); // root uoffset
+    m.buf.extend_from_slice(FILE_IDENTIFIER);
+    let has_groups = !spec.optimizer_groups.is_empty();
+    let has_properties = !spec.properties.is_empty();
+    let (root_table, root_refs) = m.table(&[
+        Some(Field::I32(slot::CHECKPOINT_VERSION, spec.version)),
+        Some(Field::Ref(slot::CHECKPOINT_MODULE_STATE)),
+        has_groups.then_some(Field::Ref(slot::CHECKPOINT_OPTIMIZER_GROUPS)),
+        has_properties.then_some(Field::Ref(slot::CHECKPOINT_PROPERTY_BAG)),
+    ])?;
+    m.patch(0, root_table)?;
+
+    let (ms_table, ms) = m.table(&[
+        Some(Field::Ref(slot::MODULE_TRAINABLE)),
+        Some(Field::Ref(slot::MODULE_FROZEN)),
+        // Version 1 has no nominal flag (validate refuses nominal v1 specs).
+        (spec.is_nominal && spec.version >= 2).then_some(Field::Bool(slot::MODULE_IS_NOMINAL, true)),
+        has_external.then_some(Field::Bool(slot::MODULE_HAS_EXTERNAL, true)),
+    ])?;
+    m.patch(root_refs.at(slot::CHECKPOINT_MODULE_STATE), ms_table)?;
+    let mut next = places.iter();
+    let n_trainable = spec.trainable.len();
+    let trainable_at = m.offset_vector(ms.at(slot::MODULE_TRAINABLE), n_trainable)?;
+    let frozen_at = m.offset_vector(ms.at(slot::MODULE_FROZEN), spec.frozen.len())?;
+    tensor_tables(&mut m, trainable_at, n_trainable, &mut next, &mut data)?;
+    tensor_tables(&mut m, frozen_at, spec.frozen.len(), &mut next, &mut data)?;
+
+    if has_groups {
+        optimizer_groups(
+            &mut m,
+            root_refs.at(slot::CHECKPOINT_OPTIMIZER_GROUPS),
+            &spec.optimizer_groups,
+            &mut next,
+            &mut data,
+        )?;
+    }
+    if has_properties {
+        property_bag(&mut m, root_refs.at(slot::CHECKPOINT_PROPERTY_BAG), &spec.properties)?;
+    }
+    if next.next().is_some() {
+        return Err(Error::Internal { detail: "placement lists more tensors than the spec".into() });
+    }
+    tail(m, data)
+}
+
+/// Places every inline `raw_data` vector after the metadata and resolves the offsets to them.
+fn tail<'a>(mut m: Meta, data: Vec<&'a [u8]>) -> Result<Pieces<'a>> {
+    let mut cursor = m.pos() as u64;
+    let mut prefixes = Vec::with_capacity(data.len());
+    for bytes in &data {
+        // The 4-byte length prefix ends where the data start, on a DATA_ALIGNMENT boundary.
+        let start = (cursor + 4).next_multiple_of(DATA_ALIGNMENT as u64);
+        prefixes.push(start - 4);
+        cursor = start + bytes.len() as u64;
+    }
+    if cursor > MAX_FLATBUFFER_BYTES {
+        return Err(Error::TooLarge { bytes: cursor });
+    }
+    let raw = std::mem::take(&mut m.raw);
+    if raw.len() != prefixes.len() {
+        return Err(Error::Internal { detail: "raw_data offsets and tensor data disagree".into() });
+    }
+    for (at, prefix) in raw.iter().zip(&prefixes) {
+        m.patch(*at, *prefix as usize)?;
+    }
+    let mut pieces = Pieces::default();
+    pieces.push_owned(&m.buf);
+    for (bytes, prefix) in data.iter().zip(prefixes) {
+        let pad = prefix - pieces.len();
+        pieces.push_zeros(pad as usize);
+        pieces.push_owned(&len_u32(bytes.len())?.to_le_bytes());
+        pieces.push_borrowed(bytes);
+    }
+    Ok(pieces)
+}
+
+/// Writes the tables of the next `n` tensors of `next` and points the `n` offsets at `first` to
+/// them.
+fn tensor_tables<'s, 'a: 's>(
+    m: &mut Meta,
+    first: usize,
+    n: usize,
+    next: &mut impl Iterator<Item = &'s (&'s TensorSpec<'a>, Place)>,
+    data: &mut Vec<&'a [u8]>,
+) -> Result<()> {
+    for i in 0..n {
+        let (t, place) = next.next().ok_or_else(|| Error::Internal {
+            detail: "placement lists fewer tensors than the spec".into(),
+        })?;
+        let table = tensor(m, t, *place, data)?;
+        m.patch(first + 4 * i, table)?;
+    }
     Ok(())
 }
 
-/// An upper bound of the flatbuffer's size, so the builder never reallocates and never hits the
-/// flatbuffers crate's 2 GiB assertion.
-fn estimate_size(spec: &CheckpointSpec<'_>, placement: &Placement) -> u64 {
-    let mut estimate: u64 = 1024;
-    for t in tensors_in_file_order(spec) {
-        let fixed = 96 + t.name.len() as u64 + 8 * t.dims.len() as u64;
-        let data = match &t.data {
-            TensorPayload::Bytes(_) if placement.offset_of(t).is_some() => 0,
-            TensorPayload::Bytes(b) => b.len() as u64 + 2 * DATA_ALIGNMENT as u64,
-            TensorPayload::Strings(values) => values.iter().map(|s| s.len() as u64 + 12).sum(),
-            TensorPayload::Nominal => 8,
-        };
-        estimate = estimate.saturating_add(fixed).saturating_add(data);
+/// Writes one Tensor table and its name, doc string, dims and strings; returns its position.
+fn tensor<'a>(m: &mut Meta, t: &TensorSpec<'a>, place: Place, data: &mut Vec<&'a [u8]>) -> Result<usize> {
+    let external = match place {
+        Place::External { offset } => Some(
+            i64::try_from(offset)
+                .map_err(|_| Error::Internal { detail: "external offset overflow".into() })?,
+        ),
+        Place::Inline => None,
+    };
+    let (raw, strings) = match (&t.data, external) {
+        // External tensors have no raw_data field at all, as ORT writes them.
+        (TensorPayload::Bytes(_), Some(_)) => (false, false),
+        (TensorPayload::Bytes(_), None) => (true, false),
+        (TensorPayload::Strings(_), _) => (false, true),
+        // ORT requires raw_data to be present (if empty) on every numeric tensor, nominal ones too.
+        (TensorPayload::Nominal, _) => (true, false),
+    };
+    let (table, refs) = m.table(&[
+        Some(Field::Ref(slot::TENSOR_NAME)),
+        t.doc_string.as_ref().map(|_| Field::Ref(slot::TENSOR_DOC_STRING)),
+        Some(Field::Ref(slot::TENSOR_DIMS)),
+        unless_default(Field::I32(slot::TENSOR_DATA_TYPE, t.data_type.code()), t.data_type.code(), 0),
+        raw.then_some(Field::Ref(slot::TENSOR_RAW_DATA)),
+        strings.then_some(Field::Ref(slot::TENSOR_STRING_DATA)),
+        external.map(|o| Field::I64(slot::TENSOR_EXTERNAL_OFFSET, o)),
+    ])?;
+    m.string(refs.at(slot::TENSOR_NAME), &t.name)?;
+    if let Some(doc) = &t.doc_string {
+        m.string(refs.at(slot::TENSOR_DOC_STRING), doc)?;
     }
-    for g in &spec.optimizer_groups {
-        estimate = estimate.saturating_add(64 + g.name.len() as u64);
-        for s in &g.states {
-            estimate = estimate.saturating_add(64 + s.param_name.len() as u64);
+    // Readers tell a nominal tensor (no values) from a zero-element one (no values either) by
+    // its element count, so a nominal tensor never gets a zero-element shape: it is written
+    // without dims then, as ORT writes every nominal tensor.
+    let nominal = matches!(t.data, TensorPayload::Nominal);
+    let dims: &[i64] = if nominal && t.dims.contains(&0) { &[] } else { &t.dims };
+    m.i64_vector(refs.at(slot::TENSOR_DIMS), dims)?;
+    match &t.data {
+        TensorPayload::Strings(values) => {
+            let first = m.offset_vector(refs.at(slot::TENSOR_STRING_DATA), values.len())?;
+            for (i, s) in values.iter().enumerate() {
+                m.string(first + 4 * i, s)?;
+            }
         }
+        TensorPayload::Bytes(bytes) if raw && !bytes.is_empty() => {
+            m.raw.push(refs.at(slot::TENSOR_RAW_DATA));
+            data.push(*bytes);
+        }
+        // An empty raw_data vector needs no alignment and stays with the metadata.
+        _ if raw => {
+            m.align(4, 0);
+            let pos = m.pos();
+            m.buf.extend_from_slice(&0u32.to_le_bytes());
+            m.patch(refs.at(slot::TENSOR_RAW_DATA), pos)?;
+        }
+        _ => {}
     }
-    for p in &spec.properties {
-        let value_len = match &p.value {
-            PropertyValue::Str(s) => s.len() as u64,
-            _ => 8,
-        };
-        estimate = estimate.saturating_add(64 + p.name.len() as u64 + value_len);
-    }
-    estimate
+    Ok(table)
 }
 
-/// Validates one tensor's dims, type and data against each other.
-fn validate_tensor(t: &TensorSpec<'_>, nominal_allowed: bool) -> Result<()> {
-    let name = t.name.as_str();
-    match (&t.data, t.data_type.element_size()) {
-        (TensorPayload::Nominal, _) => {
-            element_count(name, &t.dims)?;
-            if !nominal_allowed {
-                return Err(Error::InvalidSpec {
-                    detail: format!(
-                        "tensor {name:?} has no values; only parameters of a nominal checkpoint may omit them"
-                    ),
-                });
-            }
-        }
-        (TensorPayload::Bytes(bytes), Some(_)) => {
-            let expected = byte_size(name, t.data_type, &t.dims)?.unwrap_or(0);
-            let found = bytes.len() as u64;
-            if found != expected {
-                return Err(Error::DataLengthMismatch {
-                    tensor: t.name.clone(),
-                    dims: t.dims.clone(),
-                    expected,
-                    found,
-                });
-            }
-        }
-        (TensorPayload::Strings(values), None) => {
-            let expected = element_count(name, &t.dims)?;
-            let found = values.len() as u64;
-            if found != expected {
-                return Err(Error::StringCountMismatch {
-                    tensor: t.name.clone(),
-                    dims: t.dims.clone(),
-                    expected,
-                    found,
-                });
-            }
-        }
-        (TensorPayload::Bytes(_), None) => {
-            return Err(Error::WrongStorage {
-                tensor: t.name.clone(),
-                detail: "string tensor given raw bytes; give its values as strings",
-            })
-        }
-        (TensorPayload::Strings(_), Some(_)) => {
-            return Err(Error::WrongStorage {
-                tensor: t.name.clone(),
-                detail: "numeric tensor given string values",
-            })
+fn optimizer_groups<'s, 'a: 's>(
+    m: &mut Meta,
+    at: usize,
+    groups: &[OptimizerGroupSpec<'a>],
+    next: &mut impl Iterator<Item = &'s (&'s TensorSpec<'a>, Place)>,
+    data: &mut Vec<&'a [u8]>,
+) -> Result<()> {
+    let sorted = sorted_by_name(groups, |g| &g.name);
+    let first = m.offset_vector(at, sorted.len())?;
+    for (i, g) in sorted.into_iter().enumerate() {
+        let (table, refs) = m.table(&[
+            Some(Field::Ref(slot::GROUP_NAME)),
+            unless_default(Field::I64(slot::GROUP_STEP, g.step), g.step, 0),
+            f32_unless_zero(slot::GROUP_LR, g.initial_learning_rate),
+            Some(Field::Ref(slot::GROUP_STATES)),
+        ])?;
+        m.patch(first + 4 * i, table)?;
+        m.string(refs.at(slot::GROUP_NAME), &g.name)?;
+        let states = sorted_by_name(&g.states, |s| &s.param_name);
+        let states_at = m.offset_vector(refs.at(slot::GROUP_STATES), states.len())?;
+        for (j, s) in states.into_iter().enumerate() {
+            let (table, refs) = m.table(&[
+                Some(Field::Ref(slot::STATE_PARAM_NAME)),
+                Some(Field::Ref(slot::STATE_MOMENTUMS)),
+            ])?;
+            m.patch(states_at + 4 * j, table)?;
+            m.string(refs.at(slot::STATE_PARAM_NAME), &s.param_name)?;
+            let momentums_at = m.offset_vector(refs.at(slot::STATE_MOMENTUMS), s.momentums.len())?;
+            tensor_tables(m, momentums_at, s.momentums.len(), next, data)?;
         }
     }
     Ok(())
 }
 
-/// Pushing this aligns the builder's head to [`DATA_ALIGNMENT`] (and makes the whole buffer at
-/// least that aligned) without writing anything.
-struct AlignData;
-
-impl Push for AlignData {
-    type Output = ();
-    unsafe fn push(&self, _dst: &mut [u8], _written_len: usize) {}
-    fn size() -> usize {
-        0
-    }
-    fn alignment() -> PushAlignment {
-        PushAlignment::new(DATA_ALIGNMENT)
-    }
-}
-
-/// Writes `bytes` as a `[uint8]` vector whose first byte lands on a [`DATA_ALIGNMENT`] boundary
-/// of the finished buffer. The builder writes back to front, so: align the head, pad by the
-/// amount that makes `pad + len` a multiple of the alignment, then write the vector.
-fn aligned_bytes<'f>(
-    fbb: &mut FlatBufferBuilder<'f>,
-    bytes: &[u8],
-) -> WIPOffset<flatbuffers::Vector<'f, u8>> {
-    fbb.push(AlignData);
-    let pad = (DATA_ALIGNMENT - bytes.len() % DATA_ALIGNMENT) % DATA_ALIGNMENT;
-    for _ in 0..pad {
-        fbb.push(0u8);
-    }
-    fbb.create_vector(bytes)
-}
-
-pub(crate) fn sorted_by_name<T>(items: &[T], name: impl Fn(&T) -> &str) -> Vec<&T> {
-    let mut sorted: Vec<&T> = items.iter().collect();
-    sorted.sort_by(|a, b| name(a).cmp(name(b)));
-    sorted
-}
-
-type TensorVector<'f> = WIPOffset<flatbuffers::Vector<'f, flatbuffers::ForwardsUOffset<fbs::Tensor<'f>>>>;
-type GroupVector<'f> =
-    WIPOffset<flatbuffers::Vector<'f, flatbuffers::ForwardsUOffset<fbs::OptimizerGroup<'f>>>>;
-
-struct Writer<'w, 'f> {
-    fbb: &'w mut FlatBufferBuilder<'f>,
-    placement: &'w Placement,
-}
-
-impl<'f> Writer<'_, 'f> {
-    fn tensors(&mut self, tensors: &[TensorSpec<'_>]) -> TensorVector<'f> {
-        let offsets: Vec<_> =
-            sorted_by_name(tensors, |t| &t.name).into_iter().map(|t| self.tensor(t)).collect();
-        self.fbb.create_vector(&offsets)
-    }
-
-    fn tensor(&mut self, t: &TensorSpec<'_>) -> WIPOffset<fbs::Tensor<'f>> {
-        let external = self.placement.offset_of(t);
-        let fbb = &mut *self.fbb;
-        let (raw_data, string_data) = match (&t.data, external) {
-            // External tensors have no raw_data field at all, as ORT writes them.
-            (TensorPayload::Bytes(_), Some(_)) => (None, None),
-            (TensorPayload::Bytes(bytes), None) => (Some(aligned_bytes(fbb, bytes)), None),
-            (TensorPayload::Strings(values), _) => {
-                let strings: Vec<_> = values.iter().map(|s| fbb.create_string(s)).collect();
-                (None, Some(fbb.create_vector(&strings)))
-            }
-            // ORT requires raw_data to be present (if empty) on every numeric tensor, nominal ones too.
-            (TensorPayload::Nominal, _) => (Some(fbb.create_vector::<u8>(&[])), None),
-        };
-        let name = fbb.create_string(&t.name);
-        // Readers tell a nominal tensor (no values) from a zero-element one (no values either) by
-        // its element count, so a nominal tensor never gets a zero-element shape: it is written
-        // without dims then, as ORT writes every nominal tensor.
-        let zero_elements = t.dims.contains(&0);
-        let dims: &[i64] =
-            if matches!(t.data, TensorPayload::Nominal) && zero_elements { &[] } else { &t.dims };
-        let dims = fbb.create_vector(dims);
-        fbs::Tensor::create(
-            fbb,
-            &fbs::TensorArgs {
-                name: Some(name),
-                doc_string: None,
-                dims: Some(dims),
-                data_type: fbs::TensorDataType(t.data_type.code()),
-                raw_data,
-                string_data,
-                external_data_offset: external.map_or(-1, |o| o as i64),
-            },
-        )
-    }
-
-    fn optimizer_groups(&mut self, groups: &[OptimizerGroupSpec<'_>]) -> GroupVector<'f> {
-        let offsets: Vec<_> = sorted_by_name(groups, |g| &g.name)
-            .into_iter()
-            .map(|g| {
-                let states: Vec<_> = sorted_by_name(&g.states, |s| &s.param_name)
-                    .into_iter()
-                    .map(|s| {
-                        let momentums = self.tensors(&s.momentums);
-                        let param_name = self.fbb.create_string(&s.param_name);
-                        fbs::ParameterOptimizerState::create(
-                            self.fbb,
-                            &fbs::ParameterOptimizerStateArgs {
-                                param_name: Some(param_name),
-                                momentums: Some(momentums),
-                            },
-                        )
-                    })
-                    .collect();
-                let optimizer_states = self.fbb.create_vector(&states);
-                let group_name = self.fbb.create_string(&g.name);
-                keeping_negative_zero(self.fbb, g.initial_learning_rate, |fbb| {
-                    fbs::OptimizerGroup::create(
-                        fbb,
-                        &fbs::OptimizerGroupArgs {
-                            group_name: Some(group_name),
-                            step: g.step,
-                            initial_learning_rate: g.initial_learning_rate,
-                            optimizer_states: Some(optimizer_states),
-                        },
-                    )
-                })
-            })
-            .collect();
-        self.fbb.create_vector(&offsets)
-    }
-}
-
-fn write_properties<'f>(
-    fbb: &mut FlatBufferBuilder<'f>,
-    properties: &[Property],
-) -> WIPOffset<fbs::PropertyBag<'f>> {
+/// The property bag: every property in the list of its type, sorted by name; all three lists are
+/// written, empty ones too, as ORT does.
+fn property_bag(m: &mut Meta, at: usize, properties: &[Property]) -> Result<()> {
     let sorted = sorted_by_name(properties, |p| &p.name);
-    let mut ints = Vec::new();
-    let mut floats = Vec::new();
-    let mut strings = Vec::new();
-    for p in sorted {
-        let name = Some(fbb.create_string(&p.name));
-        match &p.value {
-            PropertyValue::Int(value) => {
-                ints.push(fbs::IntProperty::create(fbb, &fbs::IntPropertyArgs { name, value: *value }))
-            }
-            PropertyValue::Float(value) => floats.push(keeping_negative_zero(fbb, *value, |fbb| {
-                fbs::FloatProperty::create(fbb, &fbs::FloatPropertyArgs { name, value: *value })
-            })),
-            PropertyValue::Str(value) => {
-                let value = Some(fbb.create_string(value));
-                strings.push(fbs::StringProperty::create(fbb, &fbs::StringPropertyArgs { name, value }))
+    let (table, refs) = m.table(&[
+        Some(Field::Ref(slot::BAG_INTS)),
+        Some(Field::Ref(slot::BAG_FLOATS)),
+        Some(Field::Ref(slot::BAG_STRINGS)),
+    ])?;
+    m.patch(at, table)?;
+    let of_kind = |want: u8| {
+        sorted
+            .iter()
+            .copied()
+            .filter(move |p| match p.value {
+                PropertyValue::Int(_) => want == 0,
+                PropertyValue::Float(_) => want == 1,
+                PropertyValue::Str(_) => want == 2,
+            })
+            .collect::<Vec<_>>()
+    };
+    for (kind, bag_slot) in [(0u8, slot::BAG_INTS), (1, slot::BAG_FLOATS), (2, slot::BAG_STRINGS)] {
+        let list = of_kind(kind);
+        let first = m.offset_vector(refs.at(bag_slot), list.len())?;
+        for (i, p) in list.into_iter().enumerate() {
+            let value = match p.value {
+                PropertyValue::Int(v) => unless_default(Field::I64(slot::PROPERTY_VALUE, v), v, 0),
+                PropertyValue::Float(v) => f32_unless_zero(slot::PROPERTY_VALUE, v),
+                PropertyValue::Str(_) => Some(Field::Ref(slot::PROPERTY_VALUE)),
+            };
+            let (table, refs) = m.table(&[Some(Field::Ref(slot::PROPERTY_NAME)), value])?;
+            m.patch(first + 4 * i, table)?;
+            m.string(refs.at(slot::PROPERTY_NAME), &p.name)?;
+            if let PropertyValue::Str(s) = &p.value {
+                m.string(refs.at(slot::PROPERTY_VALUE), s)?;
             }
         }
     }
-    let ints = Some(fbb.create_vector(&ints));
-    let floats = Some(fbb.create_vector(&floats));
-    let strings = Some(fbb.create_vector(&strings));
-    fbs::PropertyBag::create(fbb, &fbs::PropertyBagArgs { ints, floats, strings })
+    Ok(())
 }
 
-/// Runs `create` so that a float field holding -0.0 is written: it equals the schema default 0.0,
-/// which flatbuffers builders leave out, and the sign would be lost.
-fn keeping_negative_zero<'f, T>(
-    fbb: &mut FlatBufferBuilder<'f>,
-    value: f32,
-    create: impl FnOnce(&mut FlatBufferBuilder<'f>) -> T,
-) -> T {
-    let negative_zero = value == 0.0 && value.is_sign_negative();
-    fbb.force_defaults(negative_zero);
-    let out = create(fbb);
-    fbb.force_defaults(false);
-    out
+/// A generous guess of the metadata size, so the buffer rarely grows.
+fn metadata_estimate(spec: &CheckpointSpec<'_>, tensors: &[(Role, &TensorSpec<'_>)]) -> usize {
+    let per_tensor: usize = tensors
+        .iter()
+        .map(|(_, t)| {
+            let strings = match &t.data {
+                TensorPayload::Strings(v) => v.iter().map(|s| s.len() + 8).sum(),
+                _ => 0,
+            };
+            48 + t.name.len() + 8 * t.dims.len() + t.doc_string.as_ref().map_or(0, |d| d.len() + 8) + strings
+        })
+        .sum();
+    let properties: usize = spec
+        .properties
+        .iter()
+        .map(|p| {
+            24 + p.name.len()
+                + match &p.value {
+                    PropertyValue::Str(s) => s.len() + 8,
+                    _ => 0,
+                }
+        })
+        .sum();
+    let states: usize =
+        spec.optimizer_groups.iter().flat_map(|g| &g.states).map(|s| 24 + s.param_name.len()).sum();
+    (256 + per_tensor + properties + states).min(1 << 30)
 }

@@ -13,7 +13,12 @@ fn tensor<'a>(name: &str, dims: &[i64], bytes: &'a [u8]) -> TensorSpec<'a> {
         data_type: DataType::Uint8,
         dims: dims.to_vec(),
         data: TensorPayload::Bytes(bytes),
+        doc_string: None,
     }
+}
+
+fn threshold(bytes: Option<u64>) -> SaveOptions {
+    SaveOptions { external_data_threshold: bytes, ..Default::default() }
 }
 
 fn spec<'a>(big: &'a [u8], small: &'a [u8], momentum: &'a [u8]) -> CheckpointSpec<'a> {
@@ -48,7 +53,7 @@ fn over_threshold_goes_external_and_reads_back() {
     let momentum: Vec<u8> = (0..100u8).collect();
     let s = spec(&big, &small, &momentum);
 
-    let summary = save_checkpoint(&path, &s, &SaveOptions { external_data_threshold: Some(500) }).unwrap();
+    let summary = save_checkpoint(&path, &s, &threshold(Some(500))).unwrap();
     let ext = std::fs::read(external_data_path(&path)).unwrap();
     assert_eq!(summary.external_data_bytes, Some(ext.len() as u64));
     let bytes = std::fs::read(&path).unwrap();
@@ -63,10 +68,39 @@ fn over_threshold_goes_external_and_reads_back() {
     let b = index.tensor(1).unwrap();
     assert!(matches!(b.storage, Storage::Inline { .. }), "tensors under 64 bytes stay inline");
     let m = index.momentums(&index.optimizer_groups[0].states[0]).next().unwrap();
+    assert!(matches!(m.storage, Storage::Inline { .. }), "momentums stay inline by default, as in ORT");
+    assert!(bytes.len() < 1000, "flatbuffer should hold no external bytes");
+}
+
+#[test]
+fn momentums_go_external_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.ckpt");
+    let big = vec![1u8; 1000];
+    let momentum: Vec<u8> = (0..100u8).collect();
+    let s = spec(&big, &[2u8; 3], &momentum);
+    let options = SaveOptions { external_data_threshold: Some(500), external_momentums: true };
+    let summary = save_checkpoint(&path, &s, &options).unwrap();
+    let ext = std::fs::read(external_data_path(&path)).unwrap();
+    assert_eq!(summary.external_data_bytes, Some(ext.len() as u64));
+    let index = index_checkpoint(&std::fs::read(&path).unwrap()).unwrap();
+    let m = index.momentums(&index.optimizer_groups[0].states[0]).next().unwrap();
     let Storage::External { offset, len } = m.storage else { panic!("momentum should be external") };
     assert_eq!(offset % EXTERNAL_ALIGNMENT, 0);
     assert_eq!(&ext[offset as usize..(offset + len) as usize], &momentum[..]);
-    assert!(bytes.len() < 1000, "flatbuffer should hold no external bytes");
+}
+
+#[test]
+fn version_1_cannot_hold_external_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.ckpt");
+    let big = vec![1u8; 1000];
+    let s = CheckpointSpec { version: 1, ..spec(&big, &[2u8; 3], &[3u8; 100]) };
+    let e = save_checkpoint(&path, &s, &threshold(Some(0))).unwrap_err();
+    assert!(e.to_string().contains("cannot hold external data"), "{e}");
+    assert!(!path.exists() && !external_data_path(&path).exists());
+    save_checkpoint(&path, &s, &threshold(None)).unwrap();
+    assert_eq!(index_checkpoint(&std::fs::read(&path).unwrap()).unwrap().version, 1);
 }
 
 #[test]
@@ -75,11 +109,11 @@ fn under_threshold_stays_inline() {
     let path = dir.path().join("c.ckpt");
     let big = vec![1u8; 1000];
     let s = spec(&big, &[2u8; 3], &[3u8; 100]);
-    let summary = save_checkpoint(&path, &s, &SaveOptions { external_data_threshold: Some(10_000) }).unwrap();
+    let summary = save_checkpoint(&path, &s, &threshold(Some(10_000))).unwrap();
     assert_eq!(summary.external_data_bytes, None);
     assert!(!external_data_path(&path).exists());
     assert!(!index_checkpoint(&std::fs::read(&path).unwrap()).unwrap().has_external_data);
-    let summary = save_checkpoint(&path, &s, &SaveOptions { external_data_threshold: None }).unwrap();
+    let summary = save_checkpoint(&path, &s, &threshold(None)).unwrap();
     assert_eq!(summary.external_data_bytes, None);
 }
 
@@ -90,7 +124,7 @@ fn short_external_file_and_overlap_are_errors() {
     let big = vec![1u8; 1000];
     let momentum = vec![3u8; 100];
     let s = spec(&big, &[2u8; 3], &momentum);
-    save_checkpoint(&path, &s, &SaveOptions { external_data_threshold: Some(0) }).unwrap();
+    save_checkpoint(&path, &s, &threshold(Some(0))).unwrap();
     let ext_len = std::fs::metadata(external_data_path(&path)).unwrap().len();
     let index = index_checkpoint(&std::fs::read(&path).unwrap()).unwrap();
     let e = check_external_ranges(&index, ext_len - 1).unwrap_err();

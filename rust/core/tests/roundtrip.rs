@@ -2,13 +2,19 @@
 
 use ortckpt_core::test_support::{checkpoint_files, ort_corpus_dir, spec_from_index};
 use ortckpt_core::{
-    index_checkpoint, serialize_checkpoint, write_checkpoint, CheckpointIndex, CheckpointSpec, DataType,
+    index_checkpoint, save_checkpoint, serialize_checkpoint, CheckpointIndex, CheckpointSpec, DataType,
     Error, OptimizerGroupSpec, ParameterStateSpec, Property, PropertyValue, Storage, TensorPayload,
     TensorRef, TensorSpec, DATA_ALIGNMENT, WRITTEN_VERSION,
 };
 
 fn tensor<'a>(name: &str, data_type: DataType, dims: &[i64], bytes: &'a [u8]) -> TensorSpec<'a> {
-    TensorSpec { name: name.into(), data_type, dims: dims.to_vec(), data: TensorPayload::Bytes(bytes) }
+    TensorSpec {
+        name: name.into(),
+        data_type,
+        dims: dims.to_vec(),
+        data: TensorPayload::Bytes(bytes),
+        doc_string: None,
+    }
 }
 
 fn inline<'b>(buf: &'b [u8], storage: &Storage<'_>) -> &'b [u8] {
@@ -25,6 +31,7 @@ fn full_state_round_trips_sorted_and_aligned() {
     let b = [7u8; 3];
     let c = [9u8; 16];
     let spec = CheckpointSpec {
+        version: WRITTEN_VERSION,
         is_nominal: false,
         trainable: vec![
             tensor("z.weight", DataType::Float, &[2, 3], &w),
@@ -38,6 +45,7 @@ fn full_state_round_trips_sorted_and_aligned() {
                 data_type: DataType::String,
                 dims: vec![2],
                 data: TensorPayload::Strings(vec!["héllo".into(), String::new()]),
+                doc_string: None,
             },
         ],
         optimizer_groups: vec![OptimizerGroupSpec {
@@ -115,6 +123,7 @@ fn writer_rejects_inconsistent_specs() {
             data_type: DataType::Float,
             dims: vec![],
             data: TensorPayload::Nominal,
+            doc_string: None,
         }],
         ..Default::default()
     };
@@ -133,6 +142,7 @@ fn nominal_round_trip() {
             data_type: DataType::Float16,
             dims: vec![],
             data: TensorPayload::Nominal,
+            doc_string: None,
         }],
         ..Default::default()
     };
@@ -143,16 +153,17 @@ fn nominal_round_trip() {
 }
 
 #[test]
-fn write_checkpoint_is_atomic_and_readable() {
+fn save_checkpoint_is_atomic_and_readable() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("model.ckpt");
     let data = [1u8; 8];
     let spec =
         CheckpointSpec { trainable: vec![tensor("w", DataType::Int64, &[1], &data)], ..Default::default() };
-    write_checkpoint(&path, &spec).unwrap();
+    let inline = ortckpt_core::SaveOptions { external_data_threshold: None, ..Default::default() };
+    save_checkpoint(&path, &spec, &inline).unwrap();
     let bad =
         CheckpointSpec { trainable: vec![tensor("w", DataType::Int64, &[2], &data)], ..Default::default() };
-    assert!(write_checkpoint(&path, &bad).is_err());
+    assert!(save_checkpoint(&path, &bad, &inline).is_err());
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(index_checkpoint(&bytes).unwrap().tensor(0).unwrap().dims, [1]);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "a temporary file was left behind");

@@ -7,7 +7,7 @@ use ortckpt_core::{
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use crate::mapped::MappedFile;
 
@@ -96,6 +96,11 @@ pub(crate) fn spec_from_py(d: &Bound<'_, PyDict>) -> PyResult<HeldSpec> {
         Some(v) => v.extract()?,
         None => false,
     };
+    // The core validates the version (1 or 2) with a message that says what each one is for.
+    let version: i32 = match d.get_item("version")? {
+        Some(v) => v.extract()?,
+        None => ortckpt_core::WRITTEN_VERSION,
+    };
     let trainable = tensors_from_py(&required(d, "trainable")?, &mut buffers)?;
     let frozen = tensors_from_py(&required(d, "frozen")?, &mut buffers)?;
     let mut optimizer_groups = Vec::new();
@@ -126,7 +131,7 @@ pub(crate) fn spec_from_py(d: &Bound<'_, PyDict>) -> PyResult<HeldSpec> {
         }
     }
     Ok(HeldSpec {
-        spec: CheckpointSpec { is_nominal, trainable, frozen, optimizer_groups, properties },
+        spec: CheckpointSpec { version, is_nominal, trainable, frozen, optimizer_groups, properties },
         _buffers: buffers,
     })
 }
@@ -152,13 +157,32 @@ fn property_value(name: &str, value: &Bound<'_, PyAny>) -> PyResult<PropertyValu
     )))
 }
 
+/// Converts a list of TensorSpec tuples `(name, data_type, dims, data[, doc_string])`. This is
+/// the per-tensor hot path of a save (100,000 tensors are common), so it reads list and tuple
+/// items directly instead of going through generic extraction.
 fn tensors_from_py(
     list: &Bound<'_, PyAny>,
     buffers: &mut Vec<BorrowedBytes>,
 ) -> PyResult<Vec<TensorSpec<'static>>> {
-    let mut out = Vec::new();
-    for item in list.try_iter()? {
-        let (name, code, dims, data): (String, i32, Vec<i64>, Bound<'_, PyAny>) = item?.extract()?;
+    let list = list.cast::<PyList>().map_err(|_| PyTypeError::new_err("tensor specs must be a list"))?;
+    let mut out = Vec::with_capacity(list.len());
+    buffers.reserve(list.len());
+    for item in list.iter() {
+        let item = item.cast_into::<PyTuple>().map_err(|_| {
+            PyTypeError::new_err("a tensor spec must be a tuple (name, data_type, dims, data[, doc_string])")
+        })?;
+        if !(4..=5).contains(&item.len()) {
+            return Err(PyTypeError::new_err(format!(
+                "a tensor spec must be a tuple (name, data_type, dims, data[, doc_string]), got {} items",
+                item.len()
+            )));
+        }
+        let name: String = item.get_borrowed_item(0)?.extract()?;
+        let code: i32 = item.get_borrowed_item(1)?.extract()?;
+        let dims: Vec<i64> = item.get_borrowed_item(2)?.extract()?;
+        let data = item.get_borrowed_item(3)?;
+        let doc_string: Option<String> =
+            if item.len() == 5 { item.get_borrowed_item(4)?.extract()? } else { None };
         let data_type = DataType::from_code(code).ok_or_else(|| {
             PyValueError::new_err(format!("tensor {name:?}: unknown data type code {code}"))
         })?;
@@ -175,7 +199,7 @@ fn tensors_from_py(
             let slice: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(view.slice()) };
             TensorPayload::Bytes(slice)
         };
-        out.push(TensorSpec { name, data_type, dims, data });
+        out.push(TensorSpec { name, data_type, dims, data, doc_string });
     }
     Ok(out)
 }

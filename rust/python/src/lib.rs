@@ -66,26 +66,26 @@ fn serialize_checkpoint(py: Python<'_>, spec: &Bound<'_, PyDict>) -> PyResult<Py
     Ok(PyBytes::new(py, &bytes).unbind())
 }
 
-/// Writes a checkpoint spec to `path` atomically (temp file, fsync, rename). When the tensor data
-/// exceed `external_data_threshold` bytes, tensors go to `path + ".data"`, written and renamed
-/// together with the checkpoint; `None` keeps everything inline. Returns the number of bytes
-/// written to the external file, or None when there is none.
+/// Saves a checkpoint spec to `path` atomically (temp file, fsync, rename), streaming tensor
+/// bytes from the spec's buffers. When the tensor data exceed `external_data_threshold` bytes,
+/// parameters go to `path + ".data"` (momentums too with `external_momentums`), written and
+/// renamed together with the checkpoint; `None` keeps everything inline.
 #[pyfunction]
-#[pyo3(signature = (path, spec, external_data_threshold=None))]
-fn write_checkpoint(
+#[pyo3(signature = (path, spec, external_data_threshold=None, external_momentums=false))]
+fn save_checkpoint(
     py: Python<'_>,
     path: PathBuf,
     spec: &Bound<'_, PyDict>,
     external_data_threshold: Option<u64>,
-) -> PyResult<Option<u64>> {
+    external_momentums: bool,
+) -> PyResult<()> {
     let held = spec_from_py(spec)?;
     let spec = held.spec();
     let source = path.display().to_string();
-    let options = ortckpt_core::SaveOptions { external_data_threshold };
-    let summary = py
-        .detach(|| guarded(|| ortckpt_core::save_checkpoint(&path, spec, &options)))
+    let options = ortckpt_core::SaveOptions { external_data_threshold, external_momentums };
+    py.detach(|| guarded(|| ortckpt_core::save_checkpoint(&path, spec, &options)))
         .map_err(|e| core_error(&source, e))?;
-    Ok(summary.external_data_bytes)
+    Ok(())
 }
 
 /// ORT's `ExternalCheckpointDataPath`: the checkpoint path with ".data" appended.
@@ -104,14 +104,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TensorRecord>()?;
     m.add_function(wrap_pyfunction!(index_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(serialize_checkpoint, m)?)?;
-    m.add_function(wrap_pyfunction!(write_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(save_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(external_data_path, m)?)?;
     errors::register(m)?;
     m.add("WRITTEN_VERSION", ortckpt_core::WRITTEN_VERSION)?;
-    m.add("DATA_ALIGNMENT", ortckpt_core::DATA_ALIGNMENT)?;
-    m.add("SUPPORTED_VERSIONS", ortckpt_core::SUPPORTED_VERSIONS.to_vec())?;
     m.add("DEFAULT_EXTERNAL_DATA_THRESHOLD", ortckpt_core::DEFAULT_EXTERNAL_DATA_THRESHOLD)?;
-    m.add("EXTERNAL_ALIGNMENT", ortckpt_core::EXTERNAL_ALIGNMENT)?;
-    m.add("MIN_EXTERNAL_BYTES", ortckpt_core::MIN_EXTERNAL_BYTES)?;
     Ok(())
 }

@@ -22,8 +22,10 @@ pub fn spec_from_index<'a>(
             Storage::Strings(s) => TensorPayload::Strings(s.to_vec()),
             Storage::Nominal => TensorPayload::Nominal,
         },
+        doc_string: (!t.doc_string.is_empty()).then(|| t.doc_string.to_owned()),
     };
     CheckpointSpec {
+        version: index.version,
         is_nominal: index.is_nominal,
         trainable: index.trainable().map(tensor).collect(),
         frozen: index.frozen().map(tensor).collect(),
