@@ -21,6 +21,14 @@ pub enum ErrorKind {
     ExternalData,
     /// Reading or writing a file failed at the operating system level.
     Io,
+    /// A save of the checkpoint was interrupted (crash) in the middle of replacing its files.
+    InterruptedSave,
+    /// A loaded checkpoint's file was modified on disk since it was opened.
+    CheckpointChanged,
+    /// The checkpoint kept being replaced while it was being loaded.
+    KeptChanging,
+    /// The caller asked to stop (e.g. Ctrl-C) during a long read.
+    Interrupted,
 }
 
 #[derive(Debug)]
@@ -69,6 +77,16 @@ pub enum Error {
     InvalidSpec { detail: String },
     /// An operating system error on `path`.
     Io { path: PathBuf, action: &'static str, source: io::Error },
+    /// A save of `path` was interrupted between its renames; `recover` settles it.
+    InterruptedSave { path: PathBuf, detail: String },
+    /// An interrupted save of `path` that recovery cannot settle (files removed by someone else).
+    Unrecoverable { path: PathBuf, detail: String },
+    /// The file `path` was modified on disk since it was opened (in place, not replaced).
+    CheckpointChanged { path: PathBuf, detail: String },
+    /// Saves kept replacing `path` during every attempt to load it.
+    KeptChanging { path: PathBuf, detail: String },
+    /// The caller's interruption check asked to stop while `path` was read.
+    Interrupted { path: PathBuf },
 }
 
 impl Error {
@@ -95,6 +113,10 @@ impl Error {
             | ExternalDataMissing { .. } => ErrorKind::ExternalData,
             DuplicateName { .. } => ErrorKind::DuplicateName,
             Io { .. } => ErrorKind::Io,
+            InterruptedSave { .. } | Unrecoverable { .. } => ErrorKind::InterruptedSave,
+            CheckpointChanged { .. } => ErrorKind::CheckpointChanged,
+            KeptChanging { .. } => ErrorKind::KeptChanging,
+            Interrupted { .. } => ErrorKind::Interrupted,
         }
     }
 
@@ -173,6 +195,27 @@ impl fmt::Display for Error {
             Io { path, action, source } => {
                 write!(f, "cannot {action} {}: {source}", path.display())
             }
+            InterruptedSave { path, detail } => write!(
+                f,
+                "{detail}; run `ortckpt recover {0}` (or ortckpt.recover(path)) to restore one complete \
+                 state and remove the interrupted save's files",
+                path.display()
+            ),
+            Unrecoverable { path, detail } => write!(f, "{}: {detail}", path.display()),
+            CheckpointChanged { path, detail } => write!(
+                f,
+                "the file {} {detail} (another program rewrote it in place, as ONNX Runtime's \
+                 save_checkpoint does); its memory-mapped values may now be wrong or unreadable. Load \
+                 it again, and use ortckpt.load(path, mmap=False) when another program may rewrite it",
+                path.display()
+            ),
+            KeptChanging { path, detail } => write!(
+                f,
+                "{} kept changing while it was being loaded ({detail}): other programs are saving it \
+                 continuously; try again",
+                path.display()
+            ),
+            Interrupted { path } => write!(f, "reading {} was interrupted", path.display()),
         }
     }
 }

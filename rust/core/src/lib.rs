@@ -9,30 +9,39 @@
 //!
 //! Every number read from a file is checked; malformed input gives an [`Error`], never a panic.
 
-mod atomic;
+mod commit;
+mod crash;
 mod dtype;
 mod error;
 mod external;
+mod files;
 mod index;
+mod journal;
 mod mapped;
 mod names;
+mod open;
 mod placement;
 mod reader;
+mod recover;
 mod save;
 mod schema;
 mod shape;
 mod verify;
 mod writer;
 
-pub use atomic::{write_file_atomically, PendingFile};
+pub use commit::{save_pair, WriteFile};
+pub use crash::STEPS as CRASH_STEPS;
 pub use dtype::DataType;
 pub use error::{Error, ErrorKind, Result};
 pub use external::check_external_ranges;
+pub use files::{FileId, TempFile};
 pub use index::{
     CheckpointIndex, OptimizerGroupIndex, ParameterStateIndex, Property, PropertyValue, Storage, TensorIndex,
 };
-pub use mapped::MappedFile;
+pub use mapped::{FileStamp, MappedFile};
+pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};
 pub use placement::{EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
+pub use recover::{helper_files, recover, Recovery};
 pub use reader::{index_checkpoint, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
 pub use save::{
     external_data_path, save_checkpoint, SaveOptions, SaveSummary, DEFAULT_EXTERNAL_DATA_THRESHOLD,

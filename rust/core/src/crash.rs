@@ -1,0 +1,50 @@
+//! A test-only crash hook: with `ORTCKPT_TEST_KILL_AT=<step>` in the environment, the process
+//! kills itself with SIGKILL right after the save (or recovery) step of that name, so tests can
+//! stop a save deterministically between any two file system operations. The variable is read
+//! once; without it every crash point is a cheap no-op. The steps, in order, are listed in
+//! [`STEPS`] and in docs/format.md ("Crash consistency").
+
+use std::sync::OnceLock;
+
+/// Every step name a save or recovery reports, in the order a save with external data over an
+/// existing external-data checkpoint (then an inline one over it) passes them.
+pub const STEPS: &[&str] = &[
+    "data_created",
+    "data_written",
+    "data_synced",
+    "ckpt_created",
+    "ckpt_written",
+    "ckpt_synced",
+    "locked",
+    "cleanup_done",
+    "journal_written",
+    "journal_committed",
+    "backup_ckpt_linked",
+    "backup_data_linked",
+    "backups_synced",
+    "data_renamed",
+    "ckpt_renamed",
+    "renames_synced",
+    "stale_data_removed",
+    "journal_removed",
+    "backups_removed",
+    "recover_data_placed",
+    "recover_ckpt_placed",
+    "recover_journal_removed",
+];
+
+fn target() -> Option<&'static str> {
+    static TARGET: OnceLock<Option<String>> = OnceLock::new();
+    TARGET.get_or_init(|| std::env::var("ORTCKPT_TEST_KILL_AT").ok()).as_deref()
+}
+
+/// Reports that `step` just completed; kills the process when it is the configured step.
+pub fn crash_point(step: &str) {
+    if target() == Some(step) {
+        // SAFETY: plain libc calls without pointers; SIGKILL cannot be caught, so nothing after
+        // this line runs (exactly like a power cut for everything but the page cache).
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+    }
+}
