@@ -13,15 +13,15 @@ use crate::files::{open_regular, FileId};
 use crate::{Error, Result};
 
 /// What identifies one version of a file's content, as far as the file system tells: a rewrite in
-/// place (what ORT's `save_checkpoint` does) changes the size or the modification/change times.
-/// The times have the file system's timestamp granularity (often the kernel tick, a few ms), so a
-/// same-size rewrite within one tick of the open cannot be seen.
+/// place (what ORT's `save_checkpoint` does) changes the size or the modification time. (Not the
+/// change time: it also moves when a save links or renames the file, which leaves the content
+/// alone.) Times have the file system's timestamp granularity (often the kernel tick, a few ms),
+/// so a same-size rewrite within one tick of the open cannot be seen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileStamp {
     pub id: FileId,
     pub size: u64,
     pub mtime_ns: i128,
-    pub ctime_ns: i128,
 }
 
 impl FileStamp {
@@ -30,7 +30,6 @@ impl FileStamp {
             id: FileId::of(meta),
             size: meta.len(),
             mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-            ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
         }
     }
 

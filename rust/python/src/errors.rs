@@ -5,7 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use ortckpt_core::{Error, ErrorKind};
 use pyo3::create_exception;
 use pyo3::exceptions::{
-    PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyOSError, PyPermissionError, PyValueError,
+    PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyKeyboardInterrupt, PyOSError, PyPermissionError, PyValueError,
 };
 use pyo3::prelude::*;
 
@@ -41,6 +41,19 @@ create_exception!(
     "External tensor data is missing, short or out of range."
 );
 
+create_exception!(
+    ortckpt,
+    InterruptedSaveError,
+    CheckpointError,
+    "A save was interrupted (crash) while replacing the checkpoint's files; ortckpt.recover(path) settles it."
+);
+create_exception!(
+    ortckpt,
+    CheckpointChangedError,
+    CheckpointError,
+    "A loaded checkpoint file was modified on disk (in place) since it was loaded."
+);
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("CheckpointError", py.get_type::<CheckpointError>())?;
@@ -49,6 +62,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TensorDataError", py.get_type::<TensorDataError>())?;
     m.add("DuplicateNameError", py.get_type::<DuplicateNameError>())?;
     m.add("ExternalDataError", py.get_type::<ExternalDataError>())?;
+    m.add("InterruptedSaveError", py.get_type::<InterruptedSaveError>())?;
+    m.add("CheckpointChangedError", py.get_type::<CheckpointChangedError>())?;
     Ok(())
 }
 
@@ -93,13 +108,16 @@ pub(crate) fn core_error(source: &str, e: GuardedError) -> PyErr {
         ErrorKind::TensorData => TensorDataError::new_err(message),
         ErrorKind::DuplicateName => DuplicateNameError::new_err(message),
         ErrorKind::ExternalData => ExternalDataError::new_err(message),
-        ErrorKind::Io => CheckpointError::new_err(message),
+        ErrorKind::InterruptedSave => InterruptedSaveError::new_err(message),
+        ErrorKind::CheckpointChanged => CheckpointChangedError::new_err(message),
+        ErrorKind::Interrupted => PyKeyboardInterrupt::new_err(message),
+        ErrorKind::Io | ErrorKind::KeptChanging => CheckpointError::new_err(message),
     }
 }
 
 /// An OSError of the subclass Python itself would raise, with errno and filename set.
 fn os_error(message: &str, path: &std::path::Path, io: &std::io::Error) -> PyErr {
-    let filename = path.display().to_string();
+    let filename = path.as_os_str().to_os_string(); // a str, bytes preserved (fs-decoded)
     if let Some(errno) = io.raw_os_error() {
         // OSError(errno, strerror, filename) picks the subclass (FileNotFoundError, ...) itself.
         return PyOSError::new_err((errno, message.to_owned(), filename));
