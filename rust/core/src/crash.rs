@@ -1,10 +1,9 @@
 //! A test-only crash hook: with `ORTCKPT_TEST_KILL_AT=<step>` in the environment, the process
 //! kills itself with SIGKILL right after the save (or recovery) step of that name, so tests can
-//! stop a save deterministically between any two file system operations. The variable is read
-//! once; without it every crash point is a cheap no-op. The steps, in order, are listed in
-//! [`STEPS`] and in docs/format.md ("Crash consistency").
-
-use std::sync::OnceLock;
+//! stop a save deterministically between any two file system operations. The variable is read at
+//! every step (a getenv, nothing next to the fsyncs around it), so a forked test child can set it
+//! after its parent already saved. The steps, in order, are listed in [`STEPS`] and in
+//! docs/format.md ("Crash consistency").
 
 /// Every step name a save or recovery reports, in the order a save with external data over an
 /// existing external-data checkpoint (then an inline one over it) passes them.
@@ -33,14 +32,9 @@ pub const STEPS: &[&str] = &[
     "recover_journal_removed",
 ];
 
-fn target() -> Option<&'static str> {
-    static TARGET: OnceLock<Option<String>> = OnceLock::new();
-    TARGET.get_or_init(|| std::env::var("ORTCKPT_TEST_KILL_AT").ok()).as_deref()
-}
-
 /// Reports that `step` just completed; kills the process when it is the configured step.
 pub fn crash_point(step: &str) {
-    if target() == Some(step) {
+    if std::env::var_os("ORTCKPT_TEST_KILL_AT").is_some_and(|target| target == step) {
         // SAFETY: plain libc calls without pointers; SIGKILL cannot be caught, so nothing after
         // this line runs (exactly like a power cut for everything but the page cache).
         unsafe {
