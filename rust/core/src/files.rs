@@ -27,12 +27,18 @@ impl FileId {
     }
 }
 
+/// Whether `e` says that no file has this name: it does not exist, or cannot (a name longer than
+/// the file system allows: `<255-byte name>.data`).
+pub fn is_absent(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENAMETOOLONG)
+}
+
 /// The identity of the file `path` names itself (a symlink is not followed), or `None` when
 /// nothing has that name.
 pub fn id_of_name(path: &Path) -> Result<Option<FileId>> {
     match fs::symlink_metadata(path) {
         Ok(meta) => Ok(Some(FileId::of(&meta))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) if is_absent(&e) => Ok(None),
         Err(e) => Err(Error::io(path, "read metadata of", e)),
     }
 }
@@ -41,7 +47,7 @@ pub fn id_of_name(path: &Path) -> Result<Option<FileId>> {
 pub fn id_of_path(path: &Path) -> Result<Option<FileId>> {
     match fs::metadata(path) {
         Ok(meta) => Ok(Some(FileId::of(&meta))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) if is_absent(&e) => Ok(None),
         Err(e) => Err(Error::io(path, "read metadata of", e)),
     }
 }
@@ -112,7 +118,7 @@ pub fn check_save_target(dest: &Path) -> Result<()> {
             };
             Err(Error::io(dest, "save to", e))
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) if is_absent(&e) => Ok(()),
         Err(e) => Err(Error::io(dest, "read metadata of", e)),
     }
 }
@@ -322,7 +328,7 @@ fn closed(path: &Path) -> Error {
 /// Removes `path` if it exists; a missing file is not an error.
 pub fn remove_if_present(path: &Path) -> Result<()> {
     match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(Error::io(path, "remove", e)),
+        Err(e) if !is_absent(&e) => Err(Error::io(path, "remove", e)),
         _ => Ok(()),
     }
 }

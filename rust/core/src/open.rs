@@ -22,11 +22,10 @@
 //! (the directory's commit lock is held), and raises [`Error::InterruptedSave`] when the save is
 //! dead (the journal stays but nobody holds the lock): only `recover` can settle that.
 
-use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::files::{commit_in_progress, id_of_path, open_regular, FileId};
+use crate::files::{commit_in_progress, id_of_path, is_absent, open_regular, FileId};
 use crate::journal::{read_journal, Found, PairPaths};
 use crate::mapped::MappedFile;
 use crate::save::external_data_path;
@@ -80,7 +79,7 @@ enum Attempt {
 }
 
 fn not_found(e: &Error) -> bool {
-    matches!(e, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    matches!(e, Error::Io { source, .. } if is_absent(source))
 }
 
 fn try_open(given: &Path, mode: OpenMode, keep_going: &mut dyn FnMut() -> bool) -> Result<Attempt> {
