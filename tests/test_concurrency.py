@@ -36,7 +36,7 @@ STATES = {1: make_state(1), 2: make_state(2)}
 
 
 def classify(path: Path, mmap: bool) -> str:
-    """"1"/"2" for a complete state, "mixed" otherwise, or the error's class name."""
+    """ "1"/"2" for a complete state, "mixed" otherwise, or the error's class name."""
     try:
         state = ortckpt.load(path, mmap=mmap)
         tag = state.properties["tag"]

@@ -22,7 +22,15 @@ from .errors import (
     TensorDataError,
     UnsupportedVersionError,
 )
-from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, external_data_path, load, load_bytes, recover, save, serialize
+from .io import (
+    DEFAULT_EXTERNAL_DATA_THRESHOLD,
+    external_data_path,
+    load,
+    load_bytes,
+    recover,
+    save,
+    serialize,
+)
 from .onnx_io import from_tensor_proto, load_into_model, save_from_onnx, save_tensor_protos, to_tensor_proto
 from .state import CheckpointState, OptimizerGroup, Parameter, PropertyBag
 

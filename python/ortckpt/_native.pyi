@@ -2,12 +2,12 @@
 # Contract: docs/architecture.md, "The native module contract".
 
 import os
-from typing import TypedDict, Union
+from typing import TypedDict
 
 from typing_extensions import Buffer, TypeAlias
 
 # str, bytes (any file name bytes) or os.PathLike; passed to the OS through os.fsencode
-PathArg: TypeAlias = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
+PathArg: TypeAlias = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 
 # (name, data_type, dims, offset, nbytes, strings, external_offset)
 TensorInfo: TypeAlias = tuple[str, int, list[int], int, int, list[str] | None, int | None]

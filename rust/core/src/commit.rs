@@ -28,7 +28,11 @@ pub type WriteFile<'a> = &'a mut dyn FnMut(&mut TempFile) -> Result<()>;
 
 /// Saves the pair at `path`: `write_checkpoint` produces the checkpoint's bytes and
 /// `write_external` (when the checkpoint has external data) the `.data` file's.
-pub fn save_pair(path: &Path, write_checkpoint: WriteFile<'_>, write_external: Option<WriteFile<'_>>) -> Result<()> {
+pub fn save_pair(
+    path: &Path,
+    write_checkpoint: WriteFile<'_>,
+    write_external: Option<WriteFile<'_>>,
+) -> Result<()> {
     let paths = PairPaths::new(path)?;
     check_save_target(&paths.checkpoint)?;
     check_save_target(&paths.external)?;
@@ -131,7 +135,10 @@ fn backup(name: &Path, backup: &Path, step: &str) -> Result<()> {
 }
 
 fn no_hard_links(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EOPNOTSUPP) | Some(libc::EMLINK) | Some(libc::EXDEV))
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EPERM) | Some(libc::EOPNOTSUPP) | Some(libc::EMLINK) | Some(libc::EXDEV)
+    )
 }
 
 fn sync_dirs(paths: &PairPaths) -> Result<()> {

@@ -41,8 +41,8 @@ pub use index::{
 pub use mapped::{FileStamp, MappedFile};
 pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};
 pub use placement::{EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
-pub use recover::{helper_files, recover, Recovery};
 pub use reader::{index_checkpoint, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
+pub use recover::{helper_files, recover, Recovery};
 pub use save::{
     external_data_path, save_checkpoint, SaveOptions, SaveSummary, DEFAULT_EXTERNAL_DATA_THRESHOLD,
 };

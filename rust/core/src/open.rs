@@ -56,7 +56,11 @@ const ATTEMPTS: u32 = 60;
 /// Opens `path` and `path.data` as one pair; see the module documentation. `keep_going` is called
 /// between chunks of an [`OpenMode::Read`] read and between attempts; returning false stops with
 /// [`Error::Interrupted`].
-pub fn open_checkpoint(path: &Path, mode: OpenMode, keep_going: &mut dyn FnMut() -> bool) -> Result<OpenedCheckpoint> {
+pub fn open_checkpoint(
+    path: &Path,
+    mode: OpenMode,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<OpenedCheckpoint> {
     let mut last_reason = String::new();
     for attempt in 0..ATTEMPTS {
         if attempt > 0 {
@@ -122,11 +126,14 @@ fn try_open(given: &Path, mode: OpenMode, keep_going: &mut dyn FnMut() -> bool) 
     }
 
     let (checkpoint, external) = match mode {
-        OpenMode::Map => {
-            (MappedFile::map(checkpoint, given)?, external.map(|f| MappedFile::map(f, &external_path)).transpose()?)
-        }
+        OpenMode::Map => (
+            MappedFile::map(checkpoint, given)?,
+            external.map(|f| MappedFile::map(f, &external_path)).transpose()?,
+        ),
         OpenMode::Read => {
-            let read = |f, p: &Path, keep_going: &mut dyn FnMut() -> bool| match MappedFile::read(f, p, keep_going) {
+            let read = |f, p: &Path, keep_going: &mut dyn FnMut() -> bool| match MappedFile::read(
+                f, p, keep_going,
+            ) {
                 Err(Error::CheckpointChanged { .. }) => Ok(None),
                 other => other.map(Some),
             };

@@ -112,7 +112,9 @@ fn finish(paths: &PairPaths, journal: &Journal) -> Result<Recovery> {
             rename(&new_checkpoint_temp, &paths.checkpoint, "recover_ckpt_placed")?;
         }
         // An inline save over an external-data checkpoint: the old data file is stale now.
-        if journal.new_external.is_none() && current_external.is_some() && current_external == journal.old_external
+        if journal.new_external.is_none()
+            && current_external.is_some()
+            && current_external == journal.old_external
         {
             remove_if_present(&paths.external)?;
         }

@@ -100,9 +100,8 @@ fn open_checkpoint(
 ) -> PyResult<(MappedFile, Option<MappedFile>)> {
     let path = path_arg(path)?;
     let mode = if mmap { ortckpt_core::OpenMode::Map } else { ortckpt_core::OpenMode::Read };
-    let opened = interruptible(py, &show(&path), |keep_going| {
-        ortckpt_core::open_checkpoint(&path, mode, keep_going)
-    })?;
+    let opened =
+        interruptible(py, &show(&path), |keep_going| ortckpt_core::open_checkpoint(&path, mode, keep_going))?;
     Ok((MappedFile::wrap(opened.checkpoint), opened.external.map(MappedFile::wrap)))
 }
 
@@ -111,7 +110,8 @@ fn open_checkpoint(
 #[pyfunction]
 fn recover(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<&'static str> {
     let path = path_arg(path)?;
-    let outcome = py.detach(|| guarded(|| ortckpt_core::recover(&path))).map_err(|e| core_error(&show(&path), e))?;
+    let outcome =
+        py.detach(|| guarded(|| ortckpt_core::recover(&path))).map_err(|e| core_error(&show(&path), e))?;
     Ok(outcome.as_str())
 }
 
@@ -120,8 +120,9 @@ fn recover(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<&'static str> {
 #[pyfunction]
 fn helper_files(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Vec<OsString>> {
     let path = path_arg(path)?;
-    let files =
-        py.detach(|| guarded(|| ortckpt_core::helper_files(&path))).map_err(|e| core_error(&show(&path), e))?;
+    let files = py
+        .detach(|| guarded(|| ortckpt_core::helper_files(&path)))
+        .map_err(|e| core_error(&show(&path), e))?;
     Ok(files.into_iter().map(PathBuf::into_os_string).collect())
 }
 
