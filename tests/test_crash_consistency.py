@@ -193,6 +193,24 @@ def test_kill_during_recovery(tmp_path: Path) -> None:
         assert settle(path, Counter()) == 2
 
 
+def test_cli_recover_after_a_crash_between_the_renames(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ortckpt.cli import main
+
+    path = tmp_path / "model.ckpt"
+    ortckpt.save(STATES[1], path, external_data_threshold=0)
+    assert wait(save_in_child(path, 2, True, "data_renamed")) == -signal.SIGKILL
+    with pytest.raises(InterruptedSaveError, match="ortckpt recover"):
+        ortckpt.load(path)
+    assert main(["inspect", str(path)]) == 2
+    assert "ortckpt recover" in capsys.readouterr().err
+    assert main(["recover", str(path)]) == 0
+    assert "completed an interrupted save" in capsys.readouterr().out
+    assert which_state(ortckpt.load(path)) == 2
+    assert main(["recover", str(path)]) == 0
+    assert "nothing to recover" in capsys.readouterr().out
+    assert sorted(os.listdir(tmp_path)) == ["model.ckpt", "model.ckpt.data"]
+
+
 def test_kill_at_random_times(tmp_path: Path) -> None:
     """A child saves the two states alternately, with and without external data, and is killed
     after a random delay; every kill must leave one of the two states."""

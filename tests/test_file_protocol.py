@@ -5,9 +5,12 @@ and stale external data files are handled."""
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import sys
+import threading
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -142,3 +145,49 @@ def test_recover_on_clean_and_missing_checkpoints(tmp_path: Path) -> None:
     leftover.touch()
     assert ortckpt.recover(path) == "clean"
     assert leftover.exists()
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_ctrl_c_interrupts_a_private_read(tmp_path: Path) -> None:
+    """``load(mmap=False)`` reads in chunks and checks for signals between them: a SIGINT (here
+    with a handler raising ``_Stop``) ends a long read with the handler's exception."""
+    big = tmp_path / "big.ckpt"
+    with open(big, "wb") as f:
+        f.truncate(1 << 30)  # sparse: reads as zeros without using disk
+    stop = threading.Event()
+
+    def interrupt() -> None:
+        while not stop.wait(0.001):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def handler(signum: int, frame: types.FrameType | None) -> None:
+        raise _Stop
+
+    previous = signal.signal(signal.SIGINT, handler)
+    sender = threading.Thread(target=interrupt)
+    caught: _Stop | None = None
+    try:
+        sender.start()
+        try:
+            ortckpt.load(big, mmap=False)
+        except _Stop as exc:
+            caught = exc
+        finally:
+            stop.set()
+            sender.join()
+        time.sleep(0.01)
+    except _Stop:  # a signal still in flight after the load
+        pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert caught is not None
+    frames = []
+    tb = caught.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    # raised through the native read (open_checkpoint inside _load_file), not between bytecodes
+    assert frames[-2:] == ["_load_file", "handler"], frames

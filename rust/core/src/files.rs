@@ -238,7 +238,9 @@ pub struct TempFile {
 impl TempFile {
     /// Creates `<dir>/<prefix><pid>-<n>.tmp` with the permissions of `like` (when it exists).
     pub fn create(dir: &Path, prefix: &str, like: &Path) -> Result<TempFile> {
+        let mut attempts = 0;
         loop {
+            attempts += 1;
             let n = COUNTER.fetch_add(1, Ordering::Relaxed);
             let mut name = OsString::from(prefix);
             name.push(format!("{}-{n}.tmp", std::process::id()));
@@ -261,7 +263,14 @@ impl TempFile {
             // our lock and deleted it; then the name no longer leads to it: start again.
             if id_of_name(&temp.path)? != Some(temp.id) {
                 temp.armed = false;
-                continue;
+                if attempts < 10 {
+                    continue;
+                }
+                return Err(Error::io(
+                    &temp.path,
+                    "create temporary file",
+                    io::Error::other("removed repeatedly"),
+                ));
             }
             temp.file = Some(file);
             // A replaced file keeps its permissions (a 0600 checkpoint must not become 0644).

@@ -54,7 +54,18 @@ pub fn recover(path: &Path) -> Result<Recovery> {
 pub(crate) fn recover_locked(paths: &PairPaths) -> Result<Recovery> {
     let outcome = match read_journal(paths)? {
         Found::None => None,
-        Found::Foreign => return Ok(Recovery::Clean), // another checkpoint's journal: not ours
+        // Another file name with the same 64-bit name hash has an interrupted save here: its
+        // journal is not ours to settle, and a save of ours must not overwrite it.
+        Found::Foreign => {
+            return Err(Error::Unrecoverable {
+                path: paths.given.clone(),
+                detail: format!(
+                    "the save journal {} belongs to an interrupted save of another checkpoint in this \
+                     directory (its name has the same hash); recover that checkpoint first",
+                    paths.journal().display()
+                ),
+            })
+        }
         Found::Corrupt => {
             return Err(Error::Unrecoverable {
                 path: paths.given.clone(),
