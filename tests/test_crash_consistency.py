@@ -193,7 +193,9 @@ def test_kill_during_recovery(tmp_path: Path) -> None:
         assert settle(path, Counter()) == 2
 
 
-def test_cli_recover_after_a_crash_between_the_renames(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_recover_after_a_crash_between_the_renames(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from ortckpt.cli import main
 
     path = tmp_path / "model.ckpt"
