@@ -140,12 +140,21 @@ impl Journal {
     }
 
     /// Whether the files `checkpoint` / `external` (identities of open files) are one complete
-    /// pair this journal knows: the pair before the save or the pair after it.
-    pub fn is_complete_pair(&self, checkpoint: FileId, external: Option<FileId>) -> bool {
-        let new = Some(checkpoint) == Some(self.new_checkpoint.id)
-            && external == self.new_external.as_ref().map(|f| f.id);
-        let old = Some(checkpoint) == self.old_checkpoint && external == self.old_external;
-        new || old
+    /// pair this journal knows — the pair before the save or the pair after it. `Some(true)`: yes,
+    /// with `external` as its data file; `Some(false)`: yes, and that pair has no data file (so
+    /// whatever `.data` holds now is not part of it); `None`: a mix.
+    pub fn complete_pair(&self, checkpoint: FileId, external: Option<FileId>) -> Option<bool> {
+        let new = (Some(self.new_checkpoint.id), self.new_external.as_ref().map(|f| f.id));
+        for (c, e) in [new, (self.old_checkpoint, self.old_external)] {
+            if c == Some(checkpoint) {
+                match e {
+                    None => return Some(false),
+                    Some(e) if external == Some(e) => return Some(true),
+                    Some(_) => {}
+                }
+            }
+        }
+        None
     }
 
     fn encode(&self) -> String {
@@ -326,11 +335,14 @@ mod tests {
         j.old_external = Some(FileId { dev: 1, ino: 8 });
         let (nc, ne) = (j.new_checkpoint.id, FileId { dev: 1, ino: 9 });
         let (oc, oe) = (j.old_checkpoint.unwrap(), FileId { dev: 1, ino: 8 });
-        assert!(j.is_complete_pair(nc, Some(ne)));
-        assert!(j.is_complete_pair(oc, Some(oe)));
-        assert!(!j.is_complete_pair(nc, Some(oe)));
-        assert!(!j.is_complete_pair(oc, Some(ne)));
-        assert!(!j.is_complete_pair(oc, None));
+        assert_eq!(j.complete_pair(nc, Some(ne)), Some(true));
+        assert_eq!(j.complete_pair(oc, Some(oe)), Some(true));
+        assert_eq!(j.complete_pair(nc, Some(oe)), None);
+        assert_eq!(j.complete_pair(oc, Some(ne)), None);
+        assert_eq!(j.complete_pair(oc, None), None);
+        // an inline old checkpoint is complete whatever `.data` holds (the new save's data file)
+        j.old_external = None;
+        assert_eq!(j.complete_pair(oc, Some(ne)), Some(false));
     }
 
     #[test]

@@ -17,7 +17,8 @@
 //! from being reused, which makes the (device, inode) comparisons exact.
 //!
 //! If `J` exists at `t`, it records the identities of the pair before and after its save; `(c, d)`
-//! is accepted exactly when it equals one of them (both are complete pairs by construction).
+//! is accepted exactly when it equals one of them (both are complete pairs by construction; for a
+//! pair without a data file, `c` alone decides and `d` is dropped).
 //! Otherwise the load is inside a save's window: it waits and retries while the save is alive
 //! (the directory's commit lock is held), and raises [`Error::InterruptedSave`] when the save is
 //! dead (the journal stays but nobody holds the lock): only `recover` can settle that.
@@ -118,12 +119,15 @@ fn try_open(given: &Path, mode: OpenMode, keep_going: &mut dyn FnMut() -> bool) 
     if id_of_path(given)? != Some(checkpoint_id) || id_of_path(&external_path)? != external_id {
         return Ok(Attempt::Retry("a save replaced the files while they were opened".into()));
     }
-    match journal {
-        Found::None | Found::Foreign => {}
-        Found::Journal(j) if j.is_complete_pair(checkpoint_id, external_id) => {}
-        Found::Journal(_) => return interrupted_or_retry(&paths, "a save is replacing the files"),
+    let external = match journal {
+        Found::None | Found::Foreign => external,
+        Found::Journal(j) => match j.complete_pair(checkpoint_id, external_id) {
+            Some(true) => external,
+            Some(false) => None, // an inline checkpoint: the `.data` there belongs to the other save
+            None => return interrupted_or_retry(&paths, "a save is replacing the files"),
+        },
         Found::Corrupt => return interrupted_or_retry(&paths, "the save journal is unreadable"),
-    }
+    };
 
     let (checkpoint, external) = match mode {
         OpenMode::Map => (
