@@ -5,7 +5,10 @@
 //!   returns a [`CheckpointIndex`]: names, data types, dims and the byte range of every tensor, and
 //!   the optimizer state and properties. It never reads tensor bytes.
 //! * [`serialize_checkpoint`] / [`write_checkpoint`] turn a [`CheckpointSpec`] into the bytes ORT
-//!   1.19.2 writes (deterministically ordered) and save them atomically.
+//!   1.19.2 writes (deterministically ordered) and save them crash-consistently
+//!   ([`save_pair`]: journal, backups, renames; [`recover`] settles an interrupted save).
+//! * [`open_checkpoint`] opens a checkpoint and its external data file as one pair, even while
+//!   other processes save over it; only regular files are opened, never blocking.
 //!
 //! Every number read from a file is checked; malformed input gives an [`Error`], never a panic.
 
