@@ -39,10 +39,10 @@ MIB = 2**20
 
 
 def mapping_of(arr: np.ndarray[Any, Any]) -> MappedFile | None:
-    """The ``MappedFile`` at the end of ``arr``'s ``.base`` chain, if any."""
+    """The memory-mapping ``MappedFile`` at the end of ``arr``'s ``.base`` chain, if any."""
     obj: Any = arr
     while obj is not None:
-        if isinstance(obj, MappedFile):
+        if isinstance(obj, MappedFile) and obj.mapped:
             return obj
         obj = getattr(obj, "base", None)
     return None

@@ -124,6 +124,7 @@ class BufferTensor(Tensor):
 
     def array(self, name: str) -> NDArray[Any]:
         if self._cache is None:
+            self._check_source()
             self._cache = self._materialize(name)
         return self._cache
 
@@ -141,8 +142,16 @@ class BufferTensor(Tensor):
         return _readonly(raw.view(dtype).reshape(self.shape))
 
     def spec_data(self, name: str) -> SpecData:
+        self._check_source()
         self._advise_normal()
         return memoryview(self._buffer)[self._offset : self._offset + self._nbytes]
+
+    def _check_source(self) -> None:
+        # A mapped file rewritten in place since load (ORT's save_checkpoint does that) would give
+        # wrong values or SIGBUS: the MappedFile raises CheckpointChangedError instead.
+        check = getattr(self._buffer, "check_unchanged", None)  # only MappedFile has it
+        if check is not None:
+            check()
 
     def _advise_normal(self) -> None:
         # Mappings are opened with random-access advice (cheap indexing); the values of a tensor

@@ -7,26 +7,33 @@
     ├── UnsupportedVersionError     version newer than we understand
     ├── TensorDataError             dtype, dims, data length, string tensor inconsistencies
     ├── DuplicateNameError          two parameters (or properties, groups, momentums) with one name
-    └── ExternalDataError           external data file missing, short, out of range
+    ├── ExternalDataError           external data file missing, short, out of range
+    ├── InterruptedSaveError        a crashed save left the files mixed: run ortckpt.recover(path)
+    └── CheckpointChangedError      a memory-mapped checkpoint was rewritten in place since load
 
-Operating-system failures (missing file, permissions) stay ``OSError`` subclasses.
+Operating-system failures (missing file, permissions, a path that is not a regular file) stay
+``OSError`` subclasses.
 """
 
 from __future__ import annotations
 
 from ._native import (
+    CheckpointChangedError,
     CheckpointError,
     DuplicateNameError,
     ExternalDataError,
+    InterruptedSaveError,
     InvalidCheckpointError,
     TensorDataError,
     UnsupportedVersionError,
 )
 
 __all__ = [
+    "CheckpointChangedError",
     "CheckpointError",
     "DuplicateNameError",
     "ExternalDataError",
+    "InterruptedSaveError",
     "InvalidCheckpointError",
     "TensorDataError",
     "UnsupportedVersionError",

@@ -1,9 +1,13 @@
-"""Loading and saving checkpoints: ``load``, ``load_bytes``, ``save``, ``serialize``."""
+"""Loading and saving checkpoints: ``load``, ``load_bytes``, ``save``, ``serialize``, ``recover``.
+
+The file protocol (crash-consistent saves, loads that never mix two saves, special files) lives
+in the Rust core; see docs/format.md, "Crash consistency".
+"""
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Literal, Union, cast
 
 from . import _index, _native
 from ._spec import build_spec
@@ -12,9 +16,17 @@ from .state import CheckpointState
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-    StrPath = Union[str, os.PathLike[str]]
+StrPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
-__all__ = ["DEFAULT_EXTERNAL_DATA_THRESHOLD", "external_data_path", "load", "load_bytes", "save", "serialize"]
+__all__ = [
+    "DEFAULT_EXTERNAL_DATA_THRESHOLD",
+    "external_data_path",
+    "load",
+    "load_bytes",
+    "recover",
+    "save",
+    "serialize",
+]
 
 BYTES_SOURCE = "<bytes>"
 
@@ -23,38 +35,47 @@ DEFAULT_EXTERNAL_DATA_THRESHOLD: int = _native.DEFAULT_EXTERNAL_DATA_THRESHOLD
 
 
 def _fspath(path: StrPath) -> str:
+    """The path as ``str`` (non-UTF-8 bytes become surrogate escapes; ``os.fsencode`` restores
+    them exactly, which is how the native module receives every path)."""
     return os.fsdecode(os.fspath(path))
 
 
 def external_data_path(path: StrPath) -> str:
     """ORT's ``ExternalCheckpointDataPath``: the checkpoint path with ``.data`` appended."""
-    return os.fspath(_native.external_data_path(_fspath(path)))
-
-
-def _read(path: str, mmap: bool) -> bytes | _native.MappedFile:
-    if mmap:
-        return _native.MappedFile(path)
-    with open(path, "rb") as f:
-        return f.read()
+    return os.fsdecode(_native.external_data_path(path))
 
 
 def load(path: StrPath, *, mmap: bool = True) -> CheckpointState:
-    """Load a checkpoint file.
+    """Load a checkpoint file (and its external data file ``<path>.data`` when it has one).
 
-    With ``mmap=True`` (the default) the file is memory-mapped: nothing beyond the flatbuffer
+    With ``mmap=True`` (the default) both files are memory-mapped: nothing beyond the flatbuffer
     structure is touched until a tensor's ``.data`` is used, and aligned tensors are zero-copy
-    read-only views of the mapping. With ``mmap=False`` the file is read into memory first.
+    read-only views of the mapping. A mapping shows later changes of the file: if another program
+    rewrites the file in place (ONNX Runtime's ``save_checkpoint`` does), using a tensor not used
+    before raises ``CheckpointChangedError``, and values already handed out may change or, for a
+    truncated file, crash the process with SIGBUS (see README, "Guarantees").
 
-    Raises ``FileNotFoundError``/``OSError`` for I/O failures and ``CheckpointError`` subclasses
-    for malformed checkpoints.
+    With ``mmap=False`` both files are read fully into private memory before ``load`` returns
+    (Ctrl-C interrupts the read): nothing another program does to the files afterwards can affect
+    the state. Use it when another program may rewrite the checkpoint.
+
+    The two files are opened as one consistent pair: a load that overlaps a save returns the old
+    or the new checkpoint, never a mix. Raises ``InterruptedSaveError`` when a crashed save left
+    the files mixed (``recover`` settles it), ``FileNotFoundError``/``OSError`` for I/O failures
+    and for paths that are not regular files (FIFOs, devices: refused without blocking), and
+    ``CheckpointError`` subclasses for malformed checkpoints.
     """
     name = _fspath(path)
-    data = _read(name, mmap)
-    # ORT keeps large tensors in "<path>.data". It is always memory-mapped (lazily paged in), and
-    # every external range is checked against its real size before any tensor is used.
-    ext_name = external_data_path(name)
-    external = _native.MappedFile(ext_name) if os.path.isfile(ext_name) else None
-    return _state(_native.index_checkpoint(data, name, external, ext_name))
+    # (Loading an ORT 1.15 checkpoint folder branches off here; today a directory raises
+    # IsADirectoryError from the native open below.)
+    return _load_file(path, name, mmap)
+
+
+def _load_file(path: StrPath, name: str, mmap: bool) -> CheckpointState:
+    data, external = _native.open_checkpoint(path, mmap)
+    # Every external range is checked against the external file's real size before any tensor
+    # is used.
+    return _state(_native.index_checkpoint(data, name, external, external_data_path(path)))
 
 
 def _state(index: _native.Index) -> CheckpointState:
@@ -67,6 +88,28 @@ def _state(index: _native.Index) -> CheckpointState:
         properties=_index.properties(index),
         source=index.source,
     )
+
+
+Recovery = Literal["clean", "leftovers", "new", "old"]
+
+
+def recover(path: StrPath) -> Recovery:
+    """Settle interrupted saves of the checkpoint ``path`` and remove the files they left.
+
+    A save killed in the middle (crash, power loss, SIGKILL) leaves a journal beside the
+    checkpoint; ``recover`` completes that save when all its new files are still there (the usual
+    case) or restores the checkpoint from before it, then removes every temporary, backup and
+    journal file of interrupted saves. It waits for a save that is still running. Returns:
+
+    * ``"clean"``: nothing was interrupted, nothing left over;
+    * ``"leftovers"``: nothing was interrupted; files of dead saves were removed;
+    * ``"new"``: an interrupted save was completed;
+    * ``"old"``: an interrupted save was undone (the checkpoint is absent if there was none).
+
+    The next ``save`` of the same path does the same first, so calling this is only needed to
+    load a checkpoint for which ``load`` raised ``InterruptedSaveError``.
+    """
+    return cast("Recovery", _native.recover(path))
 
 
 def _immutable(data: Buffer) -> bytes | _native.MappedFile:
@@ -105,7 +148,15 @@ def save(
     external_momentums: bool = False,
     format_version: int = 2,
 ) -> None:
-    """Write ``state`` to ``path`` atomically (temporary file, fsync, rename).
+    """Write ``state`` to ``path`` crash-consistently.
+
+    The new files are written under temporary names and synced; a journal, backups of the old
+    files and renames then replace ``path`` (and ``<path>.data``) so that after a crash at any
+    point ``load`` gives the old or the new checkpoint, or raises ``InterruptedSaveError`` until
+    ``recover`` is run (see docs/format.md, "Crash consistency"). Concurrent saves of one path
+    take turns. A symlink is followed (its target is replaced); a replaced file keeps its
+    permissions; an existing target that is not a regular file (``/dev/null``, a FIFO, a socket, a
+    device) is refused with ``OSError``.
 
     Saving over the file a state was loaded from is safe: the old mapping stays valid. Tensors,
     optimizer states and properties are written sorted by name. Tensor bytes are streamed from
@@ -114,10 +165,11 @@ def save(
 
     When the tensor data exceed ``external_data_threshold`` bytes in total, every numeric
     parameter of at least 64 bytes goes to ``external_data_path(path)`` (``<path>.data``), written
-    and renamed together with the checkpoint. The default is ORT's 1800 MiB, or 0 for a state
-    loaded from a checkpoint with external data (ORT keeps such a checkpoint external). Optimizer
-    momentums stay in the checkpoint, as ORT keeps them, unless ``external_momentums=True`` (for
-    optimizer state too large for the 2 GiB a checkpoint file can hold; ORT loads either).
+    and committed together with the checkpoint; a checkpoint saved inline removes a stale
+    ``<path>.data``. The default is ORT's 1800 MiB, or 0 for a state loaded from a checkpoint with
+    external data (ORT keeps such a checkpoint external). Optimizer momentums stay in the
+    checkpoint, as ORT keeps them, unless ``external_momentums=True`` (for optimizer state too
+    large for the 2 GiB a checkpoint file can hold; ORT loads either).
 
     ``format_version`` 2 is what ORT 1.18 and later read; 1 is for ORT 1.16-1.17 (not for
     nominal states or external data, which version 1 cannot express).
@@ -129,7 +181,7 @@ def save(
     if external_data_threshold < 0:
         raise ValueError(f"external_data_threshold must be >= 0, got {external_data_threshold}")
     spec = build_spec(state, include_optimizer_state, format_version)
-    _native.save_checkpoint(_fspath(path), spec, external_data_threshold, bool(external_momentums))
+    _native.save_checkpoint(path, spec, external_data_threshold, bool(external_momentums))
 
 
 def serialize(

@@ -179,7 +179,10 @@ def _load_model(model: onnx.ModelProto | StrPath, what: str) -> tuple[onnx.Model
         return copy, None
     if isinstance(model, (str, os.PathLike)):
         path = _fspath(model)
-        loaded = onnx.load(path, load_external_data=False)
+        # Opened by the core: regular files only, refused without blocking (a FIFO would hang
+        # onnx.load's open()); the mapping is parsed, then dropped.
+        mapped = _native.MappedFile(path)
+        loaded = onnx.load_model_from_string(bytes(memoryview(mapped)))
         return loaded, os.path.dirname(os.path.abspath(path))
     raise TypeError(f"{what} must be an onnx.ModelProto or a path, got {type(model).__name__}")
 

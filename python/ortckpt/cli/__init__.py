@@ -8,6 +8,7 @@
     ortckpt to-onnx CKPT MODEL OUT
     ortckpt set-property CKPT [NAME=VALUE ...] [--type int|float|str] [--delete NAME]
     ortckpt strip-optimizer CKPT [OUT]
+    ortckpt recover CKPT
     ortckpt --version
 
 Exit status: 0 on success (``diff``: the checkpoints are identical), 1 when ``diff`` finds
@@ -34,6 +35,7 @@ from ._format import JsonValue
 from ._inspect import print_text, run_inspect, to_json
 from ._onnx import run_from_onnx, run_to_onnx
 from ._parser import build_parser
+from ._recover import run_recover
 
 __all__ = [
     "EXACT",
@@ -56,6 +58,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], int]] = {
     "to-onnx": run_to_onnx,
     "set-property": run_set_property,
     "strip-optimizer": run_strip_optimizer,
+    "recover": run_recover,
 }
 
 

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from ..io import DEFAULT_EXTERNAL_DATA_THRESHOLD
+from . import _recover
 
 
 def _version() -> str:
@@ -171,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     strip.add_argument("path", metavar="CKPT", help="checkpoint file")
     strip.add_argument("out", metavar="OUT", nargs="?", help="checkpoint to write (default: CKPT, in place)")
+    _recover.add_parser(commands, _command)
     return parser
 
 

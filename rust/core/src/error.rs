@@ -22,6 +22,16 @@ pub enum ErrorKind {
     ExternalData,
     /// Reading or writing a file failed at the operating system level.
     Io,
+    /// A save of the checkpoint was interrupted (crash) in the middle of replacing its files.
+    InterruptedSave,
+    /// A loaded checkpoint's file was modified on disk since it was opened.
+    CheckpointChanged,
+    /// The checkpoint kept being replaced while it was being loaded.
+    KeptChanging,
+    /// The caller asked to stop (e.g. Ctrl-C) during a long read.
+    Interrupted,
+    /// A broken internal invariant of ortckpt: a bug to report, never the input's fault.
+    Internal,
 }
 
 /// Everything that can go wrong reading or writing a checkpoint. Variants about one tensor name it
@@ -178,6 +188,39 @@ pub enum Error {
         /// The operating system's error.
         source: io::Error,
     },
+    /// A save of `path` was interrupted between its renames; `recover` settles it.
+    InterruptedSave {
+        /// The checkpoint.
+        path: PathBuf,
+        /// What was found.
+        detail: String,
+    },
+    /// An interrupted save of `path` that recovery cannot settle (files removed by someone else).
+    Unrecoverable {
+        /// The checkpoint.
+        path: PathBuf,
+        /// What was found.
+        detail: String,
+    },
+    /// The file `path` was modified on disk since it was opened (in place, not replaced).
+    CheckpointChanged {
+        /// The modified file.
+        path: PathBuf,
+        /// What changed.
+        detail: String,
+    },
+    /// Saves kept replacing `path` during every attempt to load it.
+    KeptChanging {
+        /// The checkpoint.
+        path: PathBuf,
+        /// What kept changing.
+        detail: String,
+    },
+    /// The caller's interruption check asked to stop while `path` was read.
+    Interrupted {
+        /// The file being read.
+        path: PathBuf,
+    },
 }
 
 impl Error {
@@ -205,9 +248,33 @@ impl Error {
             | ExternalDataMissing { .. } => ErrorKind::ExternalData,
             DuplicateName { .. } => ErrorKind::DuplicateName,
             Io { .. } => ErrorKind::Io,
-            // No kind of its own yet (the bindings map kinds exhaustively); the message says what
-            // it is. It is never the input's fault.
-            Internal { .. } => ErrorKind::InvalidCheckpoint,
+            InterruptedSave { .. } | Unrecoverable { .. } => ErrorKind::InterruptedSave,
+            CheckpointChanged { .. } => ErrorKind::CheckpointChanged,
+            KeptChanging { .. } => ErrorKind::KeptChanging,
+            Interrupted { .. } => ErrorKind::Interrupted,
+            // It is never the input's fault; the message says it is a bug to report.
+            Internal { .. } => ErrorKind::Internal,
+        }
+    }
+
+    /// The tensor this error is about, when it is about one (for duplicate names: the name when
+    /// it is a parameter's or a momentum's; for overlapping external ranges: the second tensor).
+    pub fn tensor(&self) -> Option<&str> {
+        use Error::*;
+        match self {
+            UnknownDataType { tensor, .. }
+            | NegativeDim { tensor, .. }
+            | SizeOverflow { tensor, .. }
+            | DataLengthMismatch { tensor, .. }
+            | StringCountMismatch { tensor, .. }
+            | WrongStorage { tensor, .. }
+            | InlineAndExternal { tensor }
+            | BadExternalOffset { tensor, .. }
+            | ExternalWithoutFlag { tensor }
+            | ExternalOutOfRange { tensor, .. } => Some(tensor),
+            ExternalOverlap { second, .. } => Some(second),
+            DuplicateName { kind, name } if *kind == "parameter" || *kind == "momentum" => Some(name),
+            _ => None,
         }
     }
 
@@ -291,6 +358,27 @@ impl fmt::Display for Error {
             Io { path, action, source } => {
                 write!(f, "cannot {action} {}: {source}", path.display())
             }
+            InterruptedSave { path, detail } => write!(
+                f,
+                "{detail}; run `ortckpt recover {0}` (or ortckpt.recover(path)) to restore one complete \
+                 state and remove the interrupted save's files",
+                path.display()
+            ),
+            Unrecoverable { path, detail } => write!(f, "{}: {detail}", path.display()),
+            CheckpointChanged { path, detail } => write!(
+                f,
+                "the file {} {detail} (another program rewrote it in place, as ONNX Runtime's \
+                 save_checkpoint does); its memory-mapped values may now be wrong or unreadable. Load \
+                 it again, and use ortckpt.load(path, mmap=False) when another program may rewrite it",
+                path.display()
+            ),
+            KeptChanging { path, detail } => write!(
+                f,
+                "{} kept changing while it was being loaded ({detail}): other programs are saving it \
+                 continuously; try again",
+                path.display()
+            ),
+            Interrupted { path } => write!(f, "reading {} was interrupted", path.display()),
         }
     }
 }

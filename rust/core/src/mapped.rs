@@ -1,77 +1,173 @@
-//! A read-only memory map of a whole file.
+//! A checkpoint file's bytes: a read-only memory map (pages read from disk only when touched), or
+//! the whole file read into private memory. Either keeps the opened file, so that a change of the
+//! file on disk since it was opened can be detected ([`MappedFile::check_unchanged`]).
 
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use memmap2::{Mmap, MmapOptions};
 
+use crate::files::{open_regular, FileId};
 use crate::{Error, Result};
 
-/// A file mapped read-only into memory. Pages are read from disk only when touched.
-///
-/// Like every memory map, it assumes the file is not truncated by someone else while mapped;
-/// writers in this crate replace files by rename, which leaves existing maps valid.
-pub struct MappedFile {
-    path: PathBuf,
-    /// `None` for an empty file, which cannot be mapped.
-    map: Option<Mmap>,
+/// What identifies one version of a file's content, as far as the file system tells: a rewrite in
+/// place (what ORT's `save_checkpoint` does) changes the size or the modification time. (Not the
+/// change time: it also moves when a save links or renames the file, which leaves the content
+/// alone.) Times have the file system's timestamp granularity (often the kernel tick, a few ms),
+/// so a same-size rewrite within one tick of the open cannot be seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStamp {
+    pub id: FileId,
+    pub size: u64,
+    pub mtime_ns: i128,
 }
 
-impl MappedFile {
-    pub fn open(path: &Path) -> Result<MappedFile> {
-        let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
-        let meta = file.metadata().map_err(|e| Error::io(path, "read metadata of", e))?;
-        if meta.is_dir() {
-            // Reading a directory yields the platform's own error (EISDIR), errno included.
-            let e = (&file)
-                .read(&mut [0u8; 1])
-                .err()
-                .unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory"));
-            return Err(Error::io(path, "open", e));
+impl FileStamp {
+    pub fn of(meta: &Metadata) -> FileStamp {
+        FileStamp {
+            id: FileId::of(meta),
+            size: meta.len(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
         }
-        let map = if meta.len() == 0 {
+    }
+
+    fn of_file(file: &File, path: &Path) -> Result<FileStamp> {
+        Ok(FileStamp::of(&file.metadata().map_err(|e| Error::io(path, "read metadata of", e))?))
+    }
+}
+
+enum Contents {
+    /// `None` for an empty file, which cannot be mapped.
+    Mapped(Option<Mmap>),
+    Owned(Vec<u8>),
+}
+
+/// A file's bytes, mapped or owned. A mapping shares the page cache with the file: if another
+/// program rewrites the file in place (rather than replacing it by rename, as ortckpt does), the
+/// mapped bytes change, and pages past a truncation raise SIGBUS when touched. Call
+/// [`MappedFile::check_unchanged`] before using bytes that were not used yet; use owned contents
+/// when the file may be rewritten in place.
+pub struct MappedFile {
+    path: PathBuf,
+    /// The file the bytes come from: kept open so its identity (and inode number) stays reserved
+    /// and its current state can be compared with `stamp`.
+    file: File,
+    stamp: FileStamp,
+    contents: Contents,
+}
+
+/// Owned reads go in chunks of this size, with an interruption check between chunks.
+const READ_CHUNK: usize = 8 << 20;
+
+impl MappedFile {
+    /// Opens (regular files only, never blocking) and maps `path`.
+    pub fn open(path: &Path) -> Result<MappedFile> {
+        MappedFile::map(open_regular(path)?, path)
+    }
+
+    /// Maps the opened regular file `file` (named `path` in messages).
+    pub fn map(file: File, path: &Path) -> Result<MappedFile> {
+        let stamp = FileStamp::of_file(&file, path)?;
+        let map = if stamp.size == 0 {
             None
         } else {
-            // SAFETY: the map is read-only; see the type's note on concurrent truncation.
+            // SAFETY: the map is read-only. Changes to the file by other programs show through it
+            // (see the type's note): the bytes are only ever read as plain bytes, and every reader
+            // of them checks each structural value it reads against the length.
             let map =
                 unsafe { MmapOptions::new().map(&file) }.map_err(|e| Error::io(path, "memory-map", e))?;
             // Indexing touches one small length prefix per tensor, scattered over the file; with the
             // default readahead each touch would read far more than it needs from disk. Tensor ranges
             // get normal readahead back when their values are used (`advise_normal`).
-            #[cfg(unix)]
             let _ = map.advise(memmap2::Advice::Random);
             Some(map)
         };
-        Ok(MappedFile { path: path.to_path_buf(), map })
+        Ok(MappedFile { path: path.to_path_buf(), file, stamp, contents: Contents::Mapped(map) })
+    }
+
+    /// Reads the whole opened regular file `file` into private memory, calling `keep_going`
+    /// between chunks (false stops with [`Error::Interrupted`]). Fails with
+    /// [`Error::CheckpointChanged`] when the file changed while it was read.
+    pub fn read(file: File, path: &Path, keep_going: &mut dyn FnMut() -> bool) -> Result<MappedFile> {
+        let stamp = FileStamp::of_file(&file, path)?;
+        // The size comes from the file system, not from file contents: a sound capacity.
+        let mut bytes = Vec::with_capacity(usize::try_from(stamp.size).unwrap_or(0));
+        let reader = &file;
+        loop {
+            if !keep_going() {
+                return Err(Error::Interrupted { path: path.to_path_buf() });
+            }
+            let before = bytes.len();
+            let n = reader
+                .take(READ_CHUNK as u64)
+                .read_to_end(&mut bytes)
+                .map_err(|e| Error::io(path, "read", e))?;
+            if n == 0 || bytes.len() == before {
+                break;
+            }
+        }
+        let mut read = MappedFile { path: path.to_path_buf(), file, stamp, contents: Contents::Owned(bytes) };
+        if read.bytes().len() as u64 != stamp.size || FileStamp::of_file(&read.file, path)? != stamp {
+            return Err(read.changed_error("while it was being read"));
+        }
+        read.stamp = stamp;
+        Ok(read)
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The opened file's state when it was opened.
+    pub fn stamp(&self) -> FileStamp {
+        self.stamp
+    }
+
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.contents, Contents::Mapped(_))
+    }
+
+    /// Fails with [`Error::CheckpointChanged`] when the opened file was modified since it was
+    /// opened (size or times differ). Owned contents cannot change: always Ok for them.
+    pub fn check_unchanged(&self) -> Result<()> {
+        if !self.is_mapped() {
+            return Ok(());
+        }
+        if FileStamp::of_file(&self.file, &self.path)? != self.stamp {
+            return Err(self.changed_error("since it was loaded"));
+        }
+        Ok(())
+    }
+
+    fn changed_error(&self, when: &str) -> Error {
+        Error::CheckpointChanged { path: self.path.clone(), detail: format!("was modified {when}") }
+    }
+
     /// Restores normal readahead for `len` bytes at `offset`, before they are read in order.
-    /// Advice only: out-of-range requests and platforms without it are ignored.
+    /// Advice only: out-of-range requests and owned contents are ignored.
     pub fn advise_normal(&self, offset: usize, len: usize) {
-        #[cfg(unix)]
-        if let Some(map) = &self.map {
+        if let Contents::Mapped(Some(map)) = &self.contents {
             let fits = offset.checked_add(len).is_some_and(|end| end <= map.len());
             if fits && len > 0 {
                 let _ = map.advise_range(memmap2::Advice::Normal, offset, len);
             }
         }
-        #[cfg(not(unix))]
-        let _ = (offset, len);
     }
 
     pub fn bytes(&self) -> &[u8] {
-        self.map.as_deref().unwrap_or(&[])
+        match &self.contents {
+            Contents::Mapped(map) => map.as_deref().unwrap_or(&[]),
+            Contents::Owned(bytes) => bytes,
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Seek, SeekFrom, Write};
 
     #[test]
     fn maps_files_and_takes_any_advice_range() {
@@ -91,5 +187,31 @@ mod tests {
         assert!(m.bytes().is_empty());
         m.advise_normal(0, 1);
         assert!(matches!(MappedFile::open(dir.path()), Err(Error::Io { .. })));
+    }
+
+    #[test]
+    fn in_place_rewrites_are_detected_for_maps_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![1u8; 100]).unwrap();
+        let mapped = MappedFile::open(&path).unwrap();
+        let owned = MappedFile::read(open_regular(&path).unwrap(), &path, &mut || true).unwrap();
+        mapped.check_unchanged().unwrap();
+        // Timestamps have the kernel tick's granularity; the size change is seen at once.
+        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.seek(SeekFrom::Start(100)).unwrap();
+        f.write_all(b"more").unwrap();
+        let err = mapped.check_unchanged().unwrap_err();
+        assert!(matches!(err, Error::CheckpointChanged { .. }), "{err}");
+        owned.check_unchanged().unwrap();
+        assert_eq!(owned.bytes(), &[1u8; 100][..]);
+
+        let mut calls = 0;
+        let err = MappedFile::read(open_regular(&path).unwrap(), &path, &mut || {
+            calls += 1;
+            false
+        });
+        assert!(matches!(err, Err(Error::Interrupted { .. })));
+        assert_eq!(calls, 1);
     }
 }

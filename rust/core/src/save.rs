@@ -1,22 +1,22 @@
-//! Saving a checkpoint with its external data file: both files are written under temporary
-//! names, synced, and renamed only once both are complete (external file first, so a checkpoint
-//! never names data that is not there yet).
-//!
-//! Tensor bytes are streamed from the caller's buffers ([`write_pieces`]); only the metadata and
-//! a bounded staging buffer are held in memory, whatever the checkpoint's size.
+//! Saving a checkpoint with its external data file: the writer's pieces of each file are streamed
+//! here, from the caller's buffers, into the crash-consistent pair protocol (`commit.rs`), one
+//! "write this file" call each. Only the metadata and a bounded staging buffer are held in
+//! memory, whatever the checkpoint's size.
 
 use std::io::{IoSlice, Write};
 use std::path::{Path, PathBuf};
 
-use crate::atomic::PendingFile;
+use crate::commit::{save_pair, WriteFile};
+use crate::files::TempFile;
 use crate::placement::SaveOptions;
 use crate::spec::CheckpointSpec;
 use crate::writer::{plan_and_layout, Pieces};
-use crate::{Error, Result};
+use crate::Result;
 
 /// What a save wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SaveSummary {
+    /// Bytes written to the checkpoint file.
     pub checkpoint_bytes: u64,
     /// Bytes written to the external data file, when one was written.
     pub external_data_bytes: Option<u64>,
@@ -29,27 +29,16 @@ pub fn external_data_path(checkpoint: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Writes `spec` to `path` atomically, and tensor data to `external_data_path(path)` when the
-/// options call for it. Every tensor's bytes are streamed from the caller's buffers.
+/// Writes `spec` to `path`, and tensor data to `external_data_path(path)` when the options call
+/// for it, crash-consistently (see `commit.rs`). Every tensor's bytes are streamed from the
+/// caller's buffers.
 pub fn save_checkpoint(path: &Path, spec: &CheckpointSpec<'_>, options: &SaveOptions) -> Result<SaveSummary> {
     let layout = plan_and_layout(spec, options)?;
-    let mut external = None;
-    if !layout.external.is_empty() {
-        let ext_path = external_data_path(path);
-        let mut file = PendingFile::create(&ext_path)?;
-        write_to_pending(&mut file, &ext_path, &layout.external)?;
-        external = Some(file);
-    }
-    let mut checkpoint = PendingFile::create(path)?;
-    write_to_pending(&mut checkpoint, path, &layout.checkpoint)?;
-    if let Some(file) = external.as_mut() {
-        file.sync()?;
-    }
-    checkpoint.sync()?;
-    if let Some(file) = external {
-        file.commit()?;
-    }
-    checkpoint.commit()?;
+    let mut write_checkpoint = |file: &mut TempFile| file.write_with(|f| write_pieces(f, &layout.checkpoint));
+    let mut write_external = |file: &mut TempFile| file.write_with(|f| write_pieces(f, &layout.external));
+    let external: Option<WriteFile<'_>> =
+        if layout.external.is_empty() { None } else { Some(&mut write_external) };
+    save_pair(path, &mut write_checkpoint, external)?;
     Ok(SaveSummary {
         checkpoint_bytes: layout.checkpoint.len(),
         external_data_bytes: (!layout.external.is_empty()).then(|| layout.external.len()),
@@ -100,32 +89,4 @@ fn write_all_vectored(out: &mut impl Write, mut bufs: &mut [IoSlice<'_>]) -> std
         }
     }
     Ok(())
-}
-
-fn write_to_pending(file: &mut PendingFile, path: &Path, pieces: &Pieces<'_>) -> Result<()> {
-    let mut writer = PendingWriter { file, error: None };
-    write_pieces(&mut writer, pieces)
-        .map_err(|e| writer.error.take().unwrap_or_else(|| Error::io(path, "write", e)))
-}
-
-/// `std::io::Write` over a [`PendingFile`], which only offers `write_all`; keeps the first error
-/// as the core reported it (it names the file).
-struct PendingWriter<'p> {
-    file: &'p mut PendingFile,
-    error: Option<Error>,
-}
-
-impl Write for PendingWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let Err(e) = self.file.write_all(buf) {
-            let message = e.to_string();
-            self.error = Some(e);
-            return Err(std::io::Error::other(message));
-        }
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }

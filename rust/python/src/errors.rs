@@ -5,7 +5,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use ortckpt_core::{Error, ErrorKind};
 use pyo3::create_exception;
 use pyo3::exceptions::{
-    PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyOSError, PyPermissionError, PyValueError,
+    PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyKeyboardInterrupt, PyOSError,
+    PyPermissionError, PyValueError,
 };
 use pyo3::prelude::*;
 
@@ -41,14 +42,33 @@ create_exception!(
     "External tensor data is missing, short or out of range."
 );
 
+create_exception!(
+    ortckpt,
+    InterruptedSaveError,
+    CheckpointError,
+    "A save was interrupted (crash) while replacing the checkpoint's files; ortckpt.recover(path) settles it."
+);
+create_exception!(
+    ortckpt,
+    CheckpointChangedError,
+    CheckpointError,
+    "A loaded checkpoint file was modified on disk (in place) since it was loaded."
+);
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    m.add("CheckpointError", py.get_type::<CheckpointError>())?;
+    let base = py.get_type::<CheckpointError>();
+    // Defaults for errors raised without them (by Python code); instances from the core set both.
+    base.setattr("source", py.None())?;
+    base.setattr("tensor", py.None())?;
+    m.add("CheckpointError", base)?;
     m.add("InvalidCheckpointError", py.get_type::<InvalidCheckpointError>())?;
     m.add("UnsupportedVersionError", py.get_type::<UnsupportedVersionError>())?;
     m.add("TensorDataError", py.get_type::<TensorDataError>())?;
     m.add("DuplicateNameError", py.get_type::<DuplicateNameError>())?;
     m.add("ExternalDataError", py.get_type::<ExternalDataError>())?;
+    m.add("InterruptedSaveError", py.get_type::<InterruptedSaveError>())?;
+    m.add("CheckpointChangedError", py.get_type::<CheckpointChangedError>())?;
     Ok(())
 }
 
@@ -84,28 +104,49 @@ pub(crate) fn core_error(source: &str, e: GuardedError) -> PyErr {
     let e = match e {
         GuardedError::Core(e) => e,
         GuardedError::Panic(message) => {
-            return CheckpointError::new_err(format!(
+            let err = CheckpointError::new_err(format!(
                 "{source}: internal error in ortckpt ({message}); please report this with the file"
-            ))
+            ));
+            return with_attributes(err, source, None);
         }
     };
     if let Error::Io { path, source: io, .. } = &e {
         return os_error(&e.to_string(), path, io);
     }
     let message = format!("{source}: {e}");
-    match e.kind() {
+    let err = match e.kind() {
         ErrorKind::InvalidCheckpoint => InvalidCheckpointError::new_err(message),
         ErrorKind::UnsupportedVersion => UnsupportedVersionError::new_err(message),
         ErrorKind::TensorData => TensorDataError::new_err(message),
         ErrorKind::DuplicateName => DuplicateNameError::new_err(message),
         ErrorKind::ExternalData => ExternalDataError::new_err(message),
-        ErrorKind::Io => CheckpointError::new_err(message),
-    }
+        ErrorKind::InterruptedSave => InterruptedSaveError::new_err(message),
+        ErrorKind::CheckpointChanged => CheckpointChangedError::new_err(message),
+        ErrorKind::Interrupted => return PyKeyboardInterrupt::new_err(message),
+        ErrorKind::Internal => CheckpointError::new_err(format!(
+            "{message}; this is a bug in ortckpt, please report it with the file"
+        )),
+        ErrorKind::Io | ErrorKind::KeptChanging => CheckpointError::new_err(message),
+    };
+    with_attributes(err, source, e.tensor())
+}
+
+/// Sets `source` (the path or "<bytes>") and `tensor` (the tensor's name, or None) on a
+/// CheckpointError, so callers can tell which input and tensor failed without parsing messages.
+fn with_attributes(err: PyErr, source: &str, tensor: Option<&str>) -> PyErr {
+    Python::attach(|py| {
+        let value = err.value(py);
+        // Setting attributes on a fresh exception instance cannot fail short of memory exhaustion;
+        // the exception is raised either way.
+        let _ = value.setattr("source", source);
+        let _ = value.setattr("tensor", tensor);
+    });
+    err
 }
 
 /// An OSError of the subclass Python itself would raise, with errno and filename set.
 fn os_error(message: &str, path: &std::path::Path, io: &std::io::Error) -> PyErr {
-    let filename = path.display().to_string();
+    let filename = path.as_os_str().to_os_string(); // a str, bytes preserved (fs-decoded)
     if let Some(errno) = io.raw_os_error() {
         // OSError(errno, strerror, filename) picks the subclass (FileNotFoundError, ...) itself.
         return PyOSError::new_err((errno, message.to_owned(), filename));

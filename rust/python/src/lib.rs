@@ -6,15 +6,16 @@ mod errors;
 mod index;
 mod mapped;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyString};
 
 use crate::convert::{spec_from_py, BorrowedBytes};
 use crate::errors::{core_error, guarded};
 use crate::index::{Index, TensorRecord};
-use crate::mapped::MappedFile;
+use crate::mapped::{interruptible, path_arg, show, MappedFile};
 
 /// Verifies `data` as a checkpoint and returns its [`Index`]. `data` must be `bytes` or a
 /// `MappedFile`: memory nobody else can change through Python, since it is read with the GIL
@@ -26,10 +27,13 @@ use crate::mapped::MappedFile;
 fn index_checkpoint(
     py: Python<'_>,
     data: &Bound<'_, PyAny>,
-    source: &str,
+    source: &Bound<'_, PyString>,
     external: Option<&Bound<'_, PyAny>>,
-    external_source: Option<&str>,
+    external_source: Option<&Bound<'_, PyString>>,
 ) -> PyResult<Index> {
+    // Names for messages only: lossy, so a non-UTF-8 file name (surrogate escapes) still works.
+    let source = source.to_string_lossy().into_owned();
+    let external_source = external_source.map(|s| s.to_string_lossy().into_owned());
     let bytes = BorrowedBytes::get_immutable(data)?;
     let view = bytes.view();
     let external_len =
@@ -51,8 +55,8 @@ fn index_checkpoint(
                 Ok(index)
             })
         })
-        .map_err(|e| core_error(source, e))?;
-    Ok(Index::new(index, source.to_owned(), data.clone().unbind(), external.map(|e| e.clone().unbind())))
+        .map_err(|e| core_error(&source, e))?;
+    Ok(Index::new(index, source, data.clone().unbind(), external.map(|e| e.clone().unbind())))
 }
 
 /// Serializes a checkpoint spec (see docs/architecture.md) and returns the file's bytes.
@@ -66,32 +70,71 @@ fn serialize_checkpoint(py: Python<'_>, spec: &Bound<'_, PyDict>) -> PyResult<Py
     Ok(PyBytes::new(py, &bytes).unbind())
 }
 
-/// Saves a checkpoint spec to `path` atomically (temp file, fsync, rename), streaming tensor
-/// bytes from the spec's buffers. When the tensor data exceed `external_data_threshold` bytes,
-/// parameters go to `path + ".data"` (momentums too with `external_momentums`), written and
-/// renamed together with the checkpoint; `None` keeps everything inline.
+/// Saves a checkpoint spec to `path` crash-consistently (see docs/format.md, "Crash
+/// consistency"), streaming tensor bytes from the spec's buffers. When the tensor data exceed
+/// `external_data_threshold` bytes, parameters go to `path + ".data"` (momentums too with
+/// `external_momentums`), committed together with the checkpoint; `None` keeps everything inline
+/// (and removes a stale `.data`).
 #[pyfunction]
 #[pyo3(signature = (path, spec, external_data_threshold=None, external_momentums=false))]
 fn save_checkpoint(
     py: Python<'_>,
-    path: PathBuf,
+    path: &Bound<'_, PyAny>,
     spec: &Bound<'_, PyDict>,
     external_data_threshold: Option<u64>,
     external_momentums: bool,
 ) -> PyResult<()> {
+    let path = path_arg(path)?;
     let held = spec_from_py(spec)?;
     let spec = held.spec();
-    let source = path.display().to_string();
     let options = ortckpt_core::SaveOptions { external_data_threshold, external_momentums };
     py.detach(|| guarded(|| ortckpt_core::save_checkpoint(&path, spec, &options)))
-        .map_err(|e| core_error(&source, e))?;
+        .map_err(|e| core_error(&show(&path), e))?;
     Ok(())
+}
+
+/// Opens a checkpoint and its external data file (when present) as one consistent pair, even
+/// while other programs save over it: memory-mapped (`mmap=True`) or read fully into private
+/// memory. Returns (checkpoint, external or None).
+#[pyfunction]
+#[pyo3(signature = (path, mmap=true))]
+fn open_checkpoint(
+    py: Python<'_>,
+    path: &Bound<'_, PyAny>,
+    mmap: bool,
+) -> PyResult<(MappedFile, Option<MappedFile>)> {
+    let path = path_arg(path)?;
+    let mode = if mmap { ortckpt_core::OpenMode::Map } else { ortckpt_core::OpenMode::Read };
+    let opened =
+        interruptible(py, &show(&path), |keep_going| ortckpt_core::open_checkpoint(&path, mode, keep_going))?;
+    Ok((MappedFile::wrap(opened.checkpoint), opened.external.map(MappedFile::wrap)))
+}
+
+/// Completes or undoes an interrupted save of `path` and removes the files it left; returns
+/// "clean", "leftovers", "new" or "old" (see `ortckpt.recover`).
+#[pyfunction]
+fn recover(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+    let path = path_arg(path)?;
+    let outcome =
+        py.detach(|| guarded(|| ortckpt_core::recover(&path))).map_err(|e| core_error(&show(&path), e))?;
+    Ok(outcome.as_str())
+}
+
+/// The helper files (journal, backups, temporary files) of interrupted or running saves of
+/// `path`.
+#[pyfunction]
+fn helper_files(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Vec<OsString>> {
+    let path = path_arg(path)?;
+    let files = py
+        .detach(|| guarded(|| ortckpt_core::helper_files(&path)))
+        .map_err(|e| core_error(&show(&path), e))?;
+    Ok(files.into_iter().map(PathBuf::into_os_string).collect())
 }
 
 /// ORT's `ExternalCheckpointDataPath`: the checkpoint path with ".data" appended.
 #[pyfunction]
-fn external_data_path(path: PathBuf) -> String {
-    ortckpt_core::external_data_path(&path).display().to_string()
+fn external_data_path(path: &Bound<'_, PyAny>) -> PyResult<OsString> {
+    Ok(ortckpt_core::external_data_path(&path_arg(path)?).into_os_string())
 }
 
 // Every class is frozen and every function works on its arguments alone, so the module is safe
@@ -106,6 +149,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(serialize_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(save_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(external_data_path, m)?)?;
+    m.add_function(wrap_pyfunction!(open_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(recover, m)?)?;
+    m.add_function(wrap_pyfunction!(helper_files, m)?)?;
+    m.add("CRASH_STEPS", ortckpt_core::CRASH_STEPS.to_vec())?;
     errors::register(m)?;
     m.add("WRITTEN_VERSION", ortckpt_core::WRITTEN_VERSION)?;
     m.add("DEFAULT_EXTERNAL_DATA_THRESHOLD", ortckpt_core::DEFAULT_EXTERNAL_DATA_THRESHOLD)?;

@@ -1,12 +1,16 @@
-//! `MappedFile`: a read-only memory map exposed through the buffer protocol, so numpy arrays can
-//! be zero-copy views into it; each view holds a reference that keeps the map alive.
+//! `MappedFile`: a checkpoint file's bytes (a read-only memory map, or the file read into private
+//! memory) exposed through the buffer protocol, so numpy arrays can be zero-copy views into it;
+//! each view holds a reference that keeps the bytes alive. Also the path conversion every
+//! file-taking function shares, and the Ctrl-C check for long reads.
 
-use std::ffi::c_int;
-use std::path::PathBuf;
+use std::ffi::{c_int, OsString};
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
 
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 use crate::errors::{core_error, GuardedError};
 
@@ -15,20 +19,83 @@ pub(crate) struct MappedFile {
     inner: ortckpt_core::MappedFile,
 }
 
+impl MappedFile {
+    pub(crate) fn wrap(inner: ortckpt_core::MappedFile) -> Self {
+        MappedFile { inner }
+    }
+}
+
+/// A path argument (str, bytes or os.PathLike) as the file system's bytes, via `os.fsencode`, so a
+/// non-UTF-8 name reaches the OS unchanged.
+pub(crate) fn path_arg(path: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
+    let encoded = path.py().import("os")?.call_method1("fsencode", (path,))?;
+    let bytes = encoded.cast::<PyBytes>()?.as_bytes().to_vec();
+    Ok(PathBuf::from(OsString::from_vec(bytes)))
+}
+
+/// A path for messages.
+pub(crate) fn show(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Runs `f` without the GIL, giving it a "keep going?" check that looks for pending signals
+/// (Ctrl-C) with the GIL briefly re-taken; a signal's exception is returned instead of `f`'s
+/// `Interrupted` error.
+pub(crate) fn interruptible<T: Send>(
+    py: Python<'_>,
+    source: &str,
+    f: impl FnOnce(&mut dyn FnMut() -> bool) -> ortckpt_core::Result<T> + Send,
+) -> PyResult<T> {
+    let mut pending: Option<PyErr> = None;
+    let result = py.detach(|| {
+        crate::errors::guarded(|| {
+            f(&mut || {
+                Python::attach(|py| match py.check_signals() {
+                    Ok(()) => true,
+                    Err(e) => {
+                        pending = Some(e);
+                        false
+                    }
+                })
+            })
+        })
+    });
+    match (result, pending) {
+        (Ok(v), _) => Ok(v),
+        (Err(_), Some(signal)) => Err(signal),
+        (Err(e), None) => Err(core_error(source, e)),
+    }
+}
+
 #[pymethods]
 impl MappedFile {
+    /// Opens (regular files only, never blocking) and memory-maps `path`.
     #[new]
-    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+    fn new(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let path = path_arg(path)?;
         let inner = py
             .detach(|| ortckpt_core::MappedFile::open(&path))
-            .map_err(|e| core_error(&path.display().to_string(), GuardedError::Core(e)))?;
+            .map_err(|e| core_error(&show(&path), GuardedError::Core(e)))?;
         Ok(MappedFile { inner })
     }
 
-    /// The mapped file's path, as given.
+    /// The file's path, as given.
     #[getter]
-    fn path(&self) -> String {
-        self.inner.path().display().to_string()
+    fn path(&self) -> OsString {
+        self.inner.path().as_os_str().to_os_string()
+    }
+
+    /// True for a memory map, False for bytes read into private memory.
+    #[getter]
+    fn mapped(&self) -> bool {
+        self.inner.is_mapped()
+    }
+
+    /// Raises CheckpointChangedError when the file was modified on disk (in place) since it was
+    /// opened; never for bytes read into private memory.
+    fn check_unchanged(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.inner.check_unchanged())
+            .map_err(|e| core_error(&show(self.inner.path()), GuardedError::Core(e)))
     }
 
     /// Gives `length` bytes at `offset` normal readahead (the mapping starts with random-access
@@ -43,13 +110,14 @@ impl MappedFile {
 
     fn __repr__(&self) -> String {
         format!(
-            "MappedFile({:?}, {} bytes)",
-            self.inner.path().display().to_string(),
-            self.inner.bytes().len()
+            "MappedFile({:?}, {} bytes{})",
+            show(self.inner.path()),
+            self.inner.bytes().len(),
+            if self.inner.is_mapped() { "" } else { ", in memory" }
         )
     }
 
-    /// Exports the mapping as a read-only 1-D buffer of unsigned bytes.
+    /// Exports the bytes as a read-only 1-D buffer of unsigned bytes.
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
         if view.is_null() {
             return Err(PyBufferError::new_err("buffer view is null"));
@@ -60,7 +128,7 @@ impl MappedFile {
         let bytes = slf.get().inner.bytes();
         let len = isize::try_from(bytes.len()).map_err(|_| PyBufferError::new_err("mapping too large"))?;
         // SAFETY: `view` is non-null; FillInfo stores a new reference to `slf` in the view, which
-        // keeps the mapping (and so `bytes`) alive until the view is released.
+        // keeps the bytes alive until the view is released.
         let rc = unsafe {
             ffi::PyBuffer_FillInfo(view, slf.as_ptr(), bytes.as_ptr() as *mut std::ffi::c_void, len, 1, flags)
         };
