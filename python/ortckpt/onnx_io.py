@@ -307,8 +307,9 @@ def load_into_model(
     * Values a checkpoint keeps in its external data file are read from there, as ORT does.
 
     One difference: ORT also copies a tensor's ``doc_string``, which its ``save_checkpoint`` of
-    TensorProtos stores in the file; ortckpt does not read doc strings, so a replaced initializer
-    never has one. Checkpoints ortckpt writes hold no doc strings, so for them the result is the same.
+    TensorProtos stores in the file (and so does ``save_tensor_protos``); ortckpt does not read doc
+    strings, so a replaced initializer never has one. Checkpoints saved from a state hold no doc
+    strings, so for them the result is the same.
     """
     state = checkpoint if isinstance(checkpoint, CheckpointState) else load(checkpoint)
     if not isinstance(state, CheckpointState):  # pragma: no cover - load always returns one

@@ -90,3 +90,74 @@ fn write_all_vectored(out: &mut impl Write, mut bufs: &mut [IoSlice<'_>]) -> std
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{TensorPayload, TensorSpec};
+    use crate::writer::plan_and_layout;
+    use crate::DataType;
+
+    /// A sink that takes at most `max` bytes per call, vectored or not, and sometimes reports an
+    /// interruption: `write_pieces` must still write exactly the file.
+    struct Trickle {
+        out: Vec<u8>,
+        max: usize,
+        calls: usize,
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.calls += 1;
+            if self.calls % 5 == 0 {
+                return Err(std::io::ErrorKind::Interrupted.into());
+            }
+            let n = buf.len().min(self.max);
+            self.out.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
+            let mut left = self.max;
+            let mut written = 0;
+            for b in bufs {
+                let n = b.len().min(left);
+                self.out.extend_from_slice(&b[..n]);
+                written += n;
+                left -= n;
+            }
+            Ok(written)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn pieces_are_written_exactly_through_partial_writes() {
+        let big: Vec<u8> = (0..DIRECT_BYTES as u32 * 3).map(|i| (i % 251) as u8).collect();
+        let small: Vec<u8> = (0..100u8).collect();
+        let tensor = |name: &str, bytes: &'static [u8]| TensorSpec {
+            name: name.into(),
+            data_type: DataType::Uint8,
+            dims: vec![bytes.len() as i64],
+            data: TensorPayload::Bytes(bytes),
+            doc_string: None,
+        };
+        let (big, small): (&'static [u8], &'static [u8]) = (big.leak(), small.leak());
+        let spec = CheckpointSpec {
+            trainable: (0..40).map(|i| tensor(&format!("s{i}"), small)).chain([tensor("big", big)]).collect(),
+            ..Default::default()
+        };
+        let layout =
+            plan_and_layout(&spec, &SaveOptions { external_data_threshold: None, external_momentums: false })
+                .unwrap();
+        let expected = layout.checkpoint.concat();
+        for max in [1, 7, 4096, usize::MAX] {
+            let mut sink = Trickle { out: Vec::new(), max, calls: 0 };
+            write_pieces(&mut sink, &layout.checkpoint).unwrap();
+            assert!(sink.out == expected, "max {max}");
+        }
+    }
+}

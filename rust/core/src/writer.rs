@@ -285,6 +285,10 @@ impl Meta {
 
     /// Points the `uoffset` at `at` to `target`, which must lie after it.
     fn patch(&mut self, at: usize, target: usize) -> Result<()> {
+        // Metadata alone past 2 GiB (millions of long names or strings) cannot be addressed.
+        if target as u64 > MAX_FLATBUFFER_BYTES {
+            return Err(Error::TooLarge { bytes: target as u64 });
+        }
         let delta =
             target.checked_sub(at).filter(|d| *d > 0).and_then(|d| u32::try_from(d).ok()).ok_or_else(
                 || Error::Internal { detail: format!("offset at {at} does not point forward to {target}") },

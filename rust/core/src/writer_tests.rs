@@ -347,3 +347,23 @@ fn large_tensors_are_borrowed_not_copied() {
     assert_eq!(borrowed.as_ptr(), big.as_ptr(), "the tensor's bytes were copied");
     assert!(layout.external.is_empty());
 }
+
+#[test]
+fn more_than_2_gib_inline_is_too_large_and_external_fits() {
+    // calloc'd: the layout never reads tensor bytes, so these pages are never touched.
+    let big = vec![0u8; 1 << 30];
+    let tensor = |name: &str| TensorSpec {
+        name: name.into(),
+        data_type: DataType::Uint8,
+        dims: vec![1 << 30],
+        data: TensorPayload::Bytes(&big),
+        doc_string: None,
+    };
+    let spec = CheckpointSpec { trainable: vec![tensor("a"), tensor("b")], ..Default::default() };
+    let inline = SaveOptions { external_data_threshold: None, external_momentums: false };
+    let e = plan_and_layout(&spec, &inline).unwrap_err();
+    assert!(matches!(e, crate::Error::TooLarge { .. }), "{e}");
+    let layout = plan_and_layout(&spec, &SaveOptions::default()).unwrap();
+    assert_eq!(layout.external.len(), 2 << 30);
+    assert!(layout.checkpoint.len() < 1024);
+}
