@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ._tensor import SpecData, Tensor
     from .state import CheckpointState
 
+
 def build_spec(state: CheckpointState, include_optimizer_state: bool, format_version: int) -> CheckpointSpec:
     """The native spec of ``state``: tensor data are borrowed (no copies), in state order."""
     gc_was_enabled = gc.isenabled()
