@@ -216,6 +216,7 @@ fn spec_tensor(t: &OwnedTensor) -> TensorSpec<'_> {
 impl Owned {
     pub fn spec(&self) -> CheckpointSpec<'_> {
         CheckpointSpec {
+            version: ortckpt_core::WRITTEN_VERSION,
             is_nominal: self.is_nominal,
             trainable: self.trainable.iter().map(spec_tensor).collect(),
             frozen: self.frozen.iter().map(spec_tensor).collect(),

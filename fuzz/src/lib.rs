@@ -321,6 +321,7 @@ fn tensor_spec<'a>(t: &TensorIndex, buf: &'a [u8], zeros: &'a [u8]) -> TensorSpe
 pub fn spec_from_index<'a>(index: &CheckpointIndex, buf: &'a [u8], zeros: &'a [u8]) -> CheckpointSpec<'a> {
     let tensors = |ts: &[TensorIndex]| ts.iter().map(|t| tensor_spec(t, buf, zeros)).collect();
     CheckpointSpec {
+        version: ortckpt_core::WRITTEN_VERSION,
         is_nominal: index.is_nominal,
         trainable: tensors(&index.trainable),
         frozen: tensors(&index.frozen),

@@ -59,6 +59,7 @@ fn t<'a>(name: &str, dims: &[i64], bytes: &'a [u8]) -> TensorSpec<'a> {
 fn specs_pass_the_oracle() {
     let w = [1u8; 24];
     let spec = CheckpointSpec {
+        version: ortckpt_core::WRITTEN_VERSION,
         is_nominal: false,
         trainable: vec![t("w", &[2, 3], &w), t("e", &[0, 5], &[])],
         frozen: vec![TensorSpec {

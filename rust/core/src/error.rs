@@ -67,6 +67,8 @@ pub enum Error {
     TooLarge { bytes: u64 },
     /// An argument given to the writer is invalid (not a property of any file).
     InvalidSpec { detail: String },
+    /// The framing of an ORT 1.15 `.pbseq` file is broken (at byte `offset`).
+    BadMessageSequence { offset: u64, detail: String },
     /// An operating system error on `path`.
     Io { path: PathBuf, action: &'static str, source: io::Error },
 }
@@ -75,9 +77,11 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         use Error::*;
         match self {
-            TooShort { .. } | WrongIdentifier { .. } | Flatbuffer(_) | MissingField { .. } => {
-                ErrorKind::InvalidCheckpoint
-            }
+            TooShort { .. }
+            | WrongIdentifier { .. }
+            | Flatbuffer(_)
+            | MissingField { .. }
+            | BadMessageSequence { .. } => ErrorKind::InvalidCheckpoint,
             UnsupportedVersion { .. } => ErrorKind::UnsupportedVersion,
             UnknownDataType { .. }
             | NegativeDim { .. }
@@ -170,6 +174,9 @@ impl fmt::Display for Error {
                  store large tensors in an external data file"
             ),
             InvalidSpec { detail } => f.write_str(detail),
+            BadMessageSequence { offset, detail } => {
+                write!(f, "corrupt .pbseq message sequence at byte {offset}: {detail}")
+            }
             Io { path, action, source } => {
                 write!(f, "cannot {action} {}: {source}", path.display())
             }

@@ -14,6 +14,7 @@ mod dtype;
 mod error;
 mod external;
 mod index;
+mod legacy_pbseq;
 mod mapped;
 mod names;
 mod placement;
@@ -31,6 +32,7 @@ pub use external::check_external_ranges;
 pub use index::{
     CheckpointIndex, OptimizerGroupIndex, ParameterStateIndex, Property, PropertyValue, Storage, TensorIndex,
 };
+pub use legacy_pbseq::{pbseq_messages, MAX_PBSEQ_MESSAGE_BYTES};
 pub use mapped::MappedFile;
 pub use placement::{EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
 pub use reader::{index_checkpoint, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
@@ -39,7 +41,7 @@ pub use save::{
 };
 pub use writer::{
     serialize_checkpoint, write_checkpoint, CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec,
-    TensorPayload, TensorSpec, DATA_ALIGNMENT, WRITTEN_VERSION,
+    TensorPayload, TensorSpec, DATA_ALIGNMENT, WRITABLE_VERSIONS, WRITTEN_VERSION,
 };
 
 #[cfg(test)]

@@ -45,14 +45,34 @@ pub enum TensorPayload<'a> {
     Nominal,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CheckpointSpec<'a> {
+    /// The format version to write: 2 (ORT 1.18 and later read it, the default) or 1 (what ORT
+    /// 1.16-1.17 read: the same tables without `is_nominal_state`, so nominal states cannot be
+    /// written as version 1).
+    pub version: i32,
     pub is_nominal: bool,
     pub trainable: Vec<TensorSpec<'a>>,
     pub frozen: Vec<TensorSpec<'a>>,
     pub optimizer_groups: Vec<OptimizerGroupSpec<'a>>,
     pub properties: Vec<Property>,
 }
+
+impl Default for CheckpointSpec<'_> {
+    fn default() -> Self {
+        CheckpointSpec {
+            version: WRITTEN_VERSION,
+            is_nominal: false,
+            trainable: Vec::new(),
+            frozen: Vec::new(),
+            optimizer_groups: Vec::new(),
+            properties: Vec::new(),
+        }
+    }
+}
+
+/// The format versions [`CheckpointSpec::version`] may name.
+pub const WRITABLE_VERSIONS: [i32; 2] = [1, 2];
 
 #[derive(Clone, Debug)]
 pub struct OptimizerGroupSpec<'a> {
@@ -77,6 +97,14 @@ pub fn serialize_checkpoint(spec: &CheckpointSpec<'_>) -> Result<Vec<u8>> {
 /// Builds the flatbuffer; tensors that `placement` puts in the external file get its offset
 /// instead of `raw_data`.
 pub(crate) fn build(spec: &CheckpointSpec<'_>, placement: &Placement) -> Result<Vec<u8>> {
+    if spec.version == 1 && placement.has_external() {
+        // External data came after ORT 1.17, the last release that reads version 1.
+        return Err(Error::InvalidSpec {
+            detail: "external data cannot be written as format version 1 (ORT 1.16-1.17 cannot read it); \
+                     write version 2, or keep the tensors inline (a flatbuffer holds up to 2 GiB)"
+                .to_owned(),
+        });
+    }
     let estimate = estimate_size(spec, placement);
     if estimate > MAX_FLATBUFFER_BYTES {
         return Err(Error::TooLarge { bytes: estimate });
@@ -102,7 +130,7 @@ pub(crate) fn build(spec: &CheckpointSpec<'_>, placement: &Placement) -> Result<
     let root = fbs::Checkpoint::create(
         &mut fbb,
         &fbs::CheckpointArgs {
-            version: WRITTEN_VERSION,
+            version: spec.version,
             module_state: Some(module_state),
             optimizer_groups,
             property_bag,
@@ -138,6 +166,22 @@ pub(crate) fn tensors_in_file_order<'s, 'a>(spec: &'s CheckpointSpec<'a>) -> Vec
 
 /// Checks what ORT relies on: consistent dims, types and data, unique names.
 pub(crate) fn validate(spec: &CheckpointSpec<'_>) -> Result<()> {
+    if !WRITABLE_VERSIONS.contains(&spec.version) {
+        return Err(Error::InvalidSpec {
+            detail: format!(
+                "cannot write checkpoint format version {}; the versions ortckpt writes are 1 (ORT 1.16-1.17) \
+                 and 2 (ORT 1.18 and later)",
+                spec.version
+            ),
+        });
+    }
+    if spec.version == 1 && spec.is_nominal {
+        return Err(Error::InvalidSpec {
+            detail: "a nominal checkpoint cannot be written as format version 1: version 1 (ORT 1.16-1.17) \
+                     has no is_nominal_state flag; write version 2, or load the full checkpoint instead"
+                .to_owned(),
+        });
+    }
     for t in spec.trainable.iter().chain(&spec.frozen) {
         validate_tensor(t, spec.is_nominal)?;
     }

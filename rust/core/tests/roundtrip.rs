@@ -26,6 +26,7 @@ fn full_state_round_trips_sorted_and_aligned() {
     let b = [7u8; 3];
     let c = [9u8; 16];
     let spec = CheckpointSpec {
+        version: ortckpt_core::WRITTEN_VERSION,
         is_nominal: false,
         trainable: vec![
             tensor("z.weight", DataType::Float, &[2, 3], &w),
@@ -194,6 +195,7 @@ fn ort_corpus_files_round_trip() {
                 .collect()
         };
         let spec = CheckpointSpec {
+            version: ortckpt_core::WRITTEN_VERSION,
             is_nominal: index.is_nominal,
             trainable: to_spec(&index.trainable),
             frozen: to_spec(&index.frozen),

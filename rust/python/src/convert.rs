@@ -131,6 +131,10 @@ pub(crate) fn spec_from_py(d: &Bound<'_, PyDict>) -> PyResult<HeldSpec> {
         Some(v) => v.extract()?,
         None => false,
     };
+    let version: i32 = match d.get_item("version")? {
+        Some(v) => v.extract()?,
+        None => ortckpt_core::WRITTEN_VERSION,
+    };
     let trainable = tensors_from_py(&required(d, "trainable")?, &mut buffers)?;
     let frozen = tensors_from_py(&required(d, "frozen")?, &mut buffers)?;
     let mut optimizer_groups = Vec::new();
@@ -161,7 +165,7 @@ pub(crate) fn spec_from_py(d: &Bound<'_, PyDict>) -> PyResult<HeldSpec> {
         }
     }
     Ok(HeldSpec {
-        spec: CheckpointSpec { is_nominal, trainable, frozen, optimizer_groups, properties },
+        spec: CheckpointSpec { version, is_nominal, trainable, frozen, optimizer_groups, properties },
         _buffers: buffers,
     })
 }

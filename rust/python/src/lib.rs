@@ -84,6 +84,18 @@ fn write_checkpoint(
     Ok(summary.external_data_bytes)
 }
 
+/// The `(offset, length)` of every message of an ORT 1.15 `.pbseq` file (its framing only; the
+/// messages are serialized TensorProtos). `source` names the file in error messages.
+#[pyfunction]
+fn pbseq_messages(py: Python<'_>, data: &Bound<'_, PyAny>, source: &str) -> PyResult<Vec<(usize, usize)>> {
+    let bytes = BorrowedBytes::get(data)?;
+    let view = bytes.view();
+    let ranges = py
+        .detach(|| guarded(|| ortckpt_core::pbseq_messages(view.slice())))
+        .map_err(|e| core_error(source, e))?;
+    Ok(ranges.into_iter().map(|r| (r.start, r.len())).collect())
+}
+
 /// ORT's `ExternalCheckpointDataPath`: the checkpoint path with ".data" appended.
 #[pyfunction]
 fn external_data_path(path: PathBuf) -> String {
@@ -97,9 +109,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(serialize_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(write_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(external_data_path, m)?)?;
+    m.add_function(wrap_pyfunction!(pbseq_messages, m)?)?;
     errors::register(m)?;
     m.add("WRITTEN_VERSION", ortckpt_core::WRITTEN_VERSION)?;
     m.add("DATA_ALIGNMENT", ortckpt_core::DATA_ALIGNMENT)?;
+    m.add("WRITABLE_VERSIONS", ortckpt_core::WRITABLE_VERSIONS.to_vec())?;
     m.add("SUPPORTED_VERSIONS", ortckpt_core::SUPPORTED_VERSIONS.to_vec())?;
     m.add("DEFAULT_EXTERNAL_DATA_THRESHOLD", ortckpt_core::DEFAULT_EXTERNAL_DATA_THRESHOLD)?;
     m.add("EXTERNAL_ALIGNMENT", ortckpt_core::EXTERNAL_ALIGNMENT)?;

@@ -1,0 +1,170 @@
+//! The framing of the `.pbseq` files that make up ORT 1.15's checkpoint folders.
+//!
+//! A `.pbseq` file is a count followed by that many length-prefixed protobuf messages (ORT's
+//! `WriteProtoMessageSequence`): `varint(count)`, then for each message `varint(size)` and `size`
+//! bytes. ORT reads both numbers with protobuf's `ReadVarintSizeAsInt`, so each is at most
+//! `i32::MAX`. This module only finds the messages; decoding them (`onnx.TensorProto`) is left to
+//! the caller. See docs/format.md, "The ORT 1.15 checkpoint folder".
+
+use std::ops::Range;
+
+use crate::{Error, Result};
+
+/// The largest message count or message size ORT's reader accepts (`ReadVarintSizeAsInt`).
+pub const MAX_PBSEQ_MESSAGE_BYTES: u64 = i32::MAX as u64;
+
+/// A protobuf varint is at most 10 bytes long.
+const MAX_VARINT_BYTES: usize = 10;
+
+/// The byte range of every message of a `.pbseq` file, in file order.
+///
+/// Every number is checked as it is read: a count or size above `i32::MAX`, a varint that runs
+/// past the end or is longer than 10 bytes, a message that runs past the end, a count larger
+/// than the bytes that follow could hold, and bytes after the last message are all errors
+/// ([`Error::BadMessageSequence`]). Nothing is allocated beyond one range per message present.
+pub fn pbseq_messages(data: &[u8]) -> Result<Vec<Range<usize>>> {
+    let mut pos = 0usize;
+    let count = read_size(data, &mut pos, "message count")?;
+    // Each message needs at least one byte (its size), so the count cannot exceed what is left.
+    let remaining = data.len() - pos;
+    if count > remaining as u64 {
+        return Err(bad(0, format!("declares {count} messages but only {remaining} bytes follow the count")));
+    }
+    // `count <= remaining`, so this capacity is bounded by the input's size.
+    let mut out = Vec::with_capacity(count as usize);
+    for i in 0..count {
+        let start = pos;
+        let size = read_size(data, &mut pos, "message size")?;
+        let left = data.len() - pos;
+        if size > left as u64 {
+            return Err(bad(
+                start as u64,
+                format!(
+                    "message {i} of {count} needs {size} bytes but only {left} are left (truncated file?)"
+                ),
+            ));
+        }
+        // `size <= left`, so it fits in usize and `pos + size <= data.len()`.
+        let end = pos + size as usize;
+        out.push(pos..end);
+        pos = end;
+    }
+    if pos != data.len() {
+        return Err(bad(
+            pos as u64,
+            format!("{} bytes follow the last of the {count} messages", data.len() - pos),
+        ));
+    }
+    Ok(out)
+}
+
+/// Reads one varint at `*pos` that must be a size ORT accepts (0..=i32::MAX).
+fn read_size(data: &[u8], pos: &mut usize, what: &str) -> Result<u64> {
+    let start = *pos;
+    let mut value: u64 = 0;
+    for i in 0..MAX_VARINT_BYTES {
+        let Some(&byte) = data.get(start + i) else {
+            return Err(bad(start as u64, format!("the file ends inside the {what}")));
+        };
+        let bits = u64::from(byte & 0x7f);
+        let shift = 7 * i as u32;
+        // Bits that would land above bit 63 make the value too large anyway.
+        if shift >= 64 || (shift > 0 && bits > (u64::MAX >> shift)) {
+            return Err(bad(start as u64, format!("the {what} does not fit in 64 bits")));
+        }
+        value |= bits << shift;
+        if byte & 0x80 == 0 {
+            *pos = start + i + 1;
+            if value > MAX_PBSEQ_MESSAGE_BYTES {
+                return Err(bad(
+                    start as u64,
+                    format!("the {what} {value} is larger than ORT allows ({MAX_PBSEQ_MESSAGE_BYTES})"),
+                ));
+            }
+            return Ok(value);
+        }
+    }
+    Err(bad(start as u64, format!("the {what} is a varint longer than {MAX_VARINT_BYTES} bytes")))
+}
+
+fn bad(offset: u64, detail: String) -> Error {
+    Error::BadMessageSequence { offset, detail }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn varint(mut v: u64, out: &mut Vec<u8>) {
+        loop {
+            let byte = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+
+    fn sequence(messages: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        varint(messages.len() as u64, &mut out);
+        for m in messages {
+            varint(m.len() as u64, &mut out);
+            out.extend_from_slice(m);
+        }
+        out
+    }
+
+    fn detail(data: &[u8]) -> String {
+        match pbseq_messages(data) {
+            Err(Error::BadMessageSequence { detail, .. }) => detail,
+            other => panic!("expected BadMessageSequence, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn finds_every_message() {
+        let long = vec![7u8; 300]; // a two-byte size varint
+        let data = sequence(&[b"abc", b"", &long]);
+        let ranges = pbseq_messages(&data).unwrap();
+        assert_eq!(ranges.len(), 3);
+        assert_eq!(&data[ranges[0].clone()], b"abc");
+        assert!(ranges[1].is_empty());
+        assert_eq!(&data[ranges[2].clone()], &long[..]);
+        assert_eq!(pbseq_messages(&[0]).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn refuses_malformed_framing() {
+        assert!(detail(&[]).contains("ends inside the message count"));
+        assert!(detail(&[0x80]).contains("ends inside the message count"));
+        assert!(detail(&[5, 0]).contains("declares 5 messages"));
+        assert!(detail(&[1, 4, b'a']).contains("needs 4 bytes"));
+        assert!(detail(&[1, 0x81]).contains("ends inside the message size"));
+        assert!(detail(&[1, 1, b'a', b'z']).contains("1 bytes follow the last"));
+        assert!(detail(&[0, 0]).contains("follow the last"));
+        // i32::MAX + 1 as a count, and as a size
+        let mut huge = Vec::new();
+        varint(MAX_PBSEQ_MESSAGE_BYTES + 1, &mut huge);
+        assert!(detail(&huge).contains("larger than ORT allows"));
+        let mut huge_size = vec![1];
+        varint(u64::MAX, &mut huge_size);
+        assert!(detail(&huge_size).contains("larger than ORT allows"));
+        // eleven continuation bytes
+        assert!(detail(&[0x80; 11]).contains("longer than 10 bytes"));
+        // a tenth byte carrying more than bit 63
+        let mut wide = vec![0xff; 9];
+        wide.push(0x02);
+        assert!(detail(&wide).contains("does not fit in 64 bits"));
+    }
+
+    #[test]
+    fn errors_report_the_offset() {
+        match pbseq_messages(&[2, 1, b'a', 9, b'b']) {
+            Err(Error::BadMessageSequence { offset, .. }) => assert_eq!(offset, 3),
+            other => panic!("{other:?}"),
+        }
+    }
+}
