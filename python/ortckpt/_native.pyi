@@ -34,6 +34,7 @@ class OptimizerGroupSpec(TypedDict):
     states: list[tuple[str, list[TensorSpec]]]
 
 class CheckpointSpec(TypedDict):
+    version: int
     is_nominal: bool
     trainable: list[TensorSpec]
     frozen: list[TensorSpec]
@@ -58,8 +59,10 @@ def write_checkpoint(
     path: str, spec: CheckpointSpec, external_data_threshold: int | None = None
 ) -> int | None: ...
 def external_data_path(path: str) -> str: ...
+def pbseq_messages(data: Buffer, source: str) -> list[tuple[int, int]]: ...
 
 WRITTEN_VERSION: int
+WRITABLE_VERSIONS: list[int]
 DATA_ALIGNMENT: int
 SUPPORTED_VERSIONS: list[int]
 DEFAULT_EXTERNAL_DATA_THRESHOLD: int

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._native import WRITTEN_VERSION as FORMAT_VERSION
 from ._tensor import Tensor
 from .errors import CheckpointError
 
@@ -24,7 +25,10 @@ def _tensor_spec(name: str, tensor: Tensor, nominal: bool) -> TensorSpec:
     return (name, tensor.data_type, list(tensor.shape), tensor.spec_data(name))
 
 
-def build_spec(state: CheckpointState, include_optimizer_state: bool) -> CheckpointSpec:
+def build_spec(
+    state: CheckpointState, include_optimizer_state: bool, format_version: int = FORMAT_VERSION
+) -> CheckpointSpec:
+    # the core refuses versions it cannot write, and nominal states as version 1
     nominal = state.is_nominal
     trainable: list[TensorSpec] = []
     frozen: list[TensorSpec] = []
@@ -54,6 +58,7 @@ def build_spec(state: CheckpointState, include_optimizer_state: bool) -> Checkpo
             )
 
     return {
+        "version": format_version,
         "is_nominal": nominal,
         "trainable": trainable,
         "frozen": frozen,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Union
 from . import _native
 from ._index import state_from_index
 from ._spec import build_spec
-from .state import CheckpointState
+from .state import FORMAT_VERSION, CheckpointState
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -40,7 +40,7 @@ def _read(path: str, mmap: bool) -> Buffer:
 
 
 def load(path: StrPath, *, mmap: bool = True) -> CheckpointState:
-    """Load a checkpoint file.
+    """Load a checkpoint file, or the checkpoint folder ORT 1.15 wrote.
 
     With ``mmap=True`` (the default) the file is memory-mapped: nothing beyond the flatbuffer
     structure is touched until a tensor's ``.data`` is used, and aligned tensors are zero-copy
@@ -50,6 +50,11 @@ def load(path: StrPath, *, mmap: bool = True) -> CheckpointState:
     for malformed checkpoints.
     """
     name = _fspath(path)
+    if os.path.isdir(name):
+        # ORT 1.15 wrote a checkpoint as a folder of .pbseq files
+        from ._legacy import load_folder
+
+        return load_folder(name)
     data = _read(name, mmap)
     # ORT keeps large tensors in "<path>.data". It is always memory-mapped (lazily paged in), and
     # every external range is checked against its real size before any tensor is used.
@@ -88,6 +93,7 @@ def save(
     *,
     include_optimizer_state: bool = True,
     external_data_threshold: int | None = None,
+    format_version: int = FORMAT_VERSION,
 ) -> None:
     """Write ``state`` to ``path`` atomically (temporary file, fsync, rename).
 
@@ -99,6 +105,9 @@ def save(
     of at least 64 bytes goes to ``external_data_path(path)`` (``<path>.data``), written and
     renamed together with the checkpoint. The default is ORT's 1800 MiB, or 0 for a state loaded
     from a checkpoint with external data (ORT keeps such a checkpoint external).
+
+    ``format_version=1`` writes the version ORT 1.16 and 1.17 read (they refuse version 2); nominal
+    states and external data cannot be written as version 1.
     """
     if not isinstance(state, CheckpointState):
         raise TypeError(f"expected a CheckpointState, got {type(state).__name__}")
@@ -106,12 +115,14 @@ def save(
         external_data_threshold = 0 if state.has_external_data else DEFAULT_EXTERNAL_DATA_THRESHOLD
     if external_data_threshold < 0:
         raise ValueError(f"external_data_threshold must be >= 0, got {external_data_threshold}")
-    spec = build_spec(state, include_optimizer_state)
+    spec = build_spec(state, include_optimizer_state, format_version)
     _native.write_checkpoint(_fspath(path), spec, external_data_threshold)
 
 
-def serialize(state: CheckpointState, *, include_optimizer_state: bool = True) -> bytes:
-    """The bytes ``save`` would write."""
+def serialize(
+    state: CheckpointState, *, include_optimizer_state: bool = True, format_version: int = FORMAT_VERSION
+) -> bytes:
+    """The bytes ``save`` would write (every tensor inline)."""
     if not isinstance(state, CheckpointState):
         raise TypeError(f"expected a CheckpointState, got {type(state).__name__}")
-    return _native.serialize_checkpoint(build_spec(state, include_optimizer_state))
+    return _native.serialize_checkpoint(build_spec(state, include_optimizer_state, format_version))

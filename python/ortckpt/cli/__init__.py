@@ -8,6 +8,7 @@
     ortckpt to-onnx CKPT MODEL OUT
     ortckpt set-property CKPT [NAME=VALUE ...] [--type int|float|str] [--delete NAME]
     ortckpt strip-optimizer CKPT [OUT]
+    ortckpt convert CKPT OUT [--format-version 1|2] [--no-optimizer]
     ortckpt --version
 
 Exit status: 0 on success (``diff``: the checkpoints are identical), 1 when ``diff`` finds
@@ -26,6 +27,7 @@ from typing import TextIO
 
 from ..errors import CheckpointError
 from ._compare import EXACT, Tolerance, compare_values
+from ._convert import run_convert
 from ._diff import diff_states, run_diff
 from ._diff_text import print_diff
 from ._edit import parse_property, run_set_property, run_strip_optimizer
@@ -56,6 +58,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], int]] = {
     "to-onnx": run_to_onnx,
     "set-property": run_set_property,
     "strip-optimizer": run_strip_optimizer,
+    "convert": run_convert,
 }
 
 
