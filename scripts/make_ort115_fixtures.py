@@ -5,7 +5,8 @@ ORT 1.15 (``onnxruntime-training==1.15.1``, a 224 MB wheel that also needs its o
 venv) is too heavy to install on every CI run, so its output is committed: each fixture is the
 folder ORT wrote, next to ``<name>.json``, a manifest of what ORT itself sees in it.
 
-    python3.10 -m venv /tmp/ort115 && /tmp/ort115/bin/pip install onnxruntime-training==1.15.1 "numpy<2" onnx==1.14.0
+    python3.10 -m venv /tmp/ort115
+    /tmp/ort115/bin/pip install onnxruntime-training==1.15.1 "numpy<2" onnx==1.14.0
     /tmp/ort115/bin/python scripts/make_ort115_fixtures.py tests/data/ort115
 
 The manifests ("ortckpt-ort115-manifest/1"):
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import make_fixtures as F  # noqa: E402  (the MLP and the torch-free import of onnxruntime.training)
+import make_fixtures as F
 
 FORMAT = "ortckpt-ort115-manifest/1"
 STEPS = 3
@@ -191,16 +192,24 @@ def save_dtypes(out: str) -> str:
     return path
 
 
-def manifest(folder: str, description: str, props: list[str], optimizer: dict[str, Any] | None,
-             params_from: str | None = None) -> dict[str, Any]:
+def manifest(
+    folder: str,
+    description: str,
+    props: list[str],
+    optimizer: dict[str, Any] | None,
+    params_from: str | None = None,
+) -> dict[str, Any]:
     import onnx
     import onnxruntime
 
     return {
         "format": FORMAT,
         "description": description,
-        "made_by": {"onnxruntime-training": onnxruntime.__version__, "onnx": onnx.__version__,
-                    "numpy": np.__version__},
+        "made_by": {
+            "onnxruntime-training": onnxruntime.__version__,
+            "onnx": onnx.__version__,
+            "numpy": np.__version__,
+        },
         "files": sorted(os.listdir(folder)),
         "params_from": None if params_from is None else os.path.basename(params_from),
         "parameters": ort_parameters(params_from or folder, folder),
@@ -221,18 +230,23 @@ def main(argv: list[str]) -> int:
     made: dict[str, dict[str, Any]] = {}
     for optim, seed in (("adamw", 1),):  # ORT 1.15 artifacts offer AdamW only
         trained, params_only, lr = train_and_save(out, optim, seed, props)
-        group = {"group0": {"step": STEPS, "initial_learning_rate": lr,
-                            "momentums": momentums(trained)}}
+        group = {"group0": {"step": STEPS, "initial_learning_rate": lr, "momentums": momentums(trained)}}
         made[f"{optim}_trained"] = manifest(
-            trained, f"{optim} artifacts after {STEPS} steps, properties, include_optimizer_state=True",
-            list(props), group, params_only)
+            trained,
+            f"{optim} artifacts after {STEPS} steps, properties, include_optimizer_state=True",
+            list(props),
+            group,
+            params_only,
+        )
         made[f"{optim}_params_only"] = manifest(
-            params_only, f"the same state saved with include_optimizer_state=False", list(props), None)
+            params_only, "the same state saved with include_optimizer_state=False", list(props), None
+        )
         fresh = os.path.join(out, f"{optim}_fresh_artifact")
-        made[f"{optim}_fresh_artifact"] = manifest(
-            fresh, "the checkpoint generate_artifacts wrote", [], None)
+        made[f"{optim}_fresh_artifact"] = manifest(fresh, "the checkpoint generate_artifacts wrote", [], None)
     dtypes = save_dtypes(out)
-    made["dtypes"] = manifest(dtypes, "save_checkpoint(trainable_protos, frozen_protos) of mixed dtypes", [], None)
+    made["dtypes"] = manifest(
+        dtypes, "save_checkpoint(trainable_protos, frozen_protos) of mixed dtypes", [], None
+    )
     for name, m in made.items():
         with open(os.path.join(out, f"{name}.json"), "w", encoding="utf-8") as f:
             json.dump(m, f, indent=1, ensure_ascii=False, sort_keys=True)

@@ -285,8 +285,11 @@ def _read_fbs_checkpoint(data: bytes, arrays: dict[str, np.ndarray] | None, pref
 
     out: dict[str, Any] = {"version": int(ck.Version())}
     ms = ck.ModuleState()
-    out["is_nominal"] = bool(ms.IsNominalState()) if ms is not None and hasattr(ms, "IsNominalState") else False
-    out["has_external_data"] = bool(ms.HasExternalData()) if ms is not None and hasattr(ms, "HasExternalData") else False
+    def flag(method: str) -> bool:  # ORT 1.17's bindings have neither flag
+        return ms is not None and bool(getattr(ms, method, lambda: False)())
+
+    out["is_nominal"] = flag("IsNominalState")
+    out["has_external_data"] = flag("HasExternalData")
     out["trainable"] = (
         [tensor(ms.RequiresGradParams(i)) for i in range(ms.RequiresGradParamsLength())] if ms else []
     )

@@ -29,7 +29,9 @@ def test_version_1_is_version_2_with_another_version_number(tmp_path: Path) -> N
 
 def test_refused_as_version_1(tmp_path: Path) -> None:
     nominal = ortckpt.load(DATA / "mlp_nominal.ckpt")
-    with pytest.raises(ortckpt.CheckpointError, match="nominal checkpoint cannot be written as format version 1"):
+    with pytest.raises(
+        ortckpt.CheckpointError, match="nominal checkpoint cannot be written as format version 1"
+    ):
         ortckpt.save(nominal, tmp_path / "n.ckpt", format_version=1)
     assert not (tmp_path / "n.ckpt").exists()
     state = ortckpt.CheckpointState({"w": np.ones(64, np.float32)})
@@ -58,7 +60,7 @@ def test_corrupted_version_1_files() -> None:
         try:
             state = ortckpt.load_bytes(bytes(broken))
             for p in state.parameters.values():
-                p.data  # values are checked when used
+                _ = p.data  # values are checked when used
         except ortckpt.CheckpointError:
             refused += 1
     assert refused > 0  # every outcome is a state or one of our exceptions, never a crash

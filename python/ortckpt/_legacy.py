@@ -19,11 +19,17 @@ from . import _dtypes, _native
 from ._onnx_external import ExternalFiles
 from ._optimizer import Momentums, MomentumStates, OptimizerGroup
 from ._parameter import Parameter
-from ._proto_decode import as_proto, tensor_from_proto
 from ._properties import PropertyBag
+from ._proto_decode import as_proto, tensor_from_proto
 from ._scalars import PropertyValue
 from ._tensor import Tensor
-from .errors import CheckpointError, DuplicateNameError, ExternalDataError, InvalidCheckpointError, TensorDataError
+from .errors import (
+    CheckpointError,
+    DuplicateNameError,
+    ExternalDataError,
+    InvalidCheckpointError,
+    TensorDataError,
+)
 from .state import CheckpointState, OptimizerGroups
 
 __all__ = ["FOLDER_VERSION", "load_folder"]
@@ -84,13 +90,18 @@ def _protos(folder: str, real_folder: str, entry: str) -> list[tuple[str, Tensor
     out: list[tuple[str, Tensor]] = []
     for i, (offset, length) in enumerate(ranges):
         try:
-            proto = as_proto(view[offset : offset + length], f"message {i} (bytes {offset}..{offset + length})")
+            proto = as_proto(
+                view[offset : offset + length], f"message {i} (bytes {offset}..{offset + length})"
+            )
             name = proto.name
             if not name:
-                raise InvalidCheckpointError(f"message {i} (bytes {offset}..{offset + length}): tensor has no name")
+                raise InvalidCheckpointError(
+                    f"message {i} (bytes {offset}..{offset + length}): tensor has no name"
+                )
             if proto.data_location == _EXTERNAL:
                 raise ExternalDataError(
-                    f"tensor {name!r}: ORT 1.15 checkpoints hold their data inline; external data is not allowed"
+                    f"tensor {name!r}: ORT 1.15 checkpoints hold their data inline; "
+                    "external data is not allowed"
                 )
             out.append((name, tensor_from_proto(proto, name, no_external, nominal=False)))
         except CheckpointError as exc:
@@ -118,7 +129,9 @@ def _scalar(tensor: Tensor, name: str, path: str) -> PropertyValue:
         )
     values = tensor.array(name)
     if values.size != 1:
-        raise InvalidCheckpointError(f"{path}: property {name!r} holds {values.size} values; properties are scalars")
+        raise InvalidCheckpointError(
+            f"{path}: property {name!r} holds {values.size} values; properties are scalars"
+        )
     value = values.reshape(-1)[0]
     if tensor.data_type == _dtypes.STRING:
         return str(value)
@@ -192,7 +205,8 @@ def load_folder(folder: str) -> CheckpointState:
                 groups.setdefault(group.group(1), _Group()).properties_file = entry
             else:
                 raise InvalidCheckpointError(
-                    f"{path}: not an optimizer state file name (expected optim_<group>_<momentum>_tensors{_SUFFIX} "
+                    f"{path}: not an optimizer state file name "
+                    f"(expected optim_<group>_<momentum>_tensors{_SUFFIX} "
                     f"or optim_<group>_properties{_SUFFIX}, names without '_')"
                 )
         elif entry.startswith(_CUSTOM_PREFIX):

@@ -3,7 +3,7 @@
 
 from typing import TypedDict
 
-from typing_extensions import Buffer, TypeAlias
+from typing_extensions import Buffer, NotRequired, TypeAlias
 
 # (name, data_type, dims, offset, nbytes, strings, external_offset)
 TensorInfo: TypeAlias = tuple[str, int, list[int], int, int, list[str] | None, int | None]
@@ -34,7 +34,7 @@ class OptimizerGroupSpec(TypedDict):
     states: list[tuple[str, list[TensorSpec]]]
 
 class CheckpointSpec(TypedDict):
-    version: int
+    version: NotRequired[int]  # 1 or 2; the core writes 2 when absent
     is_nominal: bool
     trainable: list[TensorSpec]
     frozen: list[TensorSpec]

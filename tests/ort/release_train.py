@@ -10,7 +10,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-import make_fixtures as F  # noqa: E402
+import make_fixtures as F
 
 
 def main(out: str) -> None:

@@ -179,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Load CKPT (a checkpoint file, or the checkpoint folder ORT 1.15 wrote) and write it to OUT\n"
         "in format version 2 (ORT 1.18 and later) or 1 (ORT 1.16 and 1.17). Nominal checkpoints\n"
         "cannot be written as version 1.",
-        "  ortckpt convert checkpoint/ model.ckpt\n  ortckpt convert model.ckpt old.ckpt --format-version 1\n",
+        "  ortckpt convert checkpoint/ model.ckpt\n"
+        "  ortckpt convert model.ckpt old.ckpt --format-version 1\n",
     )
     convert.add_argument("path", metavar="CKPT", help="checkpoint file or ORT 1.15 checkpoint folder")
     convert.add_argument("out", metavar="OUT", help="checkpoint file to write")
