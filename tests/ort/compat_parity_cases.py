@@ -89,9 +89,9 @@ def case_parameter_attributes(env: Env) -> list[Any]:
         p = state.parameters[name]
         out.append([p.name, p.requires_grad, p.grad is None, repr(p), norm(p.data)])
         out.append([p.data.flags.writeable, p.data.flags.c_contiguous])
-        out.append(attempt(lambda: setattr(p, "name", "x")))
-        out.append(attempt(lambda: setattr(p, "requires_grad", False)))
-        out.append(attempt(lambda: setattr(p, "grad", None)))
+        out.append(attempt(lambda p=p: setattr(p, "name", "x")))
+        out.append(attempt(lambda p=p: setattr(p, "requires_grad", False)))
+        out.append(attempt(lambda p=p: setattr(p, "grad", None)))
     p = state.parameters["fc1.bias"]
     p.custom_attribute = 1  # plain Python objects in both
     out.append(p.custom_attribute)
