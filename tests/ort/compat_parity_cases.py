@@ -262,13 +262,14 @@ def case_load_and_save_errors(env: Env) -> list[Any]:
     with open(garbage, "wb") as f:
         f.write(b"\x00" * 64)
     state = env.load("params")
+    no_dir = os.path.join(env.path("no_dir"), "x.ckpt")
     return [
         attempt(lambda: api.CheckpointState.load_checkpoint(env.path("missing.ckpt"))),
         attempt(lambda: api.CheckpointState.load_checkpoint(folder)),
         attempt(lambda: api.CheckpointState.load_checkpoint(garbage)),
         attempt(lambda: api.CheckpointState.load_checkpoint(123)),
         attempt(lambda: api.CheckpointState(None)),
-        attempt(lambda: api.CheckpointState.save_checkpoint(state, os.path.join(env.path("no_dir"), "x.ckpt"))),
+        attempt(lambda: api.CheckpointState.save_checkpoint(state, no_dir)),
         attempt(lambda: api.CheckpointState.save_checkpoint("not a state", env.path("x.ckpt"))),
     ]
 
@@ -290,5 +291,7 @@ def case_save_and_reload(env: Env) -> list[Any]:
 
 
 CASES: dict[str, Callable[[Env], list[Any]]] = {
-    name[len("case_") :]: fn for name, fn in sorted(globals().items()) if name.startswith("case_") and callable(fn)
+    name[len("case_") :]: fn
+    for name, fn in sorted(globals().items())
+    if name.startswith("case_") and callable(fn)
 }

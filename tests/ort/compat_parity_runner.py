@@ -37,11 +37,9 @@ class OrtEnv:
     def load(self, which: str, session: bool = False) -> Any:
         state = self.api.CheckpointState.load_checkpoint(self._checkpoints[which])
         if session:
-            self._alive.append(
-                self._module(
-                    os.path.join(self._art, "training_model.onnx"), state, os.path.join(self._art, "eval_model.onnx")
-                )
-            )
+            training = os.path.join(self._art, "training_model.onnx")
+            evaluation = os.path.join(self._art, "eval_model.onnx")
+            self._alive.append(self._module(training, state, evaluation))
         return state
 
     def path(self, name: str) -> str:
@@ -50,7 +48,7 @@ class OrtEnv:
 
 
 def main(workdir: str, out: str) -> int:
-    artifacts, CheckpointState, Module, _, _ = F._import_training()
+    artifacts, _, Module, _, _ = F._import_training()
     import onnxruntime.training.api as api
 
     art = os.path.join(workdir, "artifacts")
