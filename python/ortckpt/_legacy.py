@@ -8,6 +8,7 @@ rules and builds the ``CheckpointState``.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -214,10 +215,14 @@ def load_folder(folder: str) -> CheckpointState:
         else:
             continue  # ORT ignores other files
         used += 1
-    if used == 0 and entries:
-        raise InvalidCheckpointError(
-            f"{folder}: is a directory but not an ORT 1.15 checkpoint folder (no paramtrain_/paramfrozen_/"
-            f"optim_/custom_ {_SUFFIX} files); checkpoints of later ORT releases are single files"
+    if used == 0:
+        # (ORT 1.15 writes an empty state as an empty folder, but an empty or unrelated directory is
+        # far more likely a wrong path than such a checkpoint)
+        raise IsADirectoryError(
+            errno.EISDIR,
+            "Is a directory, and not an ORT 1.15 checkpoint folder (it has no paramtrain_/paramfrozen_/"
+            f"optim_/custom_ {_SUFFIX} files); checkpoints of later ORT releases are single files",
+            folder,
         )
     seen: set[str] = set()
     for name, _ in properties:
