@@ -218,6 +218,28 @@ def manifest(
     }
 
 
+README = """# Checkpoint folders written by ONNX Runtime 1.15.1
+
+Made by `scripts/make_ort115_fixtures.py` with `onnxruntime-training==1.15.1` (do not edit by hand;
+the script's docstring says how to rerun it). ORT 1.15 wrote a checkpoint as a folder of `.pbseq`
+files (docs/format.md §11.2). Each `X.json` is a manifest of folder `X` from ORT's own view.
+
+| folder | what it is |
+|---|---|
+| adamw_fresh_artifact | the `checkpoint` folder generate_artifacts writes (AdamW): paramtrain + paramfrozen |
+| adamw_trained | 3 AdamW steps, properties epoch/best/note, saved with the optimizer state |
+| adamw_params_only | the same state saved with include_optimizer_state=False |
+| dtypes | save_checkpoint(trainable, frozen protos): float32, float64, int64, int32, int8, uint8, bool |
+
+tests/test_compat_legacy.py checks that ortckpt reads every folder as its manifest says.
+"""
+
+
+def write_readme(out: str) -> None:
+    with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
+        f.write(README)
+
+
 def main(argv: list[str]) -> int:
     out = os.path.abspath(argv[0] if argv else "tests/data/ort115")
     if os.path.exists(out):
@@ -251,6 +273,7 @@ def main(argv: list[str]) -> int:
         with open(os.path.join(out, f"{name}.json"), "w", encoding="utf-8") as f:
             json.dump(m, f, indent=1, ensure_ascii=False, sort_keys=True)
             f.write("\n")
+    write_readme(out)
     print("\n".join(sorted(made)))
     return 0
 

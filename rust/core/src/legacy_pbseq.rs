@@ -161,6 +161,33 @@ mod tests {
     }
 
     #[test]
+    fn arbitrary_bytes_give_ranges_inside_the_input_or_an_error() {
+        // a small deterministic generator: no dependency, same inputs on every run
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..20_000 {
+            let len = (next() % 40) as usize;
+            let data: Vec<u8> = (0..len).map(|_| (next() % 7) as u8 * 41).collect();
+            if let Ok(ranges) = pbseq_messages(&data) {
+                let mut pos = 0;
+                for r in &ranges {
+                    assert!(r.start >= pos && r.end <= data.len());
+                    pos = r.end;
+                }
+                // no trailing bytes are accepted
+                if let Some(last) = ranges.last() {
+                    assert_eq!(last.end, data.len());
+                }
+            }
+        }
+    }
+
+    #[test]
     fn errors_report_the_offset() {
         match pbseq_messages(&[2, 1, b'a', 9, b'b']) {
             Err(Error::BadMessageSequence { offset, .. }) => assert_eq!(offset, 3),
