@@ -183,7 +183,7 @@ def test_optimizer_files(folder: Path) -> None:
     with pytest.raises(ortckpt.InvalidCheckpointError, match=r"builtin\.initial_learning_rate"):
         ortckpt.load(folder)
     write(folder, "optim_a_b_c_tensors.pbseq", pbseq())
-    with pytest.raises(ortckpt.InvalidCheckpointError, match="not an optimizer state file name"):
+    with pytest.raises(ortckpt.InvalidCheckpointError, match=r"optim_a_b_c_tensors\.pbseq.* not an optim"):
         ortckpt.load(folder)
 
 

@@ -1,16 +1,15 @@
 """Read the checkpoint *folder* that ONNX Runtime 1.15 wrote (before the ``ODTC`` flatbuffer).
 
-The folder's rules are in docs/format.md ("The ORT 1.15 checkpoint folder"). The framing of each
-``.pbseq`` file is parsed by the Rust core (``_native.pbseq_messages``); the messages are
-``onnx.TensorProto``s, decoded by onnx (``_proto_decode``). This module applies the file-name
-rules and builds the ``CheckpointState``.
+The folder's rules are in docs/format.md (§11.2). The Rust core knows which file holds what
+(``_native.legacy_file_kind``) and parses the framing of each ``.pbseq`` file
+(``_native.pbseq_messages``); the messages are ``onnx.TensorProto``s, decoded by onnx
+(``_proto_decode``). This module reads the files and builds the ``CheckpointState``.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 from dataclasses import dataclass, field
 
@@ -39,17 +38,8 @@ __all__ = ["FOLDER_VERSION", "load_folder"]
 #: predates the flatbuffer format, whose versions start at 1.
 FOLDER_VERSION = 0
 
-_SUFFIX = ".pbseq"
-_TRAINABLE_PREFIX = "paramtrain"
-_FROZEN_PREFIX = "paramfrozen"
-_OPTIMIZER_PREFIX = "optim"
-_CUSTOM_PREFIX = "custom"
-# "optim_<group>_<momentum>_tensors.pbseq" and "optim_<group>_properties.pbseq"; ORT splits the
-# name on "_", so neither the group nor the momentum name can contain one.
-_MOMENTUM_FILE = re.compile(r"optim_([^_]+)_([^_]+)_tensors\.pbseq\Z")
-_GROUP_FILE = re.compile(r"optim_([^_]+)_properties\.pbseq\Z")
-_LR_PROPERTY = "builtin.initial_learning_rate"
-_STEP_PROPERTY = "builtin.step"
+_LR_PROPERTY = _native.LEGACY_LR_PROPERTY
+_STEP_PROPERTY = _native.LEGACY_STEP_PROPERTY
 _EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
 
 
@@ -150,7 +140,7 @@ def _properties(folder: str, real_folder: str, entry: str) -> list[tuple[str, Pr
 def _group(folder: str, real_folder: str, name: str, files: _Group) -> OptimizerGroup:
     if files.properties_file is None:
         raise InvalidCheckpointError(
-            f"{folder}: optimizer group {name!r} has momentum files but no optim_{name}_properties{_SUFFIX} "
+            f"{folder}: optimizer group {name!r} has momentum files but no optim_{name}_properties.pbseq "
             "(its step and learning rate); the folder is incomplete"
         )
     path = os.path.join(folder, files.properties_file)
@@ -187,33 +177,26 @@ def load_folder(folder: str) -> CheckpointState:
     properties: list[tuple[str, PropertyValue]] = []
     used = 0
     for entry in entries:
-        # ORT skips hidden entries and directories
-        if entry.startswith(".") or os.path.isdir(os.path.join(folder, entry)):
-            continue
         path = os.path.join(folder, entry)
-        if entry.startswith((_TRAINABLE_PREFIX, _FROZEN_PREFIX)):
-            trainable = entry.startswith(_TRAINABLE_PREFIX)
+        if os.path.isdir(path):  # ORT skips subdirectories (and hidden entries, and other names)
+            continue
+        kind = _native.legacy_file_kind(entry, folder)
+        if kind is None:
+            continue
+        what, group, momentum = kind
+        if what in ("trainable", "frozen"):
             for name, tensor in _protos(folder, real_folder, entry):
                 if name in params:
                     raise DuplicateNameError(f"{path}: duplicate parameter name {name!r}")
-                params[name] = Parameter._from_tensor(name, tensor, trainable)
-        elif entry.startswith(_OPTIMIZER_PREFIX):
-            momentum = _MOMENTUM_FILE.match(entry)
-            group = _GROUP_FILE.match(entry)
-            if momentum is not None:
-                groups.setdefault(momentum.group(1), _Group()).momentum_files[momentum.group(2)] = entry
-            elif group is not None:
-                groups.setdefault(group.group(1), _Group()).properties_file = entry
-            else:
-                raise InvalidCheckpointError(
-                    f"{path}: not an optimizer state file name "
-                    f"(expected optim_<group>_<momentum>_tensors{_SUFFIX} "
-                    f"or optim_<group>_properties{_SUFFIX}, names without '_')"
-                )
-        elif entry.startswith(_CUSTOM_PREFIX):
+                params[name] = Parameter._from_tensor(name, tensor, what == "trainable")
+        elif what == "custom_properties":
             properties.extend(_properties(folder, real_folder, entry))
-        else:
-            continue  # ORT ignores other files
+        elif group is not None:
+            files = groups.setdefault(group, _Group())
+            if what == "momentum" and momentum is not None:
+                files.momentum_files[momentum] = entry
+            else:
+                files.properties_file = entry
         used += 1
     if used == 0:
         # (ORT 1.15 writes an empty state as an empty folder, but an empty or unrelated directory is
@@ -221,7 +204,7 @@ def load_folder(folder: str) -> CheckpointState:
         raise IsADirectoryError(
             errno.EISDIR,
             "Is a directory, and not an ORT 1.15 checkpoint folder (it has no paramtrain_/paramfrozen_/"
-            f"optim_/custom_ {_SUFFIX} files); checkpoints of later ORT releases are single files",
+            "optim_/custom_ .pbseq files); checkpoints of later ORT releases are single files",
             folder,
         )
     seen: set[str] = set()

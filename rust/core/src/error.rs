@@ -69,6 +69,9 @@ pub enum Error {
     InvalidSpec { detail: String },
     /// The framing of an ORT 1.15 `.pbseq` file is broken (at byte `offset`).
     BadMessageSequence { offset: u64, detail: String },
+    /// A file of an ORT 1.15 checkpoint folder starts with `optim` but is not named
+    /// `optim_<group>_<momentum>_tensors.pbseq` or `optim_<group>_properties.pbseq`.
+    BadLegacyFileName { name: String },
     /// An operating system error on `path`.
     Io { path: PathBuf, action: &'static str, source: io::Error },
 }
@@ -81,7 +84,8 @@ impl Error {
             | WrongIdentifier { .. }
             | Flatbuffer(_)
             | MissingField { .. }
-            | BadMessageSequence { .. } => ErrorKind::InvalidCheckpoint,
+            | BadMessageSequence { .. }
+            | BadLegacyFileName { .. } => ErrorKind::InvalidCheckpoint,
             UnsupportedVersion { .. } => ErrorKind::UnsupportedVersion,
             UnknownDataType { .. }
             | NegativeDim { .. }
@@ -177,6 +181,11 @@ impl fmt::Display for Error {
             BadMessageSequence { offset, detail } => {
                 write!(f, "corrupt .pbseq message sequence at byte {offset}: {detail}")
             }
+            BadLegacyFileName { name } => write!(
+                f,
+                "{name:?} is not an optimizer state file name (expected optim_<group>_<momentum>_tensors.pbseq \
+                 or optim_<group>_properties.pbseq, names without '_')"
+            ),
             Io { path, action, source } => {
                 write!(f, "cannot {action} {}: {source}", path.display())
             }

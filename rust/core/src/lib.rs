@@ -32,7 +32,10 @@ pub use external::check_external_ranges;
 pub use index::{
     CheckpointIndex, OptimizerGroupIndex, ParameterStateIndex, Property, PropertyValue, Storage, TensorIndex,
 };
-pub use legacy_pbseq::{pbseq_messages, MAX_PBSEQ_MESSAGE_BYTES};
+pub use legacy_pbseq::{
+    classify_legacy_file, pbseq_messages, LegacyFile, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY,
+    MAX_PBSEQ_MESSAGE_BYTES,
+};
 pub use mapped::MappedFile;
 pub use placement::{EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
 pub use reader::{index_checkpoint, FILE_IDENTIFIER, SUPPORTED_VERSIONS};

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::convert::{index_to_py, spec_from_py, BorrowedBytes};
-use crate::errors::{core_error, guarded};
+use crate::errors::{core_error, guarded, GuardedError};
 use crate::mapped::MappedFile;
 
 /// Verifies `data` (a MappedFile, bytes, or any C-contiguous buffer) as a checkpoint and returns
@@ -96,6 +96,27 @@ fn pbseq_messages(py: Python<'_>, data: &Bound<'_, PyAny>, source: &str) -> PyRe
     Ok(ranges.into_iter().map(|r| (r.start, r.len())).collect())
 }
 
+/// (kind, group, momentum) of a file of an ORT 1.15 checkpoint folder.
+type LegacyFileKind = (&'static str, Option<String>, Option<String>);
+
+/// What the file `name` of an ORT 1.15 checkpoint folder holds: `None` (not part of the
+/// checkpoint), `("trainable"|"frozen"|"custom_properties", None, None)`,
+/// `("momentum", group, momentum)` or `("group_properties", group, None)`. `source` (the folder)
+/// names the input in error messages.
+#[pyfunction]
+fn legacy_file_kind(name: &str, source: &str) -> PyResult<Option<LegacyFileKind>> {
+    use ortckpt_core::LegacyFile::*;
+    let kind =
+        ortckpt_core::classify_legacy_file(name).map_err(|e| core_error(source, GuardedError::Core(e)))?;
+    Ok(kind.map(|k| match k {
+        Trainable => ("trainable", None, None),
+        Frozen => ("frozen", None, None),
+        CustomProperties => ("custom_properties", None, None),
+        Momentum { group, momentum } => ("momentum", Some(group), Some(momentum)),
+        GroupProperties { group } => ("group_properties", Some(group), None),
+    }))
+}
+
 /// ORT's `ExternalCheckpointDataPath`: the checkpoint path with ".data" appended.
 #[pyfunction]
 fn external_data_path(path: PathBuf) -> String {
@@ -110,6 +131,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(external_data_path, m)?)?;
     m.add_function(wrap_pyfunction!(pbseq_messages, m)?)?;
+    m.add_function(wrap_pyfunction!(legacy_file_kind, m)?)?;
+    m.add("LEGACY_LR_PROPERTY", ortckpt_core::LEGACY_LR_PROPERTY)?;
+    m.add("LEGACY_STEP_PROPERTY", ortckpt_core::LEGACY_STEP_PROPERTY)?;
     errors::register(m)?;
     m.add("WRITTEN_VERSION", ortckpt_core::WRITTEN_VERSION)?;
     m.add("DATA_ALIGNMENT", ortckpt_core::DATA_ALIGNMENT)?;
