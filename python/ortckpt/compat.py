@@ -253,13 +253,12 @@ class CheckpointState:
         cls, state: CheckpointState, checkpoint_uri: StrPath, include_optimizer_state: bool = False
     ) -> None:
         """Save the state (format version 2); the optimizer state only when asked, as in ORT."""
-        inner = state._state  # AttributeError for anything else, as in ORT
+        state._state  # noqa: B018 - AttributeError for anything but a state, as in ORT
         path = os.fspath(checkpoint_uri)
         try:
             _io.save(state.ortckpt_state, path, include_optimizer_state=bool(include_optimizer_state))
         except (CheckpointError, OSError) as exc:
             raise CompatError(f"Failed to save checkpoint to file: {path}: {exc}") from exc
-        del inner
 
     @property
     def parameters(self) -> Parameters:
