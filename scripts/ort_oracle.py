@@ -261,7 +261,9 @@ def _read_fbs_checkpoint(data: bytes, arrays: dict[str, np.ndarray] | None, pref
     buf = bytearray(data)
     if not fbs.Checkpoint.Checkpoint.CheckpointBufferHasIdentifier(buf, 0):
         raise OracleError("resaved file lacks the ODTC identifier")
-    ck = fbs.Checkpoint.Checkpoint.GetRootAs(buf, 0)
+    root = fbs.Checkpoint.Checkpoint
+    # ORT 1.17's generated bindings predate GetRootAs, external data and has_external_data
+    ck = (root.GetRootAs if hasattr(root, "GetRootAs") else root.GetRootAsCheckpoint)(buf, 0)
 
     def tensor(t) -> dict[str, Any]:
         dims = [int(t.Dims(i)) for i in range(t.DimsLength())]
@@ -270,7 +272,7 @@ def _read_fbs_checkpoint(data: bytes, arrays: dict[str, np.ndarray] | None, pref
             "data_type": int(t.DataType()),
             "dims": dims,
             "raw_len": int(t.RawDataLength()),
-            "external_data_offset": int(t.ExternalDataOffset()),
+            "external_data_offset": int(t.ExternalDataOffset()) if hasattr(t, "ExternalDataOffset") else -1,
             "key": None,
         }
         dt = NP_DTYPES.get(entry["data_type"])
@@ -283,8 +285,12 @@ def _read_fbs_checkpoint(data: bytes, arrays: dict[str, np.ndarray] | None, pref
 
     out: dict[str, Any] = {"version": int(ck.Version())}
     ms = ck.ModuleState()
-    out["is_nominal"] = bool(ms.IsNominalState()) if ms is not None else False
-    out["has_external_data"] = bool(ms.HasExternalData()) if ms is not None else False
+
+    def flag(method: str) -> bool:  # ORT 1.17's bindings have neither flag
+        return ms is not None and bool(getattr(ms, method, lambda: False)())
+
+    out["is_nominal"] = flag("IsNominalState")
+    out["has_external_data"] = flag("HasExternalData")
     out["trainable"] = (
         [tensor(ms.RequiresGradParams(i)) for i in range(ms.RequiresGradParamsLength())] if ms else []
     )

@@ -46,7 +46,8 @@ def external_data_path(path: StrPath) -> str:
 
 
 def load(path: StrPath, *, mmap: bool = True) -> CheckpointState:
-    """Load a checkpoint file (and its external data file ``<path>.data`` when it has one).
+    """Load a checkpoint file (and its external data file ``<path>.data`` when it has one), or the
+    checkpoint folder ORT 1.15 wrote.
 
     With ``mmap=True`` (the default) both files are memory-mapped: nothing beyond the flatbuffer
     structure is touched until a tensor's ``.data`` is used, and aligned tensors are zero-copy
@@ -66,8 +67,11 @@ def load(path: StrPath, *, mmap: bool = True) -> CheckpointState:
     ``CheckpointError`` subclasses for malformed checkpoints.
     """
     name = _fspath(path)
-    # (Loading an ORT 1.15 checkpoint folder branches off here; today a directory raises
-    # IsADirectoryError from the native open below.)
+    if os.path.isdir(name):
+        # ORT 1.15 wrote a checkpoint as a folder of .pbseq files
+        from ._legacy import load_folder
+
+        return load_folder(name)
     return _load_file(path, name, mmap)
 
 

@@ -9,6 +9,7 @@
     ortckpt set-property CKPT [NAME=VALUE ...] [--type int|float|str] [--delete NAME]
     ortckpt strip-optimizer CKPT [OUT]
     ortckpt recover CKPT
+    ortckpt convert CKPT OUT [--format-version 1|2] [--no-optimizer]
     ortckpt --version
 
 Exit status: 0 on success (``diff``: the checkpoints are identical), 1 when ``diff`` finds
@@ -27,6 +28,7 @@ from typing import TextIO
 
 from ..errors import CheckpointError
 from ._compare import EXACT, Tolerance, compare_values
+from ._convert import run_convert
 from ._diff import diff_states, run_diff
 from ._diff_text import print_diff
 from ._edit import parse_property, run_set_property, run_strip_optimizer
@@ -59,6 +61,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], int]] = {
     "set-property": run_set_property,
     "strip-optimizer": run_strip_optimizer,
     "recover": run_recover,
+    "convert": run_convert,
 }
 
 

@@ -27,6 +27,9 @@ def yes_no(flag: bool) -> str:
 
 
 def file_size(path: str) -> int | None:
+    """The file's size; None when unknown, or for an ORT 1.15 checkpoint folder."""
+    if os.path.isdir(path):
+        return None
     try:
         return os.path.getsize(path)
     except OSError:

@@ -98,7 +98,11 @@ def to_json(state: CheckpointState, path: str, values: int = 0) -> dict[str, Jso
 def print_text(state: CheckpointState, path: str, values: int, out: TextIO) -> None:
     size = file_size(path)
     size_text = f", {size} bytes" if size is not None else ""
-    print(f"{path}: ORT training checkpoint, version {state.version}{size_text}", file=out)
+    if os.path.isdir(path):
+        kind = "ORT 1.15 checkpoint folder"
+    else:
+        kind = f"ORT training checkpoint, version {state.version}"
+    print(f"{path}: {kind}{size_text}", file=out)
     print(f"nominal: {yes_no(state.is_nominal)}, external data: {yes_no(state.has_external_data)}", file=out)
 
     params = list(state.parameters.values())

@@ -173,6 +173,27 @@ def build_parser() -> argparse.ArgumentParser:
     strip.add_argument("path", metavar="CKPT", help="checkpoint file")
     strip.add_argument("out", metavar="OUT", nargs="?", help="checkpoint to write (default: CKPT, in place)")
     _recover.add_parser(commands, _command)
+
+    convert = _command(
+        commands,
+        "convert",
+        "write a checkpoint in the format an ORT release reads",
+        "Load CKPT (a checkpoint file, or the checkpoint folder ORT 1.15 wrote) and write it to OUT\n"
+        "in format version 2 (ORT 1.18 and later) or 1 (ORT 1.16 and 1.17). Nominal checkpoints\n"
+        "cannot be written as version 1.",
+        "  ortckpt convert checkpoint/ model.ckpt\n"
+        "  ortckpt convert model.ckpt old.ckpt --format-version 1\n",
+    )
+    convert.add_argument("path", metavar="CKPT", help="checkpoint file or ORT 1.15 checkpoint folder")
+    convert.add_argument("out", metavar="OUT", help="checkpoint file to write")
+    convert.add_argument(
+        "--format-version",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="1: ORT 1.16-1.17; 2: ORT 1.18 and later (default)",
+    )
+    convert.add_argument("--no-optimizer", action="store_true", help="leave the optimizer state out")
     return parser
 
 

@@ -179,6 +179,19 @@ pub enum Error {
         /// What went wrong.
         detail: String,
     },
+    /// The framing of an ORT 1.15 `.pbseq` file is broken (at byte `offset`).
+    BadMessageSequence {
+        /// Where in the file.
+        offset: u64,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A file of an ORT 1.15 checkpoint folder starts with `optim` but is not named
+    /// `optim_<group>_<momentum>_tensors.pbseq` or `optim_<group>_properties.pbseq`.
+    BadLegacyFileName {
+        /// The file's name.
+        name: String,
+    },
     /// An operating system error on `path`.
     Io {
         /// The file or directory.
@@ -228,9 +241,12 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         use Error::*;
         match self {
-            TooShort { .. } | WrongIdentifier { .. } | Malformed { .. } | MissingField { .. } => {
-                ErrorKind::InvalidCheckpoint
-            }
+            TooShort { .. }
+            | WrongIdentifier { .. }
+            | Malformed { .. }
+            | MissingField { .. }
+            | BadMessageSequence { .. }
+            | BadLegacyFileName { .. } => ErrorKind::InvalidCheckpoint,
             UnsupportedVersion { .. } => ErrorKind::UnsupportedVersion,
             UnknownDataType { .. }
             | NegativeDim { .. }
@@ -355,6 +371,14 @@ impl fmt::Display for Error {
             Internal { detail } => {
                 write!(f, "internal error in ortckpt: {detail}; please report this as a bug")
             }
+            BadMessageSequence { offset, detail } => {
+                write!(f, "corrupt .pbseq message sequence at byte {offset}: {detail}")
+            }
+            BadLegacyFileName { name } => write!(
+                f,
+                "{name:?} is not an optimizer state file name (expected optim_<group>_<momentum>_tensors.pbseq \
+                 or optim_<group>_properties.pbseq, names without '_')"
+            ),
             Io { path, action, source } => {
                 write!(f, "cannot {action} {}: {source}", path.display())
             }

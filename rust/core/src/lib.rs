@@ -31,6 +31,7 @@ mod index;
 mod input;
 #[allow(missing_docs)]
 mod journal;
+mod legacy_pbseq;
 #[allow(missing_docs)]
 mod mapped;
 mod names;
@@ -55,6 +56,10 @@ pub use files::{FileId, TempFile};
 pub use index::{
     CheckpointIndex, OptimizerGroupIndex, ParamKind, ParameterStateIndex, Property, PropertyValue, Storage,
     TensorRef,
+};
+pub use legacy_pbseq::{
+    classify_legacy_file, pbseq_messages, LegacyFile, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY,
+    MAX_PBSEQ_MESSAGE_BYTES,
 };
 pub use mapped::{FileStamp, MappedFile};
 pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};

@@ -1,0 +1,84 @@
+"""Run the parity cases (compat_parity_cases.py) against ORT 1.19.2's own
+``onnxruntime.training.api``; run by the ORT side venv's python.
+
+    python compat_parity_runner.py WORKDIR OUT.json
+
+Makes training artifacts for the fixture MLP in WORKDIR (their checkpoint is the "params"
+checkpoint of the cases; ORT needs the training model for its sessions) and writes
+``{"checkpoints": {which: path}, "results": {case: observations}}`` to OUT.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+
+import compat_parity_cases as cases  # noqa: E402
+import make_fixtures as F  # noqa: E402
+
+
+class OrtEnv:
+    def __init__(self, api: Any, Module: Any, art: str, checkpoints: dict[str, str], scratch: str) -> None:
+        self.api = api
+        self._module = Module
+        self._art = art
+        self._checkpoints = checkpoints
+        self._scratch = scratch
+        self._alive: list[Any] = []  # sessions must outlive the states that use them
+
+    def load(self, which: str, session: bool = False) -> Any:
+        state = self.api.CheckpointState.load_checkpoint(self._checkpoints[which])
+        if session:
+            training = os.path.join(self._art, "training_model.onnx")
+            evaluation = os.path.join(self._art, "eval_model.onnx")
+            self._alive.append(self._module(training, state, evaluation))
+        return state
+
+    def path(self, name: str) -> str:
+        os.makedirs(self._scratch, exist_ok=True)
+        return os.path.join(self._scratch, name)
+
+
+def main(workdir: str, out: str) -> int:
+    artifacts, _, Module, _, _ = F._import_training()
+    import onnxruntime.training.api as api
+
+    art = os.path.join(workdir, "artifacts")
+    os.makedirs(art, exist_ok=True)
+    with F._quiet_fds():
+        artifacts.generate_artifacts(
+            F.mlp_model(1),
+            requires_grad=F.TRAINABLE,
+            frozen_params=F.FROZEN,
+            loss=artifacts.LossType.MSELoss,
+            optimizer=artifacts.OptimType.AdamW,
+            artifact_directory=art,
+        )
+    data = os.path.join(REPO, "tests", "data")
+    checkpoints = {
+        "params": os.path.join(art, "checkpoint"),
+        "optimizer": os.path.join(data, "mlp_adamw_with_optimizer.ckpt"),
+        "nominal": os.path.join(data, "mlp_nominal.ckpt"),
+    }
+    results: dict[str, Any] = {}
+    for name, case in cases.CASES.items():
+        env = OrtEnv(api, Module, art, checkpoints, os.path.join(workdir, "ort", name))
+        try:
+            results[name] = json.loads(json.dumps(case(env)))
+        except Exception:
+            results[name] = {"crash": traceback.format_exc()}
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"checkpoints": checkpoints, "results": results}, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
