@@ -17,9 +17,11 @@
 //!
 //! Rules kept from the flatbuffers verifier: every offset and range inside the buffer, signed
 //! vtable offsets, strings UTF-8 and zero-terminated, fields beyond a vtable absent (so files
-//! written with a newer schema read as flatbuffers would), absent fields take schema defaults.
-//! Dropped: alignment. Scalars are read unaligned, and ORT 1.19.2 writes `[int64]` dims with only
-//! the 4-byte alignment of their length prefix (its nominal checkpoints have them).
+//! written with a newer schema read as flatbuffers would), absent fields take schema defaults, and
+//! alignment (tables, offsets, lengths and scalars on a multiple of their size), which safety does
+//! not need (every read is an unaligned copy) but ORT's verifier enforces, with one relaxation:
+//! `[int64]` dims need only the 4-byte alignment of their length prefix, as ORT 1.19.2 writes them
+//! (its nominal checkpoints have them) and ORT's C++ verifier accepts.
 
 pub use crate::assemble::SUPPORTED_VERSIONS;
 use crate::assemble::{Assembler, Role, TensorFields};
@@ -102,12 +104,25 @@ impl Parser<'_> {
         Ok(())
     }
 
+    /// Alignment is not needed to read safely (every read is an unaligned copy), but ORT's
+    /// verifier refuses misaligned values, and so did this reader's flatbuffers verifier: keep
+    /// refusing them, so that ortckpt accepts no file ORT refuses for its structure.
+    fn aligned(&self, pos: usize, align: usize) -> Result<()> {
+        if pos % align == 0 {
+            Ok(())
+        } else {
+            Err(malformed("a value is not aligned to its size", pos))
+        }
+    }
+
     fn u16(&mut self, pos: usize) -> Result<u16> {
         self.charge(2, pos)?;
         self.input.u16(pos).ok_or_else(|| malformed(OUTSIDE, pos))
     }
 
+    /// An offset or a vector length (both 4-byte aligned).
     fn u32(&mut self, pos: usize) -> Result<u32> {
+        self.aligned(pos, 4)?;
         self.charge(4, pos)?;
         self.input.u32(pos).ok_or_else(|| malformed(OUTSIDE, pos))
     }
@@ -123,6 +138,7 @@ impl Parser<'_> {
             .tables_left
             .checked_sub(1)
             .ok_or_else(|| malformed("more tables than the buffer can hold", pos))?;
+        self.aligned(pos, 4)?;
         self.charge(4, pos)?;
         let soffset = self.input.i32(pos).ok_or_else(|| malformed("a table lies outside the buffer", pos))?;
         // The vtable is at `pos - soffset`.
@@ -132,7 +148,9 @@ impl Parser<'_> {
             .and_then(|v| usize::try_from(v).ok())
             .filter(|&v| v < self.input.len())
             .ok_or_else(|| malformed("a table's vtable lies outside the buffer", pos))?;
+        self.aligned(vtable, 2)?;
         let vtable_len = usize::from(self.u16(vtable)?);
+        self.aligned(vtable_len, 2)?;
         self.charge(vtable_len, vtable)?;
         if !self.input.contains(vtable, vtable_len) {
             return Err(malformed("a vtable runs past the end of the buffer", vtable));
@@ -156,6 +174,7 @@ impl Parser<'_> {
         convert: fn([u8; S]) -> T,
     ) -> Result<T> {
         let Some(pos) = t.field(slot) else { return Ok(default) };
+        self.aligned(pos, S)?;
         self.charge(S, pos)?;
         self.input.array::<S>(pos).map(convert).ok_or_else(|| malformed(OUTSIDE, pos))
     }

@@ -517,3 +517,31 @@ fn reader_agrees_with_the_oracle_on_random_checkpoints() {
     // Valid checkpoints and every family of error come out of the generator.
     assert!(ok > 100 && errors.len() >= 4, "{ok} valid, errors {errors:?}");
 }
+
+#[test]
+fn misaligned_values_are_refused_as_ort_does() {
+    let bytes = rich_checkpoint();
+    let u32_at = |b: &[u8], p: usize| u32::from_le_bytes(b[p..p + 4].try_into().unwrap()) as usize;
+    let root = u32_at(&bytes, 0);
+    let vtable = (root as i64 - i64::from(u32_at(&bytes, root) as i32)) as usize;
+    let not_aligned = |b: &[u8]| {
+        let e = index_checkpoint(b).unwrap_err();
+        assert!(matches!(e, Error::Malformed { .. }) && e.to_string().contains("aligned"), "{e}");
+    };
+    // The root table 2 bytes off.
+    let mut m = bytes.clone();
+    m[0..4].copy_from_slice(&((root + 2) as u32).to_le_bytes());
+    not_aligned(&m);
+    // `version` (int32) moved 2 bytes inside its table.
+    let mut m = bytes.clone();
+    let slot = vtable + usize::from(fbs::Checkpoint::VT_VERSION);
+    let field = u16::from_le_bytes([m[slot], m[slot + 1]]);
+    m[slot..slot + 2].copy_from_slice(&(field + 2).to_le_bytes());
+    not_aligned(&m);
+    // An offset (module_state's) moved 2 bytes.
+    let mut m = bytes;
+    let slot = vtable + usize::from(fbs::Checkpoint::VT_MODULE_STATE);
+    let field = u16::from_le_bytes([m[slot], m[slot + 1]]);
+    m[slot..slot + 2].copy_from_slice(&(field + 2).to_le_bytes());
+    not_aligned(&m);
+}
