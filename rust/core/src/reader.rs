@@ -339,34 +339,24 @@ impl Parser<'_> {
         const NAME: u16 = fbs::IntProperty::VT_NAME;
         const VALUE: u16 = fbs::IntProperty::VT_VALUE;
         let bag: Table<3> = self.table(pos)?;
-        self.each_table(&bag, T::VT_INTS, |p, pos| {
-            let t: Table<2> = p.table(pos)?;
-            let name = p.string_field(&t, NAME, &mut s.name)?;
-            let value = p.scalar(&t, VALUE, 0, i64::from_le_bytes)?;
-            asm.property(
-                "int",
-                name.map(|at| utf8(&s.name, at)).transpose()?,
-                Some(PropertyValue::Int(value)),
-            )
-        })?;
-        self.each_table(&bag, T::VT_FLOATS, |p, pos| {
-            let t: Table<2> = p.table(pos)?;
-            let name = p.string_field(&t, NAME, &mut s.name)?;
-            let value = p.scalar(&t, VALUE, 0.0, f32::from_le_bytes)?;
-            asm.property(
-                "float",
-                name.map(|at| utf8(&s.name, at)).transpose()?,
-                Some(PropertyValue::Float(value)),
-            )
-        })?;
-        self.each_table(&bag, T::VT_STRINGS, |p, pos| {
-            let t: Table<2> = p.table(pos)?;
-            let name = p.string_field(&t, NAME, &mut s.name)?;
-            let value = p.string_field(&t, VALUE, &mut s.doc)?;
-            let value =
-                value.map(|at| utf8(&s.doc, at).map(|v| PropertyValue::Str(v.to_owned()))).transpose()?;
-            asm.property("string", name.map(|at| utf8(&s.name, at)).transpose()?, value)
-        })
+        for (slot, kind) in [(T::VT_INTS, "int"), (T::VT_FLOATS, "float"), (T::VT_STRINGS, "string")] {
+            self.each_table(&bag, slot, |p, pos| {
+                let t: Table<2> = p.table(pos)?;
+                let name = p.string_field(&t, NAME, &mut s.name)?;
+                let value = match slot {
+                    T::VT_INTS => Some(PropertyValue::Int(p.scalar(&t, VALUE, 0, i64::from_le_bytes)?)),
+                    T::VT_FLOATS => {
+                        Some(PropertyValue::Float(p.scalar(&t, VALUE, 0.0, f32::from_le_bytes)?))
+                    }
+                    _ => match p.string_field(&t, VALUE, &mut s.doc)? {
+                        Some(at) => Some(PropertyValue::Str(utf8(&s.doc, at)?.to_owned())),
+                        None => None,
+                    },
+                };
+                asm.property(kind, name.map(|at| utf8(&s.name, at)).transpose()?, value)
+            })?;
+        }
+        Ok(())
     }
 }
 
