@@ -151,10 +151,10 @@ impl Parser<'_> {
         self.aligned(vtable, 2)?;
         let vtable_len = usize::from(self.u16(vtable)?);
         self.aligned(vtable_len, 2)?;
-        self.charge(vtable_len, vtable)?;
         if !self.input.contains(vtable, vtable_len) {
             return Err(malformed("a vtable runs past the end of the buffer", vtable));
         }
+        self.charge(vtable_len, vtable)?;
         let mut fields = [0u16; N];
         for (i, field) in fields.iter_mut().enumerate() {
             let slot = 4 + 2 * i;
@@ -188,10 +188,11 @@ impl Parser<'_> {
         out.clear();
         let n = self.u32(pos)? as usize;
         let start = pos.saturating_add(4);
+        if !self.input.contains(start, n) {
+            return Err(malformed("a string runs past the end of the buffer", pos));
+        }
         self.charge(n, pos)?;
-        self.input
-            .copy_to(start, n, out)
-            .ok_or_else(|| malformed("a string runs past the end of the buffer", pos))?;
+        self.input.copy_to(start, n, out).ok_or_else(|| malformed(OUTSIDE, pos))?;
         if self.input.u8(start.saturating_add(n)) != Some(0) {
             return Err(malformed("a string lacks its zero terminator", pos));
         }
