@@ -18,11 +18,10 @@
 //! Rules kept from the flatbuffers verifier: every offset and range inside the buffer, signed
 //! vtable offsets, strings UTF-8 and zero-terminated, fields beyond a vtable absent (so files
 //! written with a newer schema read as flatbuffers would), absent fields take schema defaults, and
-//! alignment relative to the buffer's start (offsets, lengths and tables on 4 bytes, vtable entries
-//! on 2, each scalar field on its size), which ORT's own verifier also requires. One relaxation:
-//! `[int64]` elements need only the 4-byte alignment of their length prefix — ORT 1.19.2 writes
-//! such dims (its nominal checkpoints have them) and its verifier accepts them. Alignment is a rule
-//! of the format only: values are copied out with unaligned reads.
+//! alignment (tables, offsets, lengths and scalars on a multiple of their size), which safety does
+//! not need (every read is an unaligned copy) but ORT's verifier enforces, with one relaxation:
+//! `[int64]` dims need only the 4-byte alignment of their length prefix, as ORT 1.19.2 writes them
+//! (its nominal checkpoints have them) and ORT's C++ verifier accepts.
 
 pub use crate::assemble::SUPPORTED_VERSIONS;
 use crate::assemble::{Assembler, Role, TensorFields};
@@ -105,8 +104,10 @@ impl Parser<'_> {
         Ok(())
     }
 
-    /// Fails unless `pos` is a multiple of `align` (flatbuffers aligns from the buffer's start).
-    fn aligned(pos: usize, align: usize) -> Result<()> {
+    /// Alignment is not needed to read safely (every read is an unaligned copy), but ORT's
+    /// verifier refuses misaligned values, and so did this reader's flatbuffers verifier: keep
+    /// refusing them, so that ortckpt accepts no file ORT refuses for its structure.
+    fn aligned(&self, pos: usize, align: usize) -> Result<()> {
         if pos % align == 0 {
             Ok(())
         } else {
@@ -115,13 +116,13 @@ impl Parser<'_> {
     }
 
     fn u16(&mut self, pos: usize) -> Result<u16> {
-        Self::aligned(pos, 2)?;
         self.charge(2, pos)?;
         self.input.u16(pos).ok_or_else(|| malformed(OUTSIDE, pos))
     }
 
+    /// An offset or a vector length (both 4-byte aligned).
     fn u32(&mut self, pos: usize) -> Result<u32> {
-        Self::aligned(pos, 4)?;
+        self.aligned(pos, 4)?;
         self.charge(4, pos)?;
         self.input.u32(pos).ok_or_else(|| malformed(OUTSIDE, pos))
     }
@@ -137,7 +138,7 @@ impl Parser<'_> {
             .tables_left
             .checked_sub(1)
             .ok_or_else(|| malformed("more tables than the buffer can hold", pos))?;
-        Self::aligned(pos, 4)?;
+        self.aligned(pos, 4)?;
         self.charge(4, pos)?;
         let soffset = self.input.i32(pos).ok_or_else(|| malformed("a table lies outside the buffer", pos))?;
         // The vtable is at `pos - soffset`.
@@ -147,11 +148,13 @@ impl Parser<'_> {
             .and_then(|v| usize::try_from(v).ok())
             .filter(|&v| v < self.input.len())
             .ok_or_else(|| malformed("a table's vtable lies outside the buffer", pos))?;
+        self.aligned(vtable, 2)?;
         let vtable_len = usize::from(self.u16(vtable)?);
-        self.charge(vtable_len, vtable)?;
+        self.aligned(vtable_len, 2)?;
         if !self.input.contains(vtable, vtable_len) {
             return Err(malformed("a vtable runs past the end of the buffer", vtable));
         }
+        self.charge(vtable_len, vtable)?;
         let mut fields = [0u16; N];
         for (i, field) in fields.iter_mut().enumerate() {
             let slot = 4 + 2 * i;
@@ -171,7 +174,7 @@ impl Parser<'_> {
         convert: fn([u8; S]) -> T,
     ) -> Result<T> {
         let Some(pos) = t.field(slot) else { return Ok(default) };
-        Self::aligned(pos, S)?;
+        self.aligned(pos, S)?;
         self.charge(S, pos)?;
         self.input.array::<S>(pos).map(convert).ok_or_else(|| malformed(OUTSIDE, pos))
     }
@@ -185,10 +188,11 @@ impl Parser<'_> {
         out.clear();
         let n = self.u32(pos)? as usize;
         let start = pos.saturating_add(4);
+        if !self.input.contains(start, n) {
+            return Err(malformed("a string runs past the end of the buffer", pos));
+        }
         self.charge(n, pos)?;
-        self.input
-            .copy_to(start, n, out)
-            .ok_or_else(|| malformed("a string runs past the end of the buffer", pos))?;
+        self.input.copy_to(start, n, out).ok_or_else(|| malformed(OUTSIDE, pos))?;
         if self.input.u8(start.saturating_add(n)) != Some(0) {
             return Err(malformed("a string lacks its zero terminator", pos));
         }
@@ -336,34 +340,24 @@ impl Parser<'_> {
         const NAME: u16 = fbs::IntProperty::VT_NAME;
         const VALUE: u16 = fbs::IntProperty::VT_VALUE;
         let bag: Table<3> = self.table(pos)?;
-        self.each_table(&bag, T::VT_INTS, |p, pos| {
-            let t: Table<2> = p.table(pos)?;
-            let name = p.string_field(&t, NAME, &mut s.name)?;
-            let value = p.scalar(&t, VALUE, 0, i64::from_le_bytes)?;
-            asm.property(
-                "int",
-                name.map(|at| utf8(&s.name, at)).transpose()?,
-                Some(PropertyValue::Int(value)),
-            )
-        })?;
-        self.each_table(&bag, T::VT_FLOATS, |p, pos| {
-            let t: Table<2> = p.table(pos)?;
-            let name = p.string_field(&t, NAME, &mut s.name)?;
-            let value = p.scalar(&t, VALUE, 0.0, f32::from_le_bytes)?;
-            asm.property(
-                "float",
-                name.map(|at| utf8(&s.name, at)).transpose()?,
-                Some(PropertyValue::Float(value)),
-            )
-        })?;
-        self.each_table(&bag, T::VT_STRINGS, |p, pos| {
-            let t: Table<2> = p.table(pos)?;
-            let name = p.string_field(&t, NAME, &mut s.name)?;
-            let value = p.string_field(&t, VALUE, &mut s.doc)?;
-            let value =
-                value.map(|at| utf8(&s.doc, at).map(|v| PropertyValue::Str(v.to_owned()))).transpose()?;
-            asm.property("string", name.map(|at| utf8(&s.name, at)).transpose()?, value)
-        })
+        for (slot, kind) in [(T::VT_INTS, "int"), (T::VT_FLOATS, "float"), (T::VT_STRINGS, "string")] {
+            self.each_table(&bag, slot, |p, pos| {
+                let t: Table<2> = p.table(pos)?;
+                let name = p.string_field(&t, NAME, &mut s.name)?;
+                let value = match slot {
+                    T::VT_INTS => Some(PropertyValue::Int(p.scalar(&t, VALUE, 0, i64::from_le_bytes)?)),
+                    T::VT_FLOATS => {
+                        Some(PropertyValue::Float(p.scalar(&t, VALUE, 0.0, f32::from_le_bytes)?))
+                    }
+                    _ => match p.string_field(&t, VALUE, &mut s.doc)? {
+                        Some(at) => Some(PropertyValue::Str(utf8(&s.doc, at)?.to_owned())),
+                        None => None,
+                    },
+                };
+                asm.property(kind, name.map(|at| utf8(&s.name, at)).transpose()?, value)
+            })?;
+        }
+        Ok(())
     }
 }
 

@@ -3,6 +3,7 @@
 use crate::schema::fbs;
 use crate::test_support::oracle::{reference_index, same_result};
 use crate::test_support::raw::{RawCheckpoint, RawGroup, RawTensor};
+use crate::test_support::Rng;
 use crate::{index_checkpoint, Error, ErrorKind, Storage};
 
 /// A trainable `w` of shape [2, 3] and a frozen `b` of shape [3], inline.
@@ -261,17 +262,6 @@ fn nominal_tensors_have_no_data() {
     assert!(matches!(err(&with_tensor(t)), Error::DataLengthMismatch { .. }));
 }
 
-/// Deterministic xorshift so the mutation tests need no extra dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 fn rich_checkpoint() -> Vec<u8> {
     RawCheckpoint {
         groups: vec![group(
@@ -369,16 +359,16 @@ fn bases() -> Vec<Vec<u8>> {
 /// and lengths, or a truncation.
 fn mutate(bytes: &[u8], rng: &mut Rng) -> Vec<u8> {
     let mut m = bytes.to_vec();
-    for _ in 0..(1 + rng.next() % 3) {
-        let i = (rng.next() as usize) % m.len();
-        match rng.next() % 8 {
-            0..=3 => m[i] = rng.next() as u8,
+    for _ in 0..(1 + rng.next_u64() % 3) {
+        let i = (rng.next_u64() as usize) % m.len();
+        match rng.next_u64() % 8 {
+            0..=3 => m[i] = rng.next_u64() as u8,
             4..=6 => {
                 let at = i & !3;
-                let value = match rng.next() % 3 {
-                    0 => rng.next() as u32,
-                    1 => (rng.next() % 64) as u32,
-                    _ => u32::MAX - (rng.next() % 8) as u32,
+                let value = match rng.next_u64() % 3 {
+                    0 => rng.next_u64() as u32,
+                    1 => (rng.next_u64() % 64) as u32,
+                    _ => u32::MAX - (rng.next_u64() % 8) as u32,
                 };
                 if at + 4 <= m.len() {
                     m[at..at + 4].copy_from_slice(&value.to_le_bytes());
@@ -428,16 +418,16 @@ fn reader_agrees_with_the_flatbuffers_oracle() {
 fn random_checkpoint(rng: &mut Rng) -> RawCheckpoint {
     const NAMES: [&str; 8] = ["w", "b", "é✓", "", "momentum0", "momentum1", "a\0b", "layer.0.weight"];
     let name = |rng: &mut Rng| -> Option<String> {
-        match rng.next() % 16 {
+        match rng.next_u64() % 16 {
             0 => None,
-            1 => Some(format!("n{}", rng.next() % 1000)),
+            1 => Some(format!("n{}", rng.next_u64() % 1000)),
             i => Some(NAMES[i as usize % NAMES.len()].to_owned()),
         }
     };
     let tensor = |rng: &mut Rng, external: bool| -> RawTensor {
-        let dims: Vec<i64> = (0..rng.next() % 4).map(|_| (rng.next() % 4) as i64).collect();
+        let dims: Vec<i64> = (0..rng.next_u64() % 4).map(|_| (rng.next_u64() % 4) as i64).collect();
         let count: i64 = dims.iter().product();
-        let data_type = (rng.next() % 22) as i32;
+        let data_type = (rng.next_u64() % 22) as i32;
         let element = match data_type {
             2 | 3 | 9 | 17..=20 => 1,
             4 | 5 | 10 | 16 => 2,
@@ -447,45 +437,45 @@ fn random_checkpoint(rng: &mut Rng) -> RawCheckpoint {
         };
         let mut t = RawTensor {
             name: name(rng),
-            doc_string: (rng.next() % 4 == 0).then(|| "doc ✓".to_owned()),
-            dims: (rng.next() % 8 != 0).then_some(dims),
+            doc_string: (rng.next_u64() % 4 == 0).then(|| "doc ✓".to_owned()),
+            dims: (rng.next_u64() % 8 != 0).then_some(dims),
             data_type,
-            unknown: (rng.next() % 8 == 0).then_some(9),
+            unknown: (rng.next_u64() % 8 == 0).then_some(9),
             external_offset: -1,
             ..RawTensor::default()
         };
-        let wrong = (rng.next() % 8 == 0) as i64;
+        let wrong = (rng.next_u64() % 8 == 0) as i64;
         if data_type == 8 {
             t.strings = Some((0..count + wrong).map(|i| format!("s{i}")).collect());
-        } else if external && rng.next() % 2 == 0 {
-            t.external_offset = (rng.next() % 256) as i64 - wrong;
-        } else if rng.next() % 8 != 0 {
+        } else if external && rng.next_u64() % 2 == 0 {
+            t.external_offset = (rng.next_u64() % 256) as i64 - wrong;
+        } else if rng.next_u64() % 8 != 0 {
             t.raw = Some(vec![7; ((count + wrong) * element) as usize]);
         }
         t
     };
-    let external = rng.next() % 3 == 0;
+    let external = rng.next_u64() % 3 == 0;
     let tensors =
-        |rng: &mut Rng, n: u64| (0..rng.next() % n).map(|_| tensor(rng, external)).collect::<Vec<_>>();
-    let groups = (0..rng.next() % 3)
+        |rng: &mut Rng, n: u64| (0..rng.next_u64() % n).map(|_| tensor(rng, external)).collect::<Vec<_>>();
+    let groups = (0..rng.next_u64() % 3)
         .map(|_| RawGroup {
             name: name(rng),
-            step: rng.next() as i64,
-            initial_learning_rate: f32::from_bits(rng.next() as u32),
-            states: (0..rng.next() % 3).map(|_| (name(rng), tensors(rng, 3))).collect(),
+            step: rng.next_u64() as i64,
+            initial_learning_rate: f32::from_bits(rng.next_u64() as u32),
+            states: (0..rng.next_u64() % 3).map(|_| (name(rng), tensors(rng, 3))).collect(),
         })
         .collect();
     RawCheckpoint {
-        version: [2, 2, 2, 1, 0, 3][rng.next() as usize % 6],
-        module: rng.next() % 8 != 0,
-        nominal: rng.next() % 4 == 0,
-        has_external_data: external && rng.next() % 4 != 0,
+        version: [2, 2, 2, 1, 0, 3][rng.next_u64() as usize % 6],
+        module: rng.next_u64() % 8 != 0,
+        nominal: rng.next_u64() % 4 == 0,
+        has_external_data: external && rng.next_u64() % 4 != 0,
         trainable: tensors(rng, 5),
         frozen: tensors(rng, 3),
         groups,
-        ints: (0..rng.next() % 3).map(|_| (name(rng), rng.next() as i64)).collect(),
-        floats: (0..rng.next() % 2).map(|_| (name(rng), f32::from_bits(rng.next() as u32))).collect(),
-        strings: (0..rng.next() % 2).map(|_| (name(rng), name(rng))).collect(),
+        ints: (0..rng.next_u64() % 3).map(|_| (name(rng), rng.next_u64() as i64)).collect(),
+        floats: (0..rng.next_u64() % 2).map(|_| (name(rng), f32::from_bits(rng.next_u64() as u32))).collect(),
+        strings: (0..rng.next_u64() % 2).map(|_| (name(rng), name(rng))).collect(),
     }
 }
 
@@ -516,4 +506,32 @@ fn reader_agrees_with_the_oracle_on_random_checkpoints() {
     eprintln!("{ok} valid, errors {errors:?}");
     // Valid checkpoints and every family of error come out of the generator.
     assert!(ok > 100 && errors.len() >= 4, "{ok} valid, errors {errors:?}");
+}
+
+#[test]
+fn misaligned_values_are_refused_as_ort_does() {
+    let bytes = rich_checkpoint();
+    let u32_at = |b: &[u8], p: usize| u32::from_le_bytes(b[p..p + 4].try_into().unwrap()) as usize;
+    let root = u32_at(&bytes, 0);
+    let vtable = (root as i64 - i64::from(u32_at(&bytes, root) as i32)) as usize;
+    let not_aligned = |b: &[u8]| {
+        let e = index_checkpoint(b).unwrap_err();
+        assert!(matches!(e, Error::Malformed { .. }) && e.to_string().contains("aligned"), "{e}");
+    };
+    // The root table 2 bytes off.
+    let mut m = bytes.clone();
+    m[0..4].copy_from_slice(&((root + 2) as u32).to_le_bytes());
+    not_aligned(&m);
+    // `version` (int32) moved 2 bytes inside its table.
+    let mut m = bytes.clone();
+    let slot = vtable + usize::from(fbs::Checkpoint::VT_VERSION);
+    let field = u16::from_le_bytes([m[slot], m[slot + 1]]);
+    m[slot..slot + 2].copy_from_slice(&(field + 2).to_le_bytes());
+    not_aligned(&m);
+    // An offset (module_state's) moved 2 bytes.
+    let mut m = bytes;
+    let slot = vtable + usize::from(fbs::Checkpoint::VT_MODULE_STATE);
+    let field = u16::from_le_bytes([m[slot], m[slot + 1]]);
+    m[slot..slot + 2].copy_from_slice(&(field + 2).to_le_bytes());
+    not_aligned(&m);
 }

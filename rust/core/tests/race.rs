@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use ortckpt_core::test_support::alloc::CountingAllocator;
 use ortckpt_core::test_support::raw::{RawCheckpoint, RawGroup, RawTensor};
+use ortckpt_core::test_support::Rng;
 use ortckpt_core::{index_checkpoint, index_checkpoint_raw};
 
 #[global_allocator]
@@ -39,17 +40,6 @@ fn checkpoint() -> Vec<u8> {
         ..RawCheckpoint::default()
     }
     .build()
-}
-
-/// Deterministic xorshift.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 #[test]
@@ -80,15 +70,15 @@ fn indexing_a_mapping_that_changes_underneath() {
                 // A few changes at a time, spaced out, then the valid bytes again: reads see the
                 // valid checkpoint, changed ones, and changes landing in the middle of a read.
                 writer_map.copy_from_slice(&original);
-                for _ in 0..rng.next() % 4 {
-                    for _ in 0..rng.next() % 20_000 {
+                for _ in 0..rng.next_u64() % 4 {
+                    for _ in 0..rng.next_u64() % 20_000 {
                         std::hint::spin_loop();
                     }
-                    let i = (rng.next() as usize) % writer_map.len();
-                    writer_map[i] = match rng.next() % 4 {
+                    let i = (rng.next_u64() as usize) % writer_map.len();
+                    writer_map[i] = match rng.next_u64() % 4 {
                         0 => 0xff,
                         1 => 0,
-                        _ => rng.next() as u8,
+                        _ => rng.next_u64() as u8,
                     };
                     flips += 1;
                 }

@@ -26,11 +26,16 @@ pub(crate) struct BytesView {
 // SAFETY: a BytesView is only created from a BorrowedBytes that outlives every use of it, and the
 // bytes are only read.
 unsafe impl Send for BytesView {}
+// SAFETY: as for Send: the bytes are only read, and outlive every use.
 unsafe impl Sync for BytesView {}
 
 impl BytesView {
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        self.ptr
     }
 
     pub(crate) fn slice(&self) -> &[u8] {

@@ -45,7 +45,11 @@ fn index_checkpoint(
     let index = py
         .detach(|| {
             guarded(|| {
-                let index = ortckpt_core::index_checkpoint(view.slice())?;
+                // A MappedFile's pages can be rewritten by another process while they are read:
+                // the core's raw entry point reads each byte once, through copies.
+                // SAFETY: `bytes` holds the buffer (and so keeps the range mapped) until this
+                // closure has returned.
+                let index = unsafe { ortckpt_core::index_checkpoint_raw(view.as_ptr(), view.len()) }?;
                 if index.has_external_data {
                     match external_len {
                         Some(len) => ortckpt_core::check_external_ranges(&index, len as u64)?,

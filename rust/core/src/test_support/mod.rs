@@ -16,6 +16,19 @@ pub use spec::spec_from_index;
 
 use std::path::{Path, PathBuf};
 
+/// A deterministic xorshift generator, so randomized tests need no extra dependency and repeat.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next pseudo-random value (the seed must not be 0).
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
 /// The repository's `tests/data`: checkpoints written by ONNX Runtime 1.19.2 (in git).
 pub fn test_data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data")
