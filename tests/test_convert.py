@@ -205,7 +205,7 @@ def test_malformed_inputs(tmp_path: Path):
     with pytest.raises(ConversionError, match="not a valid safetensors file"):
         ortckpt.from_safetensors(garbage)
     (tmp_path / "g.npz").write_bytes(b"PK garbage")
-    with pytest.raises(ConversionError, match="not a .npz archive"):
+    with pytest.raises(ConversionError, match=r"not a \.npz archive"):
         ortckpt.from_npz(tmp_path / "g.npz")
     # pickled object arrays are refused, never unpickled
     np.savez(tmp_path / "obj.npz", o=np.array([{"x": 1}], dtype=object))
@@ -231,7 +231,7 @@ def test_unsupported_safetensors_dtype(tmp_path: Path):
     a = np.zeros(4, np.uint8)
     spec = TensorSpec(dtype="float8_e8m0fnu", shape=[4], data_ptr=a.ctypes.data, data_len=4)
     serialize_file({"x": spec}, str(tmp_path / "e8.safetensors"))
-    with pytest.raises(ConversionError, match="F8_E8M0.*cannot hold"):
+    with pytest.raises(ConversionError, match=r"F8_E8M0.*cannot hold"):
         ortckpt.from_safetensors(tmp_path / "e8.safetensors")
 
 
