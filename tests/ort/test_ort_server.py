@@ -25,7 +25,7 @@ def fleet(ortckpt, folder: Path, n: int = 6) -> list[Path]:
     for i in range(n):
         state = ortckpt.load(ORT_WRITTEN)
         rng = np.random.default_rng(i)
-        for name, p in state.trainable_parameters.items():
+        for p in state.trainable_parameters.values():
             p.data = p.data + rng.standard_normal(p.shape).astype(p.dtype)
         for moms in state.optimizer["group0"].states.values():
             for m in list(moms):
@@ -73,7 +73,7 @@ def test_ort_loads_averaged_and_nominal_checkpoints(oracle, tmp_path: Path):
     ).astype(np.float32)
     got = ort_plain.array(by_name["fc1.weight"]["key"])
     assert np.all(np.abs(got.astype(np.float64) - want) <= np.spacing(np.abs(want)))
-    assert ort_plain.properties == {k: v for k, v in reference.properties.items()}
+    assert ort_plain.properties == dict(reference.properties)
     assert ort_plain.meta["resaved"]["optimizer_groups"] == []
     groups = dumps[1].meta["resaved"]["optimizer_groups"]
     assert [g["name"] for g in groups] == ["group0"] and groups[0]["step"] == 3
