@@ -71,9 +71,9 @@ def test_dask_engine_matches_local(tmp_path: Path):
 
 
 def test_dask_engine_bytes_and_no_reference():
-    uploads = [b"junk"] + [
-        ortckpt.CheckpointState({"w": np.full(3, i, np.float32)}).to_bytes() for i in range(1, 9)
-    ]
+    states = [ortckpt.CheckpointState({"w": np.full(3, i, np.float32)}) for i in range(1, 9)]
+    # bytes, a memoryview and states (shipped to the workers as bytes)
+    uploads = [b"junk", *(s.to_bytes() for s in states[:6]), memoryview(states[6].to_bytes()), states[7]]
     with (
         distributed.LocalCluster(
             n_workers=1,

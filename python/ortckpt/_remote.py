@@ -140,6 +140,9 @@ def load(
     name = local_path(path)
     if max_bytes is not None:
         size = os.path.getsize(name)
+        ext_name = external_data_path(name)
+        if os.path.isfile(ext_name):
+            size += os.path.getsize(ext_name)
         if size > max_bytes:
             raise _too_large(name, size, max_bytes)
     return load_local(name, mmap=mmap)

@@ -160,6 +160,15 @@ def _result(reference: CheckpointState, spec: ModelSpec, acc: PartialSum) -> Che
     return CheckpointState(params, properties=reference.properties, optimizer=optimizer)
 
 
+def _shippable(src: Source) -> Source:
+    """A form of ``src`` that pickles: bytes for states and buffers, paths as they are."""
+    if isinstance(src, CheckpointState):
+        return src.to_bytes(include_optimizer_state=True)
+    if isinstance(src, (bytearray, memoryview)):
+        return bytes(src)
+    return src
+
+
 def _try_reference(
     index: int,
     client: str,
@@ -231,9 +240,11 @@ class _Run:
             if self._try_reference(item) is not None:
                 break
         if self.spec is not None:
-            # the workers check every upload again, the ones tried as reference included
+            # the workers check every upload again, the ones tried as reference included; states
+            # and buffers travel as bytes
+            shipped = [(i, c, _shippable(s), r) for i, c, s, r in items]
             self.acc, self.reports = average_on_dask(
-                client, items, self.spec, self.limit, self.opts, show_progress
+                client, shipped, self.spec, self.limit, self.opts, show_progress
             )
 
 
