@@ -339,3 +339,24 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path):
     assert proc.stderr == ""  # silent when stderr is not a terminal
     with zipfile.ZipFile(tmp_path / "b.npz") as zf:
         assert len(zf.namelist()) == 301
+
+
+def test_public_names_and_lazy_imports():
+    import ortckpt.aggregate
+    import ortckpt.cli._average
+    import ortckpt.cli._convert
+    import ortckpt.conversions  # importing the modules must not shadow the functions
+
+    for name in ("convert", "average", "to_safetensors", "from_npz", "to_nominal", "to_torch"):
+        assert callable(getattr(ortckpt, name)) and not isinstance(getattr(ortckpt, name), type(ortckpt)), (
+            name
+        )
+    assert issubclass(ortckpt.ConversionError, ValueError)
+    # the optional packages are imported only when used
+    code = (
+        "import sys, ortckpt, ortckpt.cli; "
+        "print(sorted(m for m in ('safetensors', 'fsspec', 'dask', 'distributed', 'tqdm', 's3fs', "
+        "'ortckpt.conversions', 'ortckpt.aggregate') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]"

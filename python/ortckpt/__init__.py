@@ -32,7 +32,7 @@ from .state import CheckpointState, OptimizerGroup, Parameter, PropertyBag
 
 if TYPE_CHECKING:
     from .aggregate import AggregationError, AggregationReport, SourceReport, average
-    from .convert import (
+    from .conversions import (
         ConversionError,
         convert,
         from_npz,
@@ -60,7 +60,7 @@ _LAZY = {
             "to_state_dict",
             "to_torch",
         ),
-        "convert",
+        "conversions",  # (not "convert": that name is the function's)
     ),
 }
 

@@ -10,7 +10,7 @@ from typing import TextIO
 
 
 def run_convert(args: argparse.Namespace, out: TextIO) -> int:
-    from ..convert import convert, format_of
+    from ..conversions import convert, format_of
 
     src, dest = os.fsdecode(args.input), os.fsdecode(args.output)
     state = convert(
@@ -31,7 +31,7 @@ def run_convert(args: argparse.Namespace, out: TextIO) -> int:
 
 def run_strip_values(args: argparse.Namespace, out: TextIO) -> int:
     from .._remote import local_output
-    from ..convert import to_nominal
+    from ..conversions import to_nominal
     from ..io import save
 
     src, dest = os.fsdecode(args.path), os.fsdecode(args.out)
