@@ -259,8 +259,9 @@ def convert(
 ) -> CheckpointState:
     """Convert between ORT checkpoints, safetensors and npz files, choosing each format by
     extension (``.safetensors``, ``.npz``, anything else an ORT checkpoint). Inputs are
-    memory-mapped and written tensor by tensor, so memory stays bounded by the largest tensor
-    plus the page cache. Returns the state that was written (backed by the input's mapping).
+    memory-mapped and safetensors/npz outputs written tensor by tensor, so no copy of the model is
+    made (an ORT checkpoint output is built in memory by the core, about one file's size). Returns
+    the state that was written (backed by the input's mapping).
     """
     kind = format_of(src)
     if kind == "ckpt":
