@@ -2,7 +2,7 @@
 
 Uploads are split into batches (about four per worker thread); each batch is one task that loads,
 checks and sums its uploads with ``_fedavg.visit_batch`` where the worker runs (paths must be on
-storage the workers share, or URLs). The partial sums are then added pairwise-ish in a tree of
+storage the workers share, or URLs). The partial sums are then added in a tree of
 ``merge_batches`` tasks (``FAN_IN`` at a time), so no node ever holds more than ``FAN_IN`` partial
 sums, and only the final one travels back to the client.
 """
