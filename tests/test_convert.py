@@ -339,6 +339,20 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path):
     assert proc.stderr == ""  # silent when stderr is not a terminal
     with zipfile.ZipFile(tmp_path / "b.npz") as zf:
         assert len(zf.namelist()) == 301
+    # average: a bar over the uploads on a terminal, then the summary table on stdout
+    uploads = []
+    for i in range(40):
+        uploads.append(str(tmp_path / f"dev{i}.ckpt"))
+        ortckpt.save(CheckpointState({"w": np.full(4, i, np.float32)}), uploads[-1])
+    code, shown = _run_on_terminal(["average", str(tmp_path / "avg.ckpt"), *uploads])
+    assert code == 0 and "0/40" in shown and "upload/s" in shown
+    proc = subprocess.run(
+        [sys.executable, "-m", "ortckpt", "average", str(tmp_path / "avg2.ckpt"), *uploads],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert proc.stderr == "" and "accepted 40 of 40 uploads" in proc.stdout
 
 
 def test_public_names_and_lazy_imports():

@@ -164,3 +164,33 @@ def test_memory_urls(tmp_path: Path, assert_same_state, capsys):
         assert_same_state(report.state, averaged)
     finally:
         fs.rm(root.replace("memory://", "/"), recursive=True)
+
+
+def test_dask_workers_read_from_s3(s3: dict[str, Any]):
+    distributed = pytest.importorskip("distributed")
+    prefix = f"s3://{BUCKET}/dask-{uuid.uuid4().hex[:8]}"
+    urls = [f"{prefix}/device{i}.ckpt" for i in range(12)]
+    for i, url in enumerate(urls):
+        put(url, device(i).to_bytes(), s3)
+    put(f"{prefix}/bad.ckpt", b"\x00" * 64, s3)
+    sources = [*urls, f"{prefix}/bad.ckpt"]
+    local = ortckpt.average(sources, weights="samples", storage_options=s3)
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=False,
+            protocol="tcp://",
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        report = ortckpt.average(
+            sources, f"{prefix}/global.ckpt", weights="samples", storage_options=s3, engine=client
+        )
+    assert [r.kind for r in report.sources] == [r.kind for r in local.sources] == [None] * 12 + ["unreadable"]
+    remote = ortckpt.load(f"{prefix}/global.ckpt", storage_options=s3)
+    for name in ("w", "b"):
+        x, y = remote.parameters[name].data, local.state.parameters[name].data
+        assert np.all(np.abs(x.astype(np.float64) - y) <= np.spacing(np.abs(y))), name
