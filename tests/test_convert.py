@@ -185,6 +185,26 @@ def test_safetensors_refuses_strings_and_complex128(tmp_path: Path):
     assert [p.name for p in tmp_path.iterdir()] == []  # no temporary file left behind
 
 
+def test_odd_names_round_trip(tmp_path: Path):
+    names = ["", "a/b", "日本", "..", "/abs", "../up", "a\\b", " sp ", "x.npy"]
+    state = CheckpointState({n: np.full(2, i, np.float32) for i, n in enumerate(names)})
+    ortckpt.to_npz(state, tmp_path / "n.npz")
+    ortckpt.to_safetensors(state, tmp_path / "n.safetensors")
+    for back in (ortckpt.from_npz(tmp_path / "n.npz"), ortckpt.from_safetensors(tmp_path / "n.safetensors")):
+        assert {n: p.data.tolist() for n, p in back.parameters.items()} == {
+            n: [float(i)] * 2 for i, n in enumerate(names)
+        }
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "n.npz",
+        "n.safetensors",
+    ]  # nothing written elsewhere
+    nul = CheckpointState({"x\x00y": np.zeros(1, np.float32)})
+    with pytest.raises(ConversionError, match="NUL"):
+        ortckpt.to_npz(nul, tmp_path / "nul.npz")
+    ortckpt.to_safetensors(nul, tmp_path / "nul.safetensors")
+    assert list(ortckpt.from_safetensors(tmp_path / "nul.safetensors").parameters) == ["x\x00y"]
+
+
 def test_npz_refuses_trailing_nul_strings(tmp_path: Path):
     state = CheckpointState(frozen={"s": np.array(["ok", "bad\x00"], dtype=object)})
     with pytest.raises(ConversionError, match="ending in NUL"):

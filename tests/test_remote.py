@@ -160,6 +160,10 @@ def test_memory_urls(tmp_path: Path, assert_same_state, capsys):
         assert main(["convert", f"{root}/global.ckpt", f"{root}/global.npz"]) == 0
         assert main(["average", f"{root}/cli.ckpt", *sources]) == 0
         assert "accepted 4 of 5" in capsys.readouterr().out
+        # remote glob patterns are expanded (the shell only expands local ones)
+        assert main(["average", f"{root}/glob.ckpt", f"{root}/dev*.ckpt", f"{root}/none*.ckpt"]) == 0
+        text = capsys.readouterr().out
+        assert "accepted 4 of 5" in text and "none*.ckpt" in text
         averaged = ortckpt.from_npz(f"{root}/global.npz")
         assert_same_state(report.state, averaged)
     finally:

@@ -25,6 +25,10 @@ _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature ... file name length, ext
 
 
 def _storable(key: str, array: np.ndarray[Any, Any], layout: Layout) -> np.ndarray[Any, Any]:
+    if "\x00" in key:
+        raise ConversionError(
+            f"tensor {key!r}: .npz member names cannot hold NUL characters; convert to safetensors instead"
+        )
     if array.dtype == np.dtype(object):
         if any(s.endswith("\x00") for s in array.flat):
             raise ConversionError(

@@ -148,6 +148,16 @@ def load(
     return load_local(name, mmap=mmap)
 
 
+def expand(url: str, storage_options: StorageOptions = None) -> list[str]:
+    """The URLs matching a glob pattern URL (``s3://bucket/round7/*.ckpt``), sorted; a URL without
+    ``*?[`` (or matching nothing) as it is. The shell expands local patterns, not remote ones."""
+    if not is_url(url) or not any(c in url for c in "*?["):
+        return [url]
+    fs, path = _filesystem(url, storage_options)
+    found = sorted(fs.glob(path))
+    return [str(fs.unstrip_protocol(p)) for p in found] or [url]
+
+
 @contextlib.contextmanager
 def local_input(path: StrPath, storage_options: StorageOptions = None) -> Iterator[str]:
     """A local path holding ``path``'s content: the path itself, or a temporary copy of a URL

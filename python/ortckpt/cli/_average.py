@@ -8,12 +8,14 @@ from typing import TextIO
 
 
 def run_average(args: argparse.Namespace, out: TextIO) -> int:
+    from .._remote import expand
     from ..aggregate import AggregationError, average  # imported on use: the other commands start faster
 
     dest = os.fsdecode(args.out)
+    sources = [url for s in args.sources for url in expand(os.fsdecode(s))]
     try:
         report = average(
-            [os.fsdecode(s) for s in args.sources],
+            sources,
             dest,
             weights=args.weights_property,
             reference=args.reference,

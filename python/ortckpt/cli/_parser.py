@@ -223,8 +223,8 @@ def _add_server_commands(commands: Any) -> None:
         "against the reference (--reference, else the first upload that loads): parameter names,\n"
         "trainable flags, dtypes, shapes, finite values, size. Bad uploads are rejected and listed,\n"
         "never averaged. Frozen parameters and properties come from the reference. Sums are\n"
-        "float64, one upload in memory at a time. Exit 0 when OUT was written, 2 when no upload\n"
-        "could be averaged.",
+        "float64, one upload in memory at a time. Glob patterns in URLs are expanded. Exit 0 when\n"
+        "OUT was written, 2 when no upload could be averaged.",
         "  ortckpt average global.ckpt uploads/*.ckpt\n"
         "  ortckpt average global.ckpt uploads/*.ckpt --weights-property num_samples\n"
         "  ortckpt average global.ckpt s3://bucket/round7/*.ckpt --reference base.ckpt\n",
