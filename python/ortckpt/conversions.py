@@ -155,8 +155,9 @@ def to_state_dict(src: Source, *, include_optimizer_state: bool = False) -> dict
 
     With ``include_optimizer_state`` the momentums are added under
     ``__optimizer__/<group>/<parameter>/<momentum>``. Flags, properties and optimizer steps are not
-    kept (use safetensors or npz for a lossless copy). ``safetensors.torch.save_file`` and
-    ``numpy.savez`` take the result as it is (for bfloat16/float8 see ``to_torch``).
+    kept (use safetensors or npz for a lossless copy). ``safetensors.numpy.save_file`` and
+    ``numpy.savez`` take the result as it is; ``to_torch`` gives torch tensors for
+    ``safetensors.torch``.
     """
     state = _state(src)
     items, _ = tensors_of(state, include_optimizer_state)
