@@ -261,8 +261,8 @@ def convert(
     """Convert between ORT checkpoints, safetensors and npz files, choosing each format by
     extension (``.safetensors``, ``.npz``, anything else an ORT checkpoint). Inputs are
     memory-mapped and safetensors/npz outputs written tensor by tensor, so no copy of the model is
-    made (an ORT checkpoint output is built in memory by the core, about one file's size). Returns
-    the state that was written (backed by the input's mapping).
+    made (an ORT checkpoint output is written by ``ortckpt.save`` straight from the mapped
+    inputs). Returns the state that was written (backed by the input's mapping).
     """
     kind = format_of(src)
     if kind == "ckpt":
