@@ -9,9 +9,15 @@
 
 from __future__ import annotations
 
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 from . import errors
+
+# The server side (docs/federated.md): fsspec URLs for load; conversions and validated averaging
+# are imported on first use (module __getattr__ below) so that ``import ortckpt`` stays fast.
+from ._remote import SourceTooLargeError, load
 from .errors import (
     CheckpointChangedError,
     CheckpointError,
@@ -22,17 +28,53 @@ from .errors import (
     TensorDataError,
     UnsupportedVersionError,
 )
-from .io import (
-    DEFAULT_EXTERNAL_DATA_THRESHOLD,
-    external_data_path,
-    load,
-    load_bytes,
-    recover,
-    save,
-    serialize,
-)
+from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, external_data_path, load_bytes, recover, save, serialize
 from .onnx_io import from_tensor_proto, load_into_model, save_from_onnx, save_tensor_protos, to_tensor_proto
 from .state import CheckpointState, OptimizerGroup, Parameter, PropertyBag
+
+if TYPE_CHECKING:
+    from .aggregate import AggregationError, AggregationReport, SourceReport, average
+    from .conversions import (
+        ConversionError,
+        convert,
+        from_npz,
+        from_safetensors,
+        from_state_dict,
+        to_nominal,
+        to_npz,
+        to_safetensors,
+        to_state_dict,
+        to_torch,
+    )
+
+_LAZY = {
+    **dict.fromkeys(("AggregationError", "AggregationReport", "SourceReport", "average"), "aggregate"),
+    **dict.fromkeys(
+        (
+            "ConversionError",
+            "convert",
+            "from_npz",
+            "from_safetensors",
+            "from_state_dict",
+            "to_nominal",
+            "to_npz",
+            "to_safetensors",
+            "to_state_dict",
+            "to_torch",
+        ),
+        "conversions",  # (not "convert": that name is the function's)
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ortckpt' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 try:
     __version__ = version("ortckpt")
@@ -42,8 +84,11 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
 __all__ = [
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",
     "CheckpointChangedError",
+    "AggregationError",
+    "AggregationReport",
     "CheckpointError",
     "CheckpointState",
+    "ConversionError",
     "DuplicateNameError",
     "ExternalDataError",
     "InterruptedSaveError",
@@ -51,11 +96,18 @@ __all__ = [
     "OptimizerGroup",
     "Parameter",
     "PropertyBag",
+    "SourceReport",
+    "SourceTooLargeError",
     "TensorDataError",
     "UnsupportedVersionError",
     "__version__",
+    "average",
+    "convert",
     "errors",
     "external_data_path",
+    "from_npz",
+    "from_safetensors",
+    "from_state_dict",
     "from_tensor_proto",
     "load",
     "load_bytes",
@@ -65,5 +117,10 @@ __all__ = [
     "save_from_onnx",
     "save_tensor_protos",
     "serialize",
+    "to_nominal",
+    "to_npz",
+    "to_safetensors",
+    "to_state_dict",
     "to_tensor_proto",
+    "to_torch",
 ]

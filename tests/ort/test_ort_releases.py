@@ -85,6 +85,6 @@ def test_cli_converts_for_ort_117(ort117: Oracle, trained: Path, tmp_path: Path)
 
     v2 = tmp_path / "v2.ckpt"
     v1 = tmp_path / "v1.ckpt"
-    assert main(["convert", str(trained), str(v2)]) == 0
-    assert main(["convert", str(v2), str(v1), "--format-version", "1"]) == 0
+    assert main(["convert", str(trained), str(v2), "--include-optimizer-state"]) == 0
+    assert main(["convert", str(v2), str(v1), "--format-version", "1", "--include-optimizer-state"]) == 0
     ort117.run([ort117.dump_job(v1)[0]])

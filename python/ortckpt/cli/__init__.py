@@ -9,7 +9,9 @@
     ortckpt set-property CKPT [NAME=VALUE ...] [--type int|float|str] [--delete NAME]
     ortckpt strip-optimizer CKPT [OUT]
     ortckpt recover CKPT
-    ortckpt convert CKPT OUT [--format-version 1|2] [--no-optimizer]
+    ortckpt convert IN OUT [--include-optimizer-state] [--trainable NAME ...] [--format-version 1|2]
+    ortckpt strip-values CKPT OUT [--drop-properties]
+    ortckpt average OUT SRC... [--weights-property NAME] [--reference REF] [--max-bytes N]
     ortckpt --version
 
 Exit status: 0 on success (``diff``: the checkpoints are identical), 1 when ``diff`` finds
@@ -27,8 +29,9 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from ..errors import CheckpointError
+from ._average import run_average
 from ._compare import EXACT, Tolerance, compare_values
-from ._convert import run_convert
+from ._convert import run_convert, run_strip_values
 from ._diff import diff_states, run_diff
 from ._diff_text import print_diff
 from ._edit import parse_property, run_set_property, run_strip_optimizer
@@ -62,6 +65,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], int]] = {
     "strip-optimizer": run_strip_optimizer,
     "recover": run_recover,
     "convert": run_convert,
+    "strip-values": run_strip_values,
+    "average": run_average,
 }
 
 

@@ -173,28 +173,97 @@ def build_parser() -> argparse.ArgumentParser:
     strip.add_argument("path", metavar="CKPT", help="checkpoint file")
     strip.add_argument("out", metavar="OUT", nargs="?", help="checkpoint to write (default: CKPT, in place)")
     _recover.add_parser(commands, _command)
+    _add_server_commands(commands)
+    return parser
 
+
+def _add_server_commands(commands: Any) -> None:
+    """convert, strip-values, average (docs/federated.md)."""
     convert = _command(
         commands,
         "convert",
-        "write a checkpoint in the format an ORT release reads",
-        "Load CKPT (a checkpoint file, or the checkpoint folder ORT 1.15 wrote) and write it to OUT\n"
-        "in format version 2 (ORT 1.18 and later) or 1 (ORT 1.16 and 1.17). Nominal checkpoints\n"
-        "cannot be written as version 1.",
-        "  ortckpt convert checkpoint/ model.ckpt\n"
-        "  ortckpt convert model.ckpt old.ckpt --format-version 1\n",
+        "convert between checkpoints, safetensors and npz files",
+        "Convert IN to OUT, each format chosen by extension: .safetensors, .npz, anything else\n"
+        "an ORT checkpoint. Trainable flags, properties and (with --include-optimizer-state)\n"
+        "optimizer state travel in the files' metadata, so a round trip is bit-exact. Tensors\n"
+        "are memory-mapped and written one at a time. IN and OUT may be fsspec URLs (s3://...).",
+        "  ortckpt convert trained.ckpt trained.safetensors\n"
+        "  ortckpt convert trained.ckpt full.npz --include-optimizer-state\n"
+        "  ortckpt convert model.safetensors model.ckpt --trainable fc1.weight fc1.bias\n"
+        "  ortckpt convert checkpoint/ model.ckpt --include-optimizer-state   # ORT 1.15 folder\n"
+        "  ortckpt convert model.ckpt old.ckpt --format-version 1            # for ORT 1.16-1.17\n",
     )
-    convert.add_argument("path", metavar="CKPT", help="checkpoint file or ORT 1.15 checkpoint folder")
-    convert.add_argument("out", metavar="OUT", help="checkpoint file to write")
+    convert.add_argument(
+        "input", metavar="IN", help="checkpoint (file, or ORT 1.15 folder), .safetensors or .npz file"
+    )
+    convert.add_argument("output", metavar="OUT", help="file to write (format by extension)")
+    convert.add_argument(
+        "--include-optimizer-state", action="store_true", help="also convert the optimizer state"
+    )
+    convert.add_argument(
+        "--trainable",
+        nargs="+",
+        action="extend",
+        metavar="NAME",
+        help="parameters to make trainable, the others frozen (default: as recorded, else every float)",
+    )
     convert.add_argument(
         "--format-version",
         type=int,
         choices=(1, 2),
         default=2,
-        help="1: ORT 1.16-1.17; 2: ORT 1.18 and later (default)",
+        help="for a checkpoint OUT: 1 for ORT 1.16-1.17, 2 for ORT 1.18 and later (default)",
     )
-    convert.add_argument("--no-optimizer", action="store_true", help="leave the optimizer state out")
-    return parser
+
+    strip_values = _command(
+        commands,
+        "strip-values",
+        "write the nominal checkpoint of a checkpoint (names and types, no values)",
+        "Write a nominal checkpoint: every parameter's name, trainable flag and data type, without\n"
+        "values (as generate_artifacts(..., nominal_checkpoint=True) writes), to ship a model's\n"
+        "structure to devices without its weights. Optimizer state is dropped.",
+        "  ortckpt strip-values trained.ckpt nominal.ckpt\n",
+    )
+    strip_values.add_argument("path", metavar="CKPT", help="checkpoint file")
+    strip_values.add_argument("out", metavar="OUT", help="nominal checkpoint to write")
+    strip_values.add_argument("--drop-properties", action="store_true", help="do not keep the properties")
+
+    average = _command(
+        commands,
+        "average",
+        "average device checkpoints (federated averaging), rejecting bad uploads",
+        "Average the trainable parameters of SRC... (FedAvg) into OUT. Every upload is checked\n"
+        "against the reference (--reference, else the first upload that loads): parameter names,\n"
+        "trainable flags, dtypes, shapes, finite values, size. Bad uploads are rejected and listed,\n"
+        "never averaged. Frozen parameters and properties come from the reference. Sums are\n"
+        "float64, one upload in memory at a time. Glob patterns in URLs are expanded. Exit 0 when\n"
+        "OUT was written, 2 when no upload could be averaged.",
+        "  ortckpt average global.ckpt uploads/*.ckpt\n"
+        "  ortckpt average global.ckpt uploads/*.ckpt --weights-property num_samples\n"
+        "  ortckpt average global.ckpt s3://bucket/round7/*.ckpt --reference base.ckpt\n",
+    )
+    average.add_argument("out", metavar="OUT", help="averaged checkpoint to write")
+    average.add_argument("sources", metavar="SRC", nargs="+", help="device checkpoints (paths or URLs)")
+    average.add_argument(
+        "--weights-property", metavar="NAME", help="weigh each upload by its property NAME (e.g. samples)"
+    )
+    average.add_argument("--reference", metavar="REF", help="checkpoint every upload must match")
+    average.add_argument(
+        "--include-optimizer-state", action="store_true", help="also average the optimizer momentums"
+    )
+    average.add_argument(
+        "--max-bytes",
+        type=_positive,
+        metavar="BYTES",
+        help="reject larger uploads (default: 4x the reference's tensor bytes + 1 MiB)",
+    )
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
 
 
 def _non_negative(text: str) -> int:

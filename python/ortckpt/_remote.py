@@ -1,0 +1,191 @@
+"""Checkpoints behind fsspec URLs (``s3://``, ``gs://``, ``http(s)://``, ``memory://``, ...).
+
+Local paths keep the memory-mapped ``ortckpt.io.load``. A URL's bytes are untrusted: they are read
+(at most ``max_bytes`` of them) and handed to ``ortckpt.load_bytes``, whose core validates them like
+any file. fsspec is imported only when a URL is used (the ``ortckpt[remote]`` extra).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from .errors import CheckpointError
+from .io import external_data_path, load_bytes
+from .io import load as load_local
+
+if TYPE_CHECKING:
+    from .state import CheckpointState
+
+    StrPath = Union[str, os.PathLike[str]]
+
+StorageOptions = Optional[Mapping[str, Any]]
+
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
+_COPY_CHUNK = 8 << 20
+
+
+class SourceTooLargeError(CheckpointError):
+    """A checkpoint (or upload) is larger than the size limit it was read with."""
+
+
+def is_url(path: object) -> bool:
+    """True for ``scheme://...`` strings other than ``file://`` (those are local paths)."""
+    if not isinstance(path, str):
+        return False
+    match = _URL.match(path)
+    return match is not None and match.group(1).lower() != "file"
+
+
+def local_path(path: StrPath) -> str:
+    """A local path as a ``str`` (``file://`` stripped)."""
+    text = os.fsdecode(os.fspath(path))
+    return text[len("file://") :] if text.lower().startswith("file://") else text
+
+
+def _filesystem(url: str, storage_options: StorageOptions) -> tuple[Any, str]:
+    try:
+        import fsspec
+    except ImportError:
+        raise ImportError(
+            f"reading or writing {url} needs fsspec (and its backend, e.g. s3fs for s3://): "
+            "pip install 'ortckpt[remote]'"
+        ) from None
+    fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+    return fs, path
+
+
+def _size(fs: Any, path: str) -> int | None:
+    try:
+        size = fs.size(path)
+    except (OSError, NotImplementedError, ValueError):
+        return None
+    return size if isinstance(size, int) else None
+
+
+def _too_large(url: str, size: int | str, limit: int) -> SourceTooLargeError:
+    return SourceTooLargeError(
+        f"{url}: {size} bytes exceed the size limit of {limit} bytes (raise max_bytes if it is legitimate)"
+    )
+
+
+def read_url(url: str, *, max_bytes: int | None = None, storage_options: StorageOptions = None) -> bytes:
+    """The bytes at ``url``; ``SourceTooLargeError`` past ``max_bytes`` (never reads more than
+    ``max_bytes + 1`` bytes, whatever the server claims)."""
+    fs, path = _filesystem(url, storage_options)
+    if max_bytes is not None:
+        size = _size(fs, path)
+        if size is not None and size > max_bytes:
+            raise _too_large(url, size, max_bytes)
+    with fs.open(path, "rb") as f:
+        data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise _too_large(url, f"more than {max_bytes}", max_bytes)
+    return bytes(data)
+
+
+def _exists(url: str, storage_options: StorageOptions) -> bool:
+    fs, path = _filesystem(url, storage_options)
+    try:
+        return bool(fs.exists(path))
+    except OSError:
+        return False
+
+
+def _named(exc: CheckpointError, url: str) -> CheckpointError:
+    """The same error class with the URL instead of ``<bytes>`` in the message."""
+    text = str(exc).replace("<bytes>", url)
+    return type(exc)(text if url in text else f"{url}: {text}")
+
+
+def load_url(
+    url: str, *, max_bytes: int | None = None, storage_options: StorageOptions = None
+) -> CheckpointState:
+    """Load the checkpoint at an fsspec URL (and its ``<url>.data`` external data file, if any)."""
+    data = read_url(url, max_bytes=max_bytes, storage_options=storage_options)
+    ext_url = external_data_path(url)
+    external = None
+    if _exists(ext_url, storage_options):
+        left = None if max_bytes is None else max_bytes - len(data)
+        external = read_url(ext_url, max_bytes=left, storage_options=storage_options)
+    try:
+        return load_bytes(data, external_data=external)
+    except CheckpointError as exc:
+        raise _named(exc, url) from exc
+
+
+def load(
+    path: StrPath,
+    *,
+    mmap: bool = True,
+    max_bytes: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> CheckpointState:
+    """Load a checkpoint from a local path or an fsspec URL.
+
+    Local paths (and ``file://`` URLs) are memory-mapped as by ``ortckpt.io.load`` (``mmap=False``
+    reads them into memory). Any other ``scheme://`` URL (``s3://``, ``gs://``, ``http(s)://``,
+    ``memory://``, ...) is read through fsspec (``pip install 'ortckpt[remote]'``, plus the
+    scheme's backend such as ``s3fs``) with ``storage_options`` passed to the file system; its
+    bytes are validated by the core like any file. ``max_bytes`` refuses larger inputs
+    (``SourceTooLargeError``) before they are read; it applies to local files too.
+    """
+    if is_url(path):
+        return load_url(str(path), max_bytes=max_bytes, storage_options=storage_options)
+    name = local_path(path)
+    if max_bytes is not None:
+        size = os.path.getsize(name)
+        ext_name = external_data_path(name)
+        if os.path.isfile(ext_name):
+            size += os.path.getsize(ext_name)
+        if size > max_bytes:
+            raise _too_large(name, size, max_bytes)
+    return load_local(name, mmap=mmap)
+
+
+def expand(url: str, storage_options: StorageOptions = None) -> list[str]:
+    """The URLs matching a glob pattern URL (``s3://bucket/round7/*.ckpt``), sorted; a URL without
+    ``*?[`` (or matching nothing) as it is. The shell expands local patterns, not remote ones."""
+    if not is_url(url) or not any(c in url for c in "*?["):
+        return [url]
+    fs, path = _filesystem(url, storage_options)
+    found = sorted(fs.glob(path))
+    return [str(fs.unstrip_protocol(p)) for p in found] or [url]
+
+
+@contextlib.contextmanager
+def local_input(path: StrPath, storage_options: StorageOptions = None) -> Iterator[str]:
+    """A local path holding ``path``'s content: the path itself, or a temporary copy of a URL
+    (copied in chunks, so memory stays bounded)."""
+    if not is_url(path):
+        yield local_path(path)
+        return
+    url = str(path)
+    fs, remote = _filesystem(url, storage_options)
+    with tempfile.TemporaryDirectory(prefix="ortckpt-") as tmp:
+        local = os.path.join(tmp, os.path.basename(remote.rstrip("/")) or "input")
+        with fs.open(remote, "rb") as src, open(local, "wb") as dst:
+            shutil.copyfileobj(src, dst, _COPY_CHUNK)
+        yield local
+
+
+@contextlib.contextmanager
+def local_output(path: StrPath, storage_options: StorageOptions = None) -> Iterator[str]:
+    """A local path to write ``path``'s content to; for a URL, a temporary file uploaded (with its
+    ``.data`` external data file, if one was written) when the block ends without error."""
+    if not is_url(path):
+        yield local_path(path)
+        return
+    url = str(path)
+    fs, remote = _filesystem(url, storage_options)
+    with tempfile.TemporaryDirectory(prefix="ortckpt-") as tmp:
+        local = os.path.join(tmp, os.path.basename(remote.rstrip("/")) or "output")
+        yield local
+        fs.put_file(local, remote)
+        if os.path.exists(external_data_path(local)):
+            fs.put_file(external_data_path(local), external_data_path(remote))

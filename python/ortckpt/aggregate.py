@@ -1,0 +1,324 @@
+"""Validated federated averaging (FedAvg) of device checkpoints: ``average``.
+
+Each upload is checked against a reference (names, trainable flags, dtypes, shapes, finite values,
+a size limit, a usable weight) and either added to a float64 running sum or rejected and reported;
+a bad upload never raises and never reaches the sum. Uploads are visited one at a time, so memory
+is O(one model) whatever their number. ``engine=dask_client`` spreads the same work over a Dask
+cluster. See docs/federated.md.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+from ._fedavg import (
+    ModelSpec,
+    PartialSum,
+    SourceReport,
+    check,
+    open_source,
+    rejection,
+    spec_of,
+    visit,
+    weight_of,
+)
+from ._progress import progress as progress_bar
+from ._remote import local_output
+from .errors import CheckpointError
+from .io import save
+from .state import CheckpointState, OptimizerGroup, Parameter
+
+if TYPE_CHECKING:
+    StrPath = Union[str, os.PathLike[str]]
+
+#: One upload: a local path or fsspec URL, the checkpoint's bytes, or a loaded state.
+Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, CheckpointState]
+
+__all__ = ["AggregationError", "AggregationReport", "SourceReport", "average"]
+
+_SLACK = 1 << 20  # bytes allowed beyond the tensors for the flatbuffer structure and properties
+
+
+class AggregationError(CheckpointError):
+    """No upload could be averaged (every one was rejected): nothing was written. ``report``
+    tells why each was rejected."""
+
+    report: AggregationReport
+
+
+@dataclass
+class AggregationReport:
+    """What ``average`` did: one ``SourceReport`` per upload, in input order, and the result."""
+
+    output: str | None
+    reference: str
+    sources: list[SourceReport]
+    total_weight: float
+    state: CheckpointState
+    engine: str
+
+    @property
+    def accepted(self) -> list[SourceReport]:
+        return [s for s in self.sources if s.accepted]
+
+    @property
+    def rejected(self) -> list[SourceReport]:
+        return [s for s in self.sources if not s.accepted]
+
+    def summary(self) -> str:
+        """A plain-text table: counts, then every rejected upload with its reason."""
+        lines = [
+            f"accepted {len(self.accepted)} of {len(self.sources)} uploads "
+            f"(total weight {self.total_weight:g}; reference {self.reference})"
+        ]
+        rejected = self.rejected
+        if rejected:
+            width = max(len(s.client) for s in rejected)
+            kind_width = max(len(s.kind or "") for s in rejected)
+            lines.append(f"rejected {len(rejected)}:")
+            lines.append(f"  {'client':<{width}}  {'problem':<{kind_width}}  reason")
+            for s in rejected:
+                lines.append(f"  {s.client:<{width}}  {s.kind or '':<{kind_width}}  {s.reason}")
+        if self.output is not None:
+            lines.append(f"wrote {self.output}")
+        return "\n".join(lines)
+
+
+def _label(index: int, src: object) -> str:
+    if isinstance(src, (str, os.PathLike)):
+        return os.fsdecode(os.fspath(src))
+    if isinstance(src, CheckpointState):
+        return src.source if src.source not in (None, "<bytes>") else f"state #{index}"
+    return f"upload #{index}"
+
+
+def _items(
+    sources: Iterable[Source] | Mapping[str, Source], weights: Any
+) -> Iterator[tuple[int, str, Source, float | str | None]]:
+    """(index, client label, source, weight rule) for every upload, checking explicit weights."""
+    if isinstance(sources, (str, bytes, os.PathLike, CheckpointState)):
+        raise TypeError("sources must be a list (or mapping client -> source) of uploads, not a single one")
+    pairs: Iterable[tuple[str | None, Source]]
+    if isinstance(sources, Mapping):
+        pairs = ((str(k), v) for k, v in sources.items())
+    else:
+        pairs = ((None, v) for v in sources)
+    given: Iterator[Any] | None = None
+    if isinstance(weights, Mapping):
+        if not isinstance(sources, Mapping):
+            raise TypeError("weights can be a mapping only when sources is a mapping client -> source")
+        missing = sorted(set(sources) - set(weights))
+        if missing:
+            raise ValueError(f"no weight for client {missing[0]!r}")
+        given = iter([weights[k] for k in sources])
+    elif weights is not None and not isinstance(weights, str):
+        given = iter(weights)
+    for index, (label, src) in enumerate(pairs):
+        rule: float | str | None = weights if isinstance(weights, str) or weights is None else None
+        if given is not None:
+            try:
+                value = next(given)
+            except StopIteration:
+                raise ValueError(f"fewer weights than sources ({index})") from None
+            rule = float(value)
+            if not (math.isfinite(rule) and rule > 0):
+                raise ValueError(f"weight {value!r} of source {index} must be a positive finite number")
+        yield index, label if label is not None else _label(index, src), src, rule
+    if given is not None and next(given, None) is not None:
+        raise ValueError("more weights than sources")
+
+
+def _default_limit(reference: CheckpointState) -> int:
+    """4x the reference's tensor bytes (room for optimizer state: AdamW keeps 2 momentums per
+    parameter) plus 1 MiB for the file's structure and properties."""
+    tensors = sum(p.nbytes for p in reference.parameters.values())
+    if reference.optimizer is not None:
+        for group in reference.optimizer.values():
+            tensors += sum(int(a.nbytes) for moms in group.states.values() for a in moms.values())
+    return 4 * tensors + _SLACK
+
+
+def _result(reference: CheckpointState, spec: ModelSpec, acc: PartialSum) -> CheckpointState:
+    params: list[Parameter] = []
+    for name, (trainable, _, _) in spec.params.items():
+        ref = reference.parameters[name]
+        params.append(Parameter(name, acc.mean(name, ref.dtype), trainable=True) if trainable else ref)
+    optimizer = None
+    if spec.include_optimizer_state:
+        assert reference.optimizer is not None
+        optimizer = {}
+        for group_name, group in reference.optimizer.items():
+            states = {
+                param: {m: acc.momentum_mean((group_name, param, m), arr.dtype) for m, arr in moms.items()}
+                for param, moms in group.states.items()
+            }
+            optimizer[group_name] = OptimizerGroup(group.step, group.initial_learning_rate, states)
+    return CheckpointState(params, properties=reference.properties, optimizer=optimizer)
+
+
+def _shippable(src: Source) -> Source:
+    """A form of ``src`` that pickles: bytes for states and buffers, paths as they are."""
+    if isinstance(src, CheckpointState):
+        return src.to_bytes(include_optimizer_state=True)
+    if isinstance(src, (bytearray, memoryview)):
+        return bytes(src)
+    return src
+
+
+def _try_reference(
+    index: int,
+    client: str,
+    src: Source,
+    rule: float | str | None,
+    include_optimizer_state: bool,
+    max_bytes: int | None,
+    storage_options: Any,
+) -> tuple[CheckpointState, ModelSpec] | SourceReport:
+    """The upload as the reference (it loads, can be averaged, has finite values and a weight),
+    or the report rejecting it."""
+    try:
+        state = open_source(src, max_bytes, storage_options)
+        spec = spec_of(state, include_optimizer_state)
+        check(state, spec)
+        weight_of(state, rule)
+    except Exception as exc:  # a bad upload cannot be the reference; the next one is tried
+        return rejection(index, client, exc)
+    return state, spec
+
+
+_Item = tuple[int, str, Source, Union[float, str, None]]
+
+
+class _Run:
+    """The state of one ``average`` call: the reference, the running sum and the verdicts."""
+
+    def __init__(self, include_optimizer_state: bool, max_bytes: int | None, opts: Any) -> None:
+        self.include = include_optimizer_state
+        self.max_bytes = max_bytes
+        self.opts = opts
+        self.reference: CheckpointState | None = None
+        self.spec: ModelSpec | None = None
+        self.label = "none"
+        self.limit = max_bytes
+        self.acc = PartialSum()
+        self.reports: list[SourceReport] = []
+
+    def set_reference(self, state: CheckpointState, spec: ModelSpec, label: str) -> None:
+        self.reference, self.spec, self.label = state, spec, label
+        if self.max_bytes is None:
+            self.limit = _default_limit(state)
+
+    def _try_reference(self, item: _Item) -> CheckpointState | None:
+        """Make the upload the reference if it can be one (else report why not)."""
+        found = _try_reference(*item, self.include, self.limit, self.opts)
+        if isinstance(found, SourceReport):
+            self.reports.append(found)
+            return None
+        self.set_reference(found[0], found[1], item[1])
+        return found[0]
+
+    def here(self, items: Iterable[_Item]) -> None:
+        """One upload at a time in this process (a generator is consumed once)."""
+        for index, client, src, rule in items:
+            if self.spec is None:
+                # no reference given: the first upload that loads and passes its own checks
+                state = self._try_reference((index, client, src, rule))
+                if state is None:
+                    continue
+                src = state
+            assert self.spec is not None
+            self.reports.append(visit(index, client, src, rule, self.spec, self.limit, self.opts, self.acc))
+
+    def on_dask(self, client: Any, items: list[_Item], show_progress: bool) -> None:
+        from ._dask import average_on_dask
+
+        for item in items if self.spec is None else []:
+            if self._try_reference(item) is not None:
+                break
+        if self.spec is not None:
+            # the workers check every upload again, the ones tried as reference included; states
+            # and buffers travel as bytes
+            shipped = [(i, c, _shippable(s), r) for i, c, s, r in items]
+            self.acc, self.reports = average_on_dask(
+                client, shipped, self.spec, self.limit, self.opts, show_progress
+            )
+
+
+def average(
+    sources: Iterable[Source] | Mapping[str, Source],
+    out: StrPath | None = None,
+    *,
+    weights: Sequence[float] | Mapping[str, float] | str | None = None,
+    reference: Source | None = None,
+    include_optimizer_state: bool = False,
+    engine: Any = None,
+    max_bytes: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: bool = False,
+) -> AggregationReport:
+    """Weighted average (FedAvg) of device checkpoints, validated upload by upload.
+
+    ``sources``: paths or fsspec URLs (memory-mapped when local), checkpoint bytes (untrusted
+    uploads) or states; a list, any iterable (a generator is consumed once, one upload at a time),
+    or a mapping client id -> source (the ids name the uploads in the report).
+
+    Each upload is checked against ``reference`` (default: the first upload that loads and has
+    finite values): same parameter names, trainable flags, dtypes and shapes, finite values (and
+    the same momentums when ``include_optimizer_state``), at most ``max_bytes`` bytes (default:
+    4x the reference's tensor bytes + 1 MiB; local files are checked by size before mapping, URLs
+    before download). A failing upload is rejected with a reason in the report; it never raises
+    and never reaches the sum.
+
+    ``weights``: None (equal), one positive number per source (a sequence, or a mapping for
+    mapping sources), or a property name whose value in each upload is its weight (e.g. the
+    device's sample count; an upload without a positive number there is rejected).
+
+    The trainable parameters (and momentums, when ``include_optimizer_state``) of the accepted
+    uploads are averaged in float64 and rounded once to their dtype; frozen parameters, properties
+    and the optimizer groups' step and learning rate come from the reference. The result is
+    written to ``out`` (a path or URL; atomic for local paths) when given, and returned in the
+    report as ``report.state``. If no upload is accepted nothing is written and
+    ``AggregationError`` (with ``.report``) is raised.
+
+    ``engine``: None runs here; a ``dask.distributed.Client`` maps loading, checks and partial
+    sums over the cluster's workers in batches and adds the partial sums in a tree (paths must
+    then be readable by the workers: shared storage or URLs). ``progress`` shows a bar on a terminal.
+    """
+    opts = dict(storage_options) if storage_options is not None else None
+    if max_bytes is not None and max_bytes <= 0:
+        raise ValueError(f"max_bytes must be positive, got {max_bytes}")
+    items = _items(sources, weights)
+    run = _Run(include_optimizer_state, max_bytes, opts)
+    if reference is not None:
+        given = open_source(reference, None, opts)
+        is_bytes = isinstance(reference, (bytes, bytearray, memoryview))
+        run.set_reference(
+            given, spec_of(given, include_optimizer_state), "<bytes>" if is_bytes else _label(-1, reference)
+        )
+    if engine is not None:
+        run.on_dask(engine, list(items), progress)
+    else:
+        total = len(sources) if isinstance(sources, (Sequence, Mapping)) else None
+        run.here(progress_bar(items, enabled=progress, desc="averaging", total=total, unit="upload"))
+    acc, reports, spec, ref_state, ref_label = run.acc, run.reports, run.spec, run.reference, run.label
+    engine_name = "local" if engine is None else "dask"
+
+    if spec is None or ref_state is None or acc.count == 0:
+        report = AggregationReport(None, ref_label or "none", reports, 0.0, CheckpointState(), engine_name)
+        error = AggregationError(
+            f"no upload could be averaged (all {len(reports)} rejected):\n{report.summary()}"
+        )
+        error.report = report
+        raise error
+    state = _result(ref_state, spec, acc)
+    written: str | None = None
+    if out is not None:
+        written = os.fsdecode(os.fspath(out))
+        with local_output(out, opts) as path:
+            save(state, path, include_optimizer_state=include_optimizer_state)
+    reports.sort(key=lambda r: r.index)
+    return AggregationReport(written, ref_label, reports, acc.total_weight, state, engine_name)

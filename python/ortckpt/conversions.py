@@ -1,0 +1,304 @@
+"""Conversions between checkpoints and the formats the rest of the ecosystem reads.
+
+* ``to_safetensors`` / ``from_safetensors`` (``pip install 'ortckpt[safetensors]'``);
+* ``to_npz`` / ``from_npz`` (numpy only; holds every checkpoint dtype, strings included);
+* ``to_state_dict`` / ``from_state_dict``: a plain ``dict[str, numpy.ndarray]``;
+* ``to_torch``: a ``dict[str, torch.Tensor]`` when torch is installed;
+* ``convert(src, out)``: any of those files <-> an ORT checkpoint, chosen by extension;
+* ``to_nominal``: the nominal checkpoint of a state (names and data types, no values).
+
+What the files hold besides tensors (trainable flags, properties, optimizer groups) is described in
+``ortckpt._layout`` and docs/federated.md; round trips through safetensors and npz are bit-exact.
+Sources and outputs may be fsspec URLs (``ortckpt[remote]``): a remote input is copied to a
+temporary file in chunks, and an output is written locally and then uploaded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Union
+
+import numpy as np
+
+from . import _native, _npz, _safetensors
+from ._layout import ConversionError, array_of, build_state, momentum_key, tensors_of
+from ._remote import StorageOptions, is_url, load, local_input, local_output
+from .io import load_bytes, save
+from .state import CheckpointState
+
+if TYPE_CHECKING:
+    StrPath = Union[str, os.PathLike[str]]
+
+#: What conversions take as a source: a state, a checkpoint's bytes, or a path / fsspec URL.
+Source = Union[CheckpointState, bytes, "StrPath"]
+
+__all__ = [
+    "ConversionError",
+    "convert",
+    "format_of",
+    "from_npz",
+    "from_safetensors",
+    "from_state_dict",
+    "momentum_key",
+    "to_nominal",
+    "to_npz",
+    "to_safetensors",
+    "to_state_dict",
+    "to_torch",
+]
+
+_FORMATS = {".safetensors": "safetensors", ".npz": "npz"}
+
+
+def format_of(path: StrPath) -> str:
+    """``"safetensors"``, ``"npz"`` or ``"ckpt"`` (any other extension) for a path or URL."""
+    name = os.fsdecode(os.fspath(path)).lower()
+    for ext, fmt in _FORMATS.items():
+        if name.endswith(ext):
+            return fmt
+    return "ckpt"
+
+
+def _state(src: Source, storage_options: StorageOptions = None) -> CheckpointState:
+    if isinstance(src, CheckpointState):
+        return src
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        return load_bytes(src)
+    return load(src, storage_options=storage_options)
+
+
+def to_safetensors(
+    src: Source,
+    out: StrPath,
+    *,
+    include_optimizer_state: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: bool = False,
+) -> None:
+    """Write the parameters of ``src`` (a state, checkpoint bytes, or a path/URL) to a safetensors
+    file, atomically.
+
+    Parameters keep their names; with ``include_optimizer_state`` the momentums are stored under
+    ``__optimizer__/<group>/<parameter>/<momentum>``. Trainable flags, properties and optimizer
+    groups go into the metadata key ``"ortckpt"``, so ``from_safetensors`` gives the state back bit
+    for bit. safetensors cannot hold string or complex128 tensors: ``ConversionError`` names them
+    (``.npz`` holds every dtype). ``progress`` shows a bar on a terminal.
+    """
+    state = _state(src, storage_options)
+    with local_output(out, storage_options) as path:
+        _safetensors.write(
+            state, path, include_optimizer_state=include_optimizer_state, show_progress=progress
+        )
+
+
+def from_safetensors(
+    path: StrPath,
+    *,
+    trainable: Iterable[str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: bool = False,
+) -> CheckpointState:
+    """A ``CheckpointState`` from a safetensors file (tensors memory-mapped, not copied).
+
+    Files written by ``to_safetensors`` come back whole (flags, properties, optimizer state). For
+    other files every tensor is a parameter: floating-point ones trainable, the rest frozen, unless
+    ``trainable`` lists the trainable names (which also overrides recorded flags).
+    """
+    if is_url(path):
+        # the mapping must outlive the temporary copy: read it into memory
+        with local_input(path, storage_options) as local:
+            state = _safetensors.read(local, trainable=trainable, show_progress=progress)
+            return load_bytes(state.to_bytes())
+    return _safetensors.read(os.fsdecode(os.fspath(path)), trainable=trainable, show_progress=progress)
+
+
+def to_npz(
+    src: Source,
+    out: StrPath,
+    *,
+    include_optimizer_state: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: bool = False,
+) -> None:
+    """Write ``src`` to an uncompressed ``.npz`` archive (one tensor at a time), atomically.
+
+    Keys are as for ``to_safetensors``; the layout is the member ``__ortckpt__``. bfloat16/float8
+    tensors are stored as raw ``uint16``/``uint8`` views and string tensors as numpy unicode arrays,
+    both restored by ``from_npz`` (strings ending in NUL cannot be stored: ``ConversionError``).
+    """
+    state = _state(src, storage_options)
+    with local_output(out, storage_options) as path:
+        _npz.write(state, path, include_optimizer_state=include_optimizer_state, show_progress=progress)
+
+
+def from_npz(
+    path: StrPath,
+    *,
+    trainable: Iterable[str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: bool = False,
+) -> CheckpointState:
+    """A ``CheckpointState`` from a ``.npz`` archive (uncompressed members memory-mapped).
+
+    Flags as for ``from_safetensors``. Archives are never unpickled: object arrays are refused.
+    """
+    if is_url(path):
+        with local_input(path, storage_options) as local:
+            state = _npz.read(local, trainable=trainable, show_progress=progress)
+            return load_bytes(state.to_bytes())
+    return _npz.read(os.fsdecode(os.fspath(path)), trainable=trainable, show_progress=progress)
+
+
+def to_state_dict(src: Source, *, include_optimizer_state: bool = False) -> dict[str, np.ndarray[Any, Any]]:
+    """``{name: array}`` of every parameter (read-only, zero-copy views where possible).
+
+    With ``include_optimizer_state`` the momentums are added under
+    ``__optimizer__/<group>/<parameter>/<momentum>``. Flags, properties and optimizer steps are not
+    kept (use safetensors or npz for a lossless copy). ``safetensors.numpy.save_file`` and
+    ``numpy.savez`` take the result as it is; ``to_torch`` gives torch tensors for
+    ``safetensors.torch``.
+    """
+    state = _state(src)
+    items, _ = tensors_of(state, include_optimizer_state)
+    return {key: array_of(state, provider) for key, provider in items}
+
+
+def from_state_dict(
+    tensors: Mapping[str, Any],
+    *,
+    trainable: Iterable[str] | None = None,
+    properties: Mapping[str, object] | None = None,
+) -> CheckpointState:
+    """A ``CheckpointState`` from ``{name: array}`` (numpy arrays, or anything with ``.numpy()``
+    such as CPU torch tensors). Floating-point arrays are trainable unless ``trainable`` names
+    the trainable ones."""
+    arrays = {str(name): _as_numpy(value) for name, value in tensors.items()}
+    state = build_state("state dict", arrays, None, trainable)
+    if properties:
+        state.properties = properties
+    return state
+
+
+def _as_numpy(value: Any) -> np.ndarray[Any, Any]:
+    if isinstance(value, np.ndarray):
+        return value
+    numpy_method = getattr(value, "numpy", None)
+    if callable(numpy_method):
+        return _torch_to_numpy(value)
+    return np.asarray(value)
+
+
+_TORCH_VIEWS = {
+    "bfloat16": "int16",
+    "float8_e4m3fn": "uint8",
+    "float8_e5m2": "uint8",
+    "float8_e4m3fnuz": "uint8",
+    "float8_e5m2fnuz": "uint8",
+}
+
+
+def _torch_to_numpy(tensor: Any) -> np.ndarray[Any, Any]:
+    import torch
+
+    tensor = tensor.detach().cpu().contiguous()
+    name = str(tensor.dtype).replace("torch.", "")
+    if name in _TORCH_VIEWS:
+        raw = tensor.view(getattr(torch, _TORCH_VIEWS[name])).numpy()
+        return raw.view(_safetensors._numpy_dtype(name))  # type: ignore[no-any-return]
+    return tensor.numpy()  # type: ignore[no-any-return]
+
+
+def to_torch(src: Source, *, include_optimizer_state: bool = False) -> dict[str, Any]:
+    """``{name: torch.Tensor}`` (CPU copies) of every parameter, bfloat16/float8 included; needs
+    torch. String tensors are refused (``ConversionError``)."""
+    try:
+        import torch
+    except ImportError:
+        raise ImportError("to_torch needs PyTorch (pip install torch)") from None
+    out: dict[str, Any] = {}
+    for key, array in to_state_dict(src, include_optimizer_state=include_optimizer_state).items():
+        if array.dtype == np.dtype(object):
+            raise ConversionError(f"tensor {key!r} is a string tensor: torch cannot hold it")
+        name = array.dtype.name
+        if name in _TORCH_VIEWS:
+            raw = torch.from_numpy(array.view(_TORCH_VIEWS[name]).copy())
+            out[key] = raw.view(getattr(torch, name))
+        else:
+            out[key] = torch.from_numpy(np.array(array))
+    return out
+
+
+def to_nominal(src: Source, *, keep_properties: bool = True) -> CheckpointState:
+    """The nominal checkpoint of ``src``: every parameter's name, trainable flag and data type,
+    without shapes or values (what ORT's ``generate_artifacts(..., nominal_checkpoint=True)``
+    writes), to ship a model's structure to devices without its weights. Optimizer state is
+    dropped; properties are kept unless ``keep_properties`` is False."""
+    state = _state(src)
+    trainable: list[Any] = []
+    frozen: list[Any] = []
+    for name, param in state.parameters.items():
+        (trainable if param.trainable else frozen).append((name, param.data_type, [], None))
+    spec: Any = {
+        "is_nominal": True,
+        "trainable": trainable,
+        "frozen": frozen,
+        "optimizer_groups": [],
+        "properties": list(state.properties.items()) if keep_properties else [],
+    }
+    return load_bytes(_native.serialize_checkpoint(spec))
+
+
+def convert(
+    src: StrPath,
+    out: StrPath,
+    *,
+    include_optimizer_state: bool = False,
+    trainable: Iterable[str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: bool = False,
+    format_version: int = 2,
+) -> CheckpointState:
+    """Convert between ORT checkpoints, safetensors and npz files, choosing each format by
+    extension (``.safetensors``, ``.npz``, anything else an ORT checkpoint; an input checkpoint
+    may also be the folder ORT 1.15 wrote). ``format_version`` applies to a checkpoint output:
+    2 for ORT 1.18 and later, 1 for ORT 1.16-1.17. Inputs are
+    memory-mapped and safetensors/npz outputs written tensor by tensor, so no copy of the model is
+    made (an ORT checkpoint output is written by ``ortckpt.save`` straight from the mapped
+    inputs). Returns the state that was written (backed by the input's mapping).
+    """
+    kind = format_of(src)
+    if kind == "ckpt":
+        state = load(src, storage_options=storage_options)
+    elif kind == "safetensors":
+        state = from_safetensors(src, trainable=trainable, storage_options=storage_options, progress=progress)
+    else:
+        state = from_npz(src, trainable=trainable, storage_options=storage_options, progress=progress)
+    if trainable is not None and kind == "ckpt":
+        wanted = set(trainable)
+        missing = sorted(wanted - set(state.parameters))
+        if missing:
+            raise ConversionError(f"{os.fsdecode(os.fspath(src))}: no parameter {missing[0]!r}")
+        for name, param in state.parameters.items():
+            param.trainable = name in wanted
+    target = format_of(out)
+    if target == "safetensors":
+        to_safetensors(
+            state,
+            out,
+            include_optimizer_state=include_optimizer_state,
+            storage_options=storage_options,
+            progress=progress,
+        )
+    elif target == "npz":
+        to_npz(
+            state,
+            out,
+            include_optimizer_state=include_optimizer_state,
+            storage_options=storage_options,
+            progress=progress,
+        )
+    else:
+        with local_output(out, storage_options) as path:
+            save(state, path, include_optimizer_state=include_optimizer_state, format_version=format_version)
+    return state

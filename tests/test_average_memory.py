@@ -1,0 +1,76 @@
+"""Averaging keeps O(one model) in memory however many uploads there are: measured in a fresh
+subprocess (psutil for the resident set before, the kernel's peak resident set after)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ortckpt
+
+psutil = pytest.importorskip("psutil")
+if not Path("/proc/self/status").exists():
+    pytest.skip("needs Linux's /proc/self/status (VmHWM)", allow_module_level=True)
+
+SOURCES = 500
+MODEL = (512, 512)  # float32: 1 MiB per upload, 500 MiB for the fleet
+MIB = 1 << 20
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import psutil, numpy, ortckpt
+    from ortckpt import aggregate  # imported before the baseline is taken
+
+    def peak():
+        # this process's high-water resident set (VmHWM). Not ru_maxrss: on Linux that keeps the
+        # peak of the pytest process this one was spawned from.
+        with open("/proc/self/status") as f:
+            line = next(l for l in f if l.startswith("VmHWM:"))
+        return int(line.split()[1]) * 1024
+
+    paths = sys.argv[2:]
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset VmHWM to the current resident set (the imports' peak is not ours)
+    before = psutil.Process().memory_info().rss
+    report = ortckpt.average(paths, sys.argv[1], weights="samples")
+    print(json.dumps({"before": before, "peak": peak(), "accepted": len(report.accepted)}))
+    """
+)
+
+
+def test_peak_memory_is_one_model_not_the_fleet(tmp_path: Path):
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal(MODEL).astype(np.float32)
+    paths = []
+    for i in range(SOURCES):
+        state = ortckpt.CheckpointState(
+            {"w": base + np.float32(i), "b": np.full(16, i, np.float32)},
+            frozen={"ids": np.arange(8, dtype=np.int64)},
+            properties={"samples": i + 1},
+        )
+        paths.append(str(tmp_path / f"dev{i:03d}.ckpt"))
+        ortckpt.save(state, paths[-1])
+    out = tmp_path / "global.ckpt"
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(out), *paths], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["accepted"] == SOURCES
+    grown = result["peak"] - result["before"]
+    model = base.nbytes
+    # the float64 sums (2 models), the result (1), one mapped upload (1) and temporaries: far from
+    # the 500 models that holding every upload would take
+    print(f"peak grew by {grown / MIB:.1f} MiB")
+    assert grown < 16 * model, f"peak grew by {grown / MIB:.1f} MiB for a {model / MIB:.0f} MiB model"
+    weights = np.arange(1, SOURCES + 1, dtype=np.float64)
+    want = (base.astype(np.float64) + (weights @ np.arange(SOURCES)) / weights.sum()).astype(np.float32)
+    got = ortckpt.load(out).parameters["w"].data
+    assert np.max(np.abs(got.astype(np.float64) - want)) <= np.max(np.spacing(np.abs(want)))
