@@ -7,11 +7,8 @@
 >>> ortckpt.save(state, "checkpoint")             # atomic
 """
 
-from __future__ import annotations
-
-from importlib.metadata import PackageNotFoundError, version
-
 from . import errors
+from ._version import __version__
 from .errors import (
     CheckpointError,
     DuplicateNameError,
@@ -23,11 +20,6 @@ from .errors import (
 from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, external_data_path, load, load_bytes, save, serialize
 from .onnx_io import from_tensor_proto, load_into_model, save_from_onnx, save_tensor_protos, to_tensor_proto
 from .state import CheckpointState, OptimizerGroup, Parameter, PropertyBag
-
-try:
-    __version__ = version("ortckpt")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without metadata
-    __version__ = "0+unknown"
 
 __all__ = [
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",

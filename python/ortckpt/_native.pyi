@@ -1,9 +1,9 @@
 # Type stub for the private native module ``ortckpt._native`` (rust/python).
 # Contract: docs/architecture.md, "The native module contract".
 
-from typing import TypedDict
+from typing import TypeAlias, TypedDict
 
-from typing_extensions import Buffer, TypeAlias
+from typing_extensions import Buffer
 
 # (name, data_type, dims, offset, nbytes, strings, external_offset)
 TensorInfo: TypeAlias = tuple[str, int, list[int], int, int, list[str] | None, int | None]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from . import _native
 from ._index import state_from_index
@@ -13,7 +13,7 @@ from .state import CheckpointState
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-    StrPath = Union[str, os.PathLike[str]]
+    StrPath = str | os.PathLike[str]
 
 __all__ = ["DEFAULT_EXTERNAL_DATA_THRESHOLD", "external_data_path", "load", "load_bytes", "save", "serialize"]
 
