@@ -18,7 +18,7 @@ py310=${ORTCKPT_PY310:-$(ls -d "$HOME"/.pyenv/versions/3.10.*/bin/python3.10 2>/
 platform=manylinux2014
 
 # Everything that goes into a wheel or the sdist, hashed: a cache key that changes with the content.
-key=$(git ls-files -co --exclude-standard -- Cargo.toml Cargo.lock pyproject.toml README.md LICENSE \
+key=$(git ls-files -co --exclude-standard -- Cargo.toml Cargo.lock pyproject.toml README.md LICENSE CHANGELOG.md \
         rust/core rust/python python \
       | grep -v '__pycache__' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
 cache=${ORTCKPT_WHEEL_CACHE:-$HOME/.cache/ortckpt/wheels}/$key
@@ -38,6 +38,7 @@ if [ ! -f "$cache/.complete" ]; then
   touch "$cache/.complete"
 fi
 mkdir -p "$out"
+rm -f "$out"/ortckpt-*.whl "$out"/ortckpt-*.tar.gz  # only this tree's wheels in the matrix
 cp "$cache"/*.whl "$cache"/*.tar.gz "$out"/
 
 # The glibc floor: auditwheel reads the symbol versions the extension needs and names the

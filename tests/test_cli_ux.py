@@ -103,7 +103,8 @@ def test_from_onnx_trainable_needs_model_and_out(
     model = _model(tmp_path)
     code, out, err = _run(["from-onnx", "--trainable", "fc1.weight", str(model)], capsys)
     assert code == 2 and out == ""
-    assert err.strip() == "ortckpt: error: the following arguments are required: MODEL OUT"
+    assert err.startswith("usage: ortckpt from-onnx ")
+    assert err.splitlines()[-1] == "ortckpt: error: the following arguments are required: MODEL OUT"
     assert not list(tmp_path.glob("*.ckpt"))
 
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CheckpointError
-from ._errors import UsageError
+from ._errors import ArgumentsError, UsageError
 from ._parser import Parser, build_parser
 
 if TYPE_CHECKING:
@@ -171,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1 if args.command == "inspect" else 2
     except KeyboardInterrupt:
         return 130
+    except ArgumentsError as exc:
+        parser.commands[args.command].print_usage(sys.stderr)
+        return _fail(_message(exc))
     except (CheckpointError, OSError, UsageError, ImportError) as exc:
         return _fail(_message(exc))
     except (ValueError, OverflowError) as exc:

@@ -10,7 +10,7 @@ import tempfile
 from typing import TYPE_CHECKING, TextIO
 
 from ..io import external_data_path, load
-from ._errors import UsageError
+from ._errors import ArgumentsError, UsageError
 from ._format import JsonValue, file_size, human_size
 from ._output import emit, verb, written
 
@@ -57,7 +57,7 @@ def positionals(args: argparse.Namespace) -> tuple[str, str]:
             setattr(args, key, value)
         args.trainable = names[: -len(missing)]
     elif missing:
-        raise UsageError("the following arguments are required: " + " ".join(k.upper() for k in missing))
+        raise ArgumentsError("the following arguments are required: " + " ".join(k.upper() for k in missing))
     return os.fsdecode(args.model), os.fsdecode(args.out)
 
 
