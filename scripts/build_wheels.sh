@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the wheels a user can install anywhere, and the sdist, into OUT (default dist/):
 #   * manylinux2014 (glibc 2.17) wheels, linked with zig (`maturin build --zig`; the `ziglang`
-#     package from PyPI provides zig), so they install on Ubuntu 18.04+, Debian 10+, RHEL 8, ...
+#     package from PyPI provides zig), so they install on any Linux with glibc >= 2.17
+#     (RHEL/CentOS 7+, Debian 8+, Ubuntu 14.04+);
 #   * one abi3 wheel (stable ABI, CPython 3.11+: the buffer protocol the native module exports is
 #     in the limited API from 3.11 on), plus a version-specific wheel for CPython 3.10;
 #   * the sdist.
