@@ -34,9 +34,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 MiB = 1 << 20
 HERE = Path(__file__).resolve()

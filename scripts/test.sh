@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Runs every check and test: Rust format, lints and tests; a short fuzzing run of the Rust core;
-# Python lints, types and tests (including the ones against the real ONNX Runtime 1.19.2 in its
-# side virtualenv), last. Arguments go to pytest.
+# Python lints and types; the docs site (mkdocs --strict); the portable wheels (built, glibc floor
+# checked, installed across every available CPython x lowest/newest NumPy); the lowest-direct
+# dependencies run; and the Python tests (including the ones against the real ONNX Runtime 1.19.2
+# in its side virtualenv), last. Arguments go to pytest.
+# ORTCKPT_SKIP_WHEELS=1 skips the wheel build, the wheel matrix and the lowest-direct run (for a
+# quick local loop; CI runs them).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -32,7 +36,17 @@ if [ "$fuzz_seconds" -gt 0 ]; then
   bash scripts/fuzz.sh "$fuzz_seconds"
 fi
 echo "== ruff / mypy"
-ruff check python tests benches scripts
+ruff check python tests benches scripts examples
 mypy python/ortckpt
+echo "== docs: mkdocs build --strict"
+NO_MKDOCS_2_WARNING=1 mkdocs build --strict -q -d "$(mktemp -d)"
+if [ "${ORTCKPT_SKIP_WHEELS:-0}" != 1 ]; then
+  echo "== wheels: manylinux2014 (glibc 2.17) abi3 + cp310, sdist (scripts/build_wheels.sh)"
+  bash scripts/build_wheels.sh dist
+  echo "== wheel matrix: every CPython x lowest/newest NumPy (scripts/test_wheels.sh)"
+  bash scripts/test_wheels.sh dist
+  echo "== lowest direct dependencies: declared floors, whole test suite (scripts/test_lowest.sh)"
+  DIST=dist bash scripts/test_lowest.sh
+fi
 echo "== pytest"  # last, so its summary closes the output
 python -m pytest -q "$@"

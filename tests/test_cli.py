@@ -748,7 +748,7 @@ def test_from_onnx_round_trips_values(
     out = tmp_path / "model.ckpt"
     code, stdout, err = _run(["from-onnx", str(model_path), str(out)], capsys)
     assert (code, err) == (0, "")
-    assert stdout == f"wrote {out}: 5 trainable + 1 frozen parameters, {out.stat().st_size} bytes\n"
+    assert stdout == f"wrote {out}: 5 trainable + 1 frozen parameters, {out.stat().st_size} B\n"
     state = ortckpt.load(out)
     assert list(state.trainable_parameters) == sorted([*MLP_SHAPES, "scale"])  # every float initializer
     assert list(state.frozen_parameters) == ["steps"]
@@ -998,7 +998,11 @@ def test_set_property_types_and_delete(tmp_path: pathlib.Path, capsys: pytest.Ca
         ("5", None, 5),
         ("-5", None, -5),
         ("+5", None, 5),
-        ("007", None, 7),
+        ("007", "int", 7),
+        ("007", "str", "007"),
+        ("0", None, 0),
+        ("-0", None, 0),
+        ("0.5", None, 0.5),
         ("1.5", None, 1.5),
         ("-1e3", None, -1000.0),
         (".5", None, 0.5),

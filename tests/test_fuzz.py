@@ -21,9 +21,10 @@ import importlib.util
 import random
 import struct
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import ml_dtypes
 import numpy as np

@@ -44,7 +44,8 @@ def mapping_of(arr: np.ndarray[Any, Any]) -> MappedFile | None:
     while obj is not None:
         if isinstance(obj, MappedFile) and obj.mapped:
             return obj
-        obj = getattr(obj, "base", None)
+        # numpy < 1.23's frombuffer keeps a memoryview of the exporter as the array's base
+        obj = obj.obj if isinstance(obj, memoryview) else getattr(obj, "base", None)
     return None
 
 
@@ -306,7 +307,7 @@ _PROBE = textwrap.dedent(
     big = state.parameters[big_name].data
     obj = big
     while obj is not None and not isinstance(obj, MappedFile):
-        obj = getattr(obj, "base", None)
+        obj = obj.obj if isinstance(obj, memoryview) else getattr(obj, "base", None)  # numpy < 1.23
     whole = np.frombuffer(obj, dtype=np.uint8)
     start, length = whole.ctypes.data, len(obj)
     out["zero_copy"] = start <= big.ctypes.data and big.ctypes.data + big.nbytes <= start + length

@@ -20,10 +20,11 @@ import struct
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Any
 
 import numpy as np
 import pytest
@@ -118,7 +119,7 @@ class Table:
     label: str | None = None
 
 
-Value = Union[I32, I64, F32, Bool, Str, Bytes, I64s, Vec, Repeat, Table]
+Value = I32 | I64 | F32 | Bool | Str | Bytes | I64s | Vec | Repeat | Table
 _SCALARS: dict[type, tuple[str, int]] = {I32: ("<i", 4), I64: ("<q", 8), F32: ("<f", 4), Bool: ("<?", 1)}
 
 

@@ -7,16 +7,14 @@
 >>> ortckpt.save(state, "checkpoint")             # crash-consistent
 """
 
-from __future__ import annotations
-
-from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from . import errors
+from ._version import __version__
 
-# The server side (docs/federated.md): fsspec URLs for load; conversions and validated averaging
-# are imported on first use (module __getattr__ below) so that ``import ortckpt`` stays fast.
+# The server side (docs/federated.md): fsspec URLs for load; the ONNX functions, conversions and
+# validated averaging are imported on first use (module __getattr__ below), so that
+# ``import ortckpt`` stays fast for the many programs that use none of them.
 from ._remote import SourceTooLargeError, load
 from .errors import (
     CheckpointChangedError,
@@ -29,7 +27,6 @@ from .errors import (
     UnsupportedVersionError,
 )
 from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, external_data_path, load_bytes, recover, save, serialize
-from .onnx_io import from_tensor_proto, load_into_model, save_from_onnx, save_tensor_protos, to_tensor_proto
 from .state import CheckpointState, OptimizerGroup, Parameter, PropertyBag
 
 if TYPE_CHECKING:
@@ -45,6 +42,13 @@ if TYPE_CHECKING:
         to_safetensors,
         to_state_dict,
         to_torch,
+    )
+    from .onnx_io import (
+        from_tensor_proto,
+        load_into_model,
+        save_from_onnx,
+        save_tensor_protos,
+        to_tensor_proto,
     )
 
 _LAZY = {
@@ -64,6 +68,10 @@ _LAZY = {
         ),
         "conversions",  # (not "convert": that name is the function's)
     ),
+    **dict.fromkeys(
+        ("from_tensor_proto", "load_into_model", "save_from_onnx", "save_tensor_protos", "to_tensor_proto"),
+        "onnx_io",
+    ),
 }
 
 
@@ -71,15 +79,15 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'ortckpt' has no attribute {name!r}")
+    from importlib import import_module
+
     value = getattr(import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
 
 
-try:
-    __version__ = version("ortckpt")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without metadata
-    __version__ = "0+unknown"
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",

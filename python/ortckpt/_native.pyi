@@ -3,9 +3,9 @@
 
 import os
 from collections.abc import Sequence
-from typing import Literal, TypedDict
+from typing import Literal, TypeAlias, TypedDict
 
-from typing_extensions import Buffer, TypeAlias
+from typing_extensions import Buffer
 
 # str, bytes (any file name bytes) or os.PathLike; passed to the OS through os.fsencode
 PathArg: TypeAlias = str | bytes | os.PathLike[str] | os.PathLike[bytes]

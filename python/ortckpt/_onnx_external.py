@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from . import _dtypes, _native
 from ._tensor import BufferTensor
@@ -19,7 +19,7 @@ from .errors import ExternalDataError, TensorDataError
 if TYPE_CHECKING:
     import onnx
 
-    StrPath = Union[str, os.PathLike[str]]
+    StrPath = str | os.PathLike[str]
 
 
 def _fspath(path: StrPath) -> str:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from typing import Union
 
 from ._scalars import PropertyValue, check_name, to_property_value
 
-PropertyInput = Union[Mapping[str, object], Iterable[tuple[str, object]]]
+PropertyInput = Mapping[str, object] | Iterable[tuple[str, object]]
 
 
 class PropertyBag(MutableMapping[str, PropertyValue]):

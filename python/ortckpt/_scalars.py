@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Union, cast
+from typing import cast
 
 import numpy as np
 
-PropertyValue = Union[int, float, str]
+PropertyValue = int | float | str
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1

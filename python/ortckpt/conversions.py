@@ -249,6 +249,32 @@ def to_nominal(src: Source, *, keep_properties: bool = True) -> CheckpointState:
     return load_bytes(_native.serialize_checkpoint(spec))
 
 
+def load_source(
+    src: StrPath,
+    *,
+    trainable: Iterable[str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: bool = False,
+) -> CheckpointState:
+    """The state ``convert`` reads from ``src`` (format by extension, as in ``convert``), with the
+    ``trainable`` flags applied: what a dry run of a conversion checks."""
+    kind = format_of(src)
+    if kind == "ckpt":
+        state = load(src, storage_options=storage_options)
+    elif kind == "safetensors":
+        state = from_safetensors(src, trainable=trainable, storage_options=storage_options, progress=progress)
+    else:
+        state = from_npz(src, trainable=trainable, storage_options=storage_options, progress=progress)
+    if trainable is not None and kind == "ckpt":
+        wanted = set(trainable)
+        missing = sorted(wanted - set(state.parameters))
+        if missing:
+            raise ConversionError(f"{os.fsdecode(os.fspath(src))}: no parameter {missing[0]!r}")
+        for name, param in state.parameters.items():
+            param.trainable = name in wanted
+    return state
+
+
 def convert(
     src: StrPath,
     out: StrPath,
@@ -267,20 +293,7 @@ def convert(
     made (an ORT checkpoint output is written by ``ortckpt.save`` straight from the mapped
     inputs). Returns the state that was written (backed by the input's mapping).
     """
-    kind = format_of(src)
-    if kind == "ckpt":
-        state = load(src, storage_options=storage_options)
-    elif kind == "safetensors":
-        state = from_safetensors(src, trainable=trainable, storage_options=storage_options, progress=progress)
-    else:
-        state = from_npz(src, trainable=trainable, storage_options=storage_options, progress=progress)
-    if trainable is not None and kind == "ckpt":
-        wanted = set(trainable)
-        missing = sorted(wanted - set(state.parameters))
-        if missing:
-            raise ConversionError(f"{os.fsdecode(os.fspath(src))}: no parameter {missing[0]!r}")
-        for name, param in state.parameters.items():
-            param.trainable = name in wanted
+    state = load_source(src, trainable=trainable, storage_options=storage_options, progress=progress)
     target = format_of(out)
     if target == "safetensors":
         to_safetensors(

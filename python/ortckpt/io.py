@@ -7,7 +7,7 @@ in the Rust core; see docs/format.md, "Crash consistency".
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Literal, Union, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 from . import _index, _native
 from ._spec import build_spec
@@ -16,7 +16,7 @@ from .state import CheckpointState
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-StrPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+StrPath = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 
 __all__ = [
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",

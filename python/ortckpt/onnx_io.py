@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
     from ._native import CheckpointSpec, TensorSpec
 
-    StrPath = Union[str, os.PathLike[str]]
-    ProtoInput = Union[onnx.TensorProto, bytes, bytearray, memoryview]
+    StrPath = str | os.PathLike[str]
+    ProtoInput = onnx.TensorProto | bytes | bytearray | memoryview
 
 __all__ = [
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",
@@ -210,6 +210,18 @@ def save_from_onnx(
     """
     model, model_dir = _load_model(model_or_path, "model_or_path")
     base = model_dir if base_dir is None else base_dir
+    chosen, frozen = split_initializers(model, trainable)
+    _write(
+        chosen, frozen, path, nominal=nominal, external_data_threshold=external_data_threshold, base_dir=base
+    )
+
+
+def split_initializers(
+    model: onnx.ModelProto, trainable: Iterable[str] | None = None
+) -> tuple[list[onnx.TensorProto], list[onnx.TensorProto]]:
+    """The main-graph initializers of ``model`` as (trainable, frozen), in model order, by
+    ``save_from_onnx``'s rule for ``trainable``; raises for duplicate or unknown names. Nothing is
+    read from external data (``ortckpt from-onnx --dry-run`` uses this)."""
     inits = list(model.graph.initializer)
     names: list[str] = []
     seen: set[str] = set()
@@ -233,13 +245,9 @@ def save_from_onnx(
                 f"trainable names that are not initializers of the model: {unknown} "
                 f"(initializers: {sorted(seen)[:20]}{' ...' if len(seen) > 20 else ''})"
             )
-    _write(
+    return (
         [init for name, init in zip(names, inits) if name in chosen],
         [init for name, init in zip(names, inits) if name not in chosen],
-        path,
-        nominal=nominal,
-        external_data_threshold=external_data_threshold,
-        base_dir=base,
     )
 
 

@@ -7,7 +7,7 @@ here.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Union
 
 from . import _dtypes, _native
@@ -19,7 +19,7 @@ from ._scalars import PropertyValue, check_name
 from .errors import DuplicateNameError
 
 if TYPE_CHECKING:
-    StrPath = Union[str, os.PathLike[str]]
+    StrPath = str | os.PathLike[str]
 
 __all__ = [
     "CheckpointState",
@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 # values: array-likes or Parameter objects (Any, so that dicts mixing array types type-check)
-ParametersInput = Union[Mapping[str, Any], Iterable[Parameter]]
+ParametersInput = Mapping[str, Any] | Iterable[Parameter]
 
 #: The checkpoint format version written by ORT 1.19.2 (and by ortckpt).
 FORMAT_VERSION: int = _native.WRITTEN_VERSION
@@ -219,6 +219,12 @@ class CheckpointState:
         save(state, checkpoint_uri, include_optimizer_state=include_optimizer_state)
 
     # -- display --------------------------------------------------------------------------------
+
+    def _repr_html_(self) -> str:
+        """A compact HTML table for notebooks (see ``ortckpt._html``)."""
+        from ._html import state_html
+
+        return state_html(self)
 
     def __repr__(self) -> str:
         trainable = sum(1 for n in self._params if self._params.is_trainable(n))

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK  (argcomplete's global completion looks for this marker)
 """The ``ortckpt`` command-line tool (``docs/cli.md``).
 
 ::
@@ -8,39 +9,31 @@
     ortckpt to-onnx CKPT MODEL OUT
     ortckpt set-property CKPT [NAME=VALUE ...] [--type int|float|str] [--delete NAME]
     ortckpt strip-optimizer CKPT [OUT]
-    ortckpt recover CKPT
-    ortckpt convert IN OUT [--include-optimizer-state] [--trainable NAME ...] [--format-version 1|2]
-    ortckpt strip-values CKPT OUT [--drop-properties]
-    ortckpt average OUT SRC... [--weights-property NAME] [--reference REF] [--max-bytes N]
     ortckpt --version
 
-Exit status: 0 on success (``diff``: the checkpoints are identical), 1 when ``diff`` finds
-differences, 2 on errors (one ``ortckpt: error: ...`` line on stderr, no traceback).
+Every command takes ``--json``; the commands that write take ``--dry-run``. Exit status: 0 on
+success (``diff``: the checkpoints are identical), 1 when ``diff`` finds differences, 2 on errors
+(one ``ortckpt: error: ...`` line on stderr, no traceback; the command's usage first for
+command-line mistakes).
 
-This package holds ``main`` (dispatch and exit codes); each command lives in its own module.
+This package holds ``main`` (parsing, dispatch, errors and exit codes); each command lives in its
+own module, imported only when it runs (see ``_parser``).
 """
 
 from __future__ import annotations
 
-import argparse
+import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import TextIO
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CheckpointError
-from ._average import run_average
-from ._compare import EXACT, Tolerance, compare_values
-from ._convert import run_convert, run_strip_values
-from ._diff import diff_states, run_diff
-from ._diff_text import print_diff
-from ._edit import parse_property, run_set_property, run_strip_optimizer
-from ._errors import UsageError
-from ._format import JsonValue
-from ._inspect import print_text, run_inspect, to_json
-from ._onnx import run_from_onnx, run_to_onnx
-from ._parser import build_parser
-from ._recover import run_recover
+from ._errors import ArgumentsError, UsageError
+from ._parser import Parser, build_parser
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = [
     "EXACT",
@@ -56,58 +49,131 @@ __all__ = [
     "to_json",
 ]
 
-_COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], int]] = {
-    "inspect": run_inspect,
-    "diff": run_diff,
-    "from-onnx": run_from_onnx,
-    "to-onnx": run_to_onnx,
-    "set-property": run_set_property,
-    "strip-optimizer": run_strip_optimizer,
-    "recover": run_recover,
-    "convert": run_convert,
-    "strip-values": run_strip_values,
-    "average": run_average,
+# Re-exports, imported on first use so that start-up (``--help``, completion) stays fast.
+_LAZY = {
+    "EXACT": "_compare",
+    "Tolerance": "_compare",
+    "compare_values": "_compare",
+    "diff_states": "_diff",
+    "print_diff": "_diff_text",
+    "parse_property": "_edit",
+    "JsonValue": "_format",
+    "print_text": "_inspect",
+    "to_json": "_inspect",
 }
 
 
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
+
+def _error_prefix() -> str:
+    from ._style import Style
+
+    return Style.for_stream(sys.stderr)("ortckpt: error:", "red")
+
+
 def _fail(message: str) -> int:
-    print(f"ortckpt: error: {message}", file=sys.stderr)
+    print(f"{_error_prefix()} {message}", file=sys.stderr)
     return 2
 
 
 def _message(exc: BaseException) -> str:
+    """One clean line for an exception: an OSError says "<file>: <reason>" once (not the errno,
+    the path and the OS's message each twice)."""
+    if isinstance(exc, OSError) and exc.errno is not None and exc.filename is not None:
+        reason = os.strerror(exc.errno)
+        names = [os.fsdecode(exc.filename)]
+        if exc.filename2 is not None:
+            names.append(os.fsdecode(exc.filename2))
+        return f"{' -> '.join(names)}: {reason}"
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def _unknown_command(parser: Parser, argv: Sequence[str]) -> str | None:
+    """The error for a mistyped command (with a suggestion), or None. The top-level options take
+    no values, so the first word not starting with '-' is the command."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    if word is None or word in parser.commands:
+        return None
+    import difflib
+
+    close = difflib.get_close_matches(word, list(parser.commands), n=1, cutoff=0.6)
+    hint = f"; did you mean '{close[0]}'?" if close else f" (commands: {', '.join(parser.commands)})"
+    return f"unknown command {word!r}{hint}"
+
+
+def _autocomplete(parser: Parser) -> None:
+    """Shell completion through argcomplete (the optional 'completion' extra), only when the shell
+    asks for it: argcomplete is not imported otherwise."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
     try:
-        args, extras = parser.parse_known_args(argv)
-        if extras:
-            if args.command == "set-property" and not any(e.startswith("-") for e in extras):
-                # NAME=VALUE arguments after an option (argparse stops collecting them there)
-                args.assignments = [*args.assignments, *extras]
-            else:
-                parser.error(f"unrecognized arguments: {' '.join(extras)}")
-    except SystemExit as exc:  # --help, --version, usage errors
+        import argcomplete
+    except ImportError:
+        return
+    argcomplete.autocomplete(parser)
+
+
+def _parse(parser: Parser, argv: Sequence[str] | None) -> argparse.Namespace:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    unknown = _unknown_command(parser, args_list)
+    if unknown is not None:
+        parser.error(unknown)
+    args, extras = parser.parse_known_args(args_list)
+    if extras and args.command is not None:
+        command = parser.commands[args.command]
+        if args.command == "set-property" and not any(e.startswith("-") for e in extras):
+            # NAME=VALUE arguments after an option (argparse stops collecting them there)
+            args.assignments = [*args.assignments, *extras]
+        else:
+            command.error(f"unrecognized arguments: {' '.join(extras)}")
+    elif extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the interpreter's final flush is silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _run(args: argparse.Namespace) -> int:
+    module_name, function = args.run.split(":")
+    module = importlib.import_module(f".{module_name}", __name__)
+    result: int = getattr(module, function)(args, sys.stdout)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
+    parser = build_parser()
+    _autocomplete(parser)
+    try:
+        args = _parse(parser, argv)
+    except SystemExit as exc:  # --help, --version, usage errors (already printed)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if args.command is None:
         parser.print_usage(sys.stderr)
-        print("ortckpt: error: a command is required (try 'ortckpt inspect PATH')", file=sys.stderr)
-        return 2
-    out = sys.stdout
+        return _fail("a command is required (try 'ortckpt inspect PATH')")
     try:
-        return _COMMANDS[args.command](args, out)
+        return _run(args)
     except BrokenPipeError:
         # stdout closed early (e.g. piped into head): quietly stop
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+        _quiet_stdout()
         return 1 if args.command == "inspect" else 2
     except KeyboardInterrupt:
         return 130
+    except ArgumentsError as exc:
+        parser.commands[args.command].print_usage(sys.stderr)
+        return _fail(_message(exc))
     except (CheckpointError, OSError, UsageError, ImportError) as exc:
         return _fail(_message(exc))
     except (ValueError, OverflowError) as exc:

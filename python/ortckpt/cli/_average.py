@@ -4,7 +4,34 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+from ._format import JsonValue
+from ._output import emit
+
+if TYPE_CHECKING:
+    from ..aggregate import AggregationReport
+
+
+def _report_json(report: AggregationReport, written: bool) -> dict[str, JsonValue]:
+    sources: list[JsonValue] = [
+        {
+            "client": s.client,
+            "accepted": s.accepted,
+            "weight": s.weight,
+            "kind": s.kind,
+            "reason": s.reason,
+        }
+        for s in report.sources
+    ]
+    return {
+        "output": report.output if written else None,
+        "reference": report.reference,
+        "accepted": len(report.accepted),
+        "rejected": len(report.rejected),
+        "total_weight": report.total_weight,
+        "sources": sources,
+    }
 
 
 def run_average(args: argparse.Namespace, out: TextIO) -> int:
@@ -24,8 +51,9 @@ def run_average(args: argparse.Namespace, out: TextIO) -> int:
             progress=True,  # a bar on a terminal only
         )
     except AggregationError as exc:
-        print(exc.report.summary(), file=out)
-        print("nothing written: no upload could be averaged", file=out)
+        failed = exc.report
+        lines = [failed.summary(), "nothing written: no upload could be averaged"]
+        emit(args, out, _report_json(failed, written=False), lines)
         return 2
-    print(report.summary(), file=out)
+    emit(args, out, _report_json(report, written=True), [report.summary()])
     return 0

@@ -14,6 +14,9 @@ from ._format import JsonValue, json_float
 if TYPE_CHECKING:
     from .._tensor import Tensor
 
+    # Only for the type checker: numpy < 1.22 cannot subscript np.dtype at run time.
+    Mask = np.ndarray[Any, np.dtype[np.bool_]]
+
 _FLOAT_TYPES = frozenset(
     {
         _dtypes.FLOAT,
@@ -31,8 +34,6 @@ _COMPLEX_TYPES = frozenset({_dtypes.COMPLEX64, _dtypes.COMPLEX128})
 #: Elements compared at a time: bounds the temporaries of a value comparison, whatever the tensor size.
 CHUNK = 1 << 16
 _BITS: dict[int, type[np.unsignedinteger[Any]]] = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-Mask = np.ndarray[Any, np.dtype[np.bool_]]
 
 
 class Tolerance(NamedTuple):

@@ -1,4 +1,5 @@
-"""``ortckpt convert`` and ``ortckpt strip-values``: other formats, and nominal checkpoints."""
+"""``ortckpt convert`` and ``ortckpt strip-values``: other formats, other ORT releases, and nominal
+checkpoints."""
 
 from __future__ import annotations
 
@@ -6,27 +7,46 @@ import argparse
 import os
 from typing import TextIO
 
+from ._format import JsonValue
+from ._output import emit, verb, written
+
 # (the conversion modules are imported by the commands, so the other commands start faster)
 
 
 def run_convert(args: argparse.Namespace, out: TextIO) -> int:
-    from ..conversions import convert, format_of
+    from ..conversions import convert, format_of, load_source
 
     src, dest = os.fsdecode(args.input), os.fsdecode(args.output)
-    state = convert(
-        src,
-        dest,
-        include_optimizer_state=args.include_optimizer_state,
-        trainable=args.trainable,
-        format_version=args.format_version,
-        progress=True,  # a bar on a terminal only
-    )
+    if args.dry_run:
+        # read and check the input (and the requested flags) exactly as a conversion would
+        state = load_source(src, trainable=args.trainable)
+    else:
+        state = convert(
+            src,
+            dest,
+            include_optimizer_state=args.include_optimizer_state,
+            trainable=args.trainable,
+            format_version=args.format_version,
+            progress=True,  # a bar on a terminal only
+        )
     params = len(state.parameters)
-    print(
-        f"wrote {dest} ({format_of(dest)}): {params} parameter{'' if params == 1 else 's'} "
-        f"from {src} ({format_of(src)})",
-        file=out,
+    target = format_of(dest)
+    report: dict[str, JsonValue] = {
+        "input": src,
+        "input_format": format_of(src),
+        "output": dest,
+        "output_format": target,
+        "parameters": params,
+        "include_optimizer_state": bool(args.include_optimizer_state),
+        "format_version": args.format_version if target == "ckpt" else None,
+    }
+    report.update(written(args, [dest]))
+    version = f", format version {args.format_version}" if target == "ckpt" else ""
+    line = (
+        f"{verb(args)} {dest} ({target}{version}): {params} parameter{'' if params == 1 else 's'} "
+        f"from {src} ({format_of(src)})"
     )
+    emit(args, out, report, [line])
     return 0
 
 
@@ -37,7 +57,11 @@ def run_strip_values(args: argparse.Namespace, out: TextIO) -> int:
 
     src, dest = os.fsdecode(args.path), os.fsdecode(args.out)
     nominal = to_nominal(src, keep_properties=not args.drop_properties)
-    with local_output(dest) as path:
-        save(nominal, path)
-    print(f"wrote {dest}: nominal checkpoint of {len(nominal.parameters)} parameters (no values)", file=out)
+    if not args.dry_run:
+        with local_output(dest) as path:
+            save(nominal, path)
+    params = len(nominal.parameters)
+    report: dict[str, JsonValue] = {"input": src, "output": dest, "parameters": params}
+    report.update(written(args, [dest]))
+    emit(args, out, report, [f"{verb(args)} {dest}: nominal checkpoint of {params} parameters (no values)"])
     return 0

@@ -13,7 +13,7 @@ from ..io import load
 from ..state import CheckpointState, Parameter
 from ._compare import EXACT, Tolerance, compare_values
 from ._diff_text import print_diff
-from ._format import JsonValue, json_float
+from ._format import JsonValue, json_float, natural_sorted
 
 if TYPE_CHECKING:
     from .._scalars import PropertyValue
@@ -83,7 +83,7 @@ def _diff_parameters(
     only_a: list[JsonValue] = []
     only_b: list[JsonValue] = []
     changed: list[JsonValue] = []
-    for name in sorted(set(pa) | set(pb)):
+    for name in natural_sorted(set(pa) | set(pb)):
         if name not in pb:
             only_a.append(_param_entry(pa[name]))
             counter.hit()
@@ -114,7 +114,7 @@ def _diff_optimizer(
     only_a: list[JsonValue] = []
     only_b: list[JsonValue] = []
     changed: list[JsonValue] = []
-    for group_name in sorted(set(ga) | set(gb)):
+    for group_name in natural_sorted(set(ga) | set(gb)):
         if group_name not in gb:
             only_a.append(group_name)
             counter.hit()
@@ -138,7 +138,7 @@ def _diff_optimizer(
         mom_a: list[JsonValue] = []
         mom_b: list[JsonValue] = []
         mom_changed: list[JsonValue] = []
-        for param in sorted(set(x.states) | set(y.states)):
+        for param in natural_sorted(set(x.states) | set(y.states)):
             if param not in y.states:
                 states_a.append(param)
                 counter.hit()
@@ -148,7 +148,7 @@ def _diff_optimizer(
                 counter.hit()
                 continue
             ma, mb = x.states[param], y.states[param]
-            for momentum in sorted(set(ma) | set(mb)):
+            for momentum in natural_sorted(set(ma) | set(mb)):
                 if momentum not in mb or momentum not in ma:
                     tensor = (ma if momentum in ma else mb)._tensor(momentum)
                     item = {
@@ -192,7 +192,7 @@ def _diff_properties(a: CheckpointState, b: CheckpointState, counter: _Counter) 
     removed: list[JsonValue] = []
     added: list[JsonValue] = []
     changed: list[JsonValue] = []
-    for name in sorted(set(pa) | set(pb)):
+    for name in natural_sorted(set(pa) | set(pb)):
         if name not in pb:
             removed.append(_property_entry(name, pa[name]))
             counter.hit()

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import TextIO
 
 from ._format import JsonValue, f32, yes_no
+from ._style import Style
+
+_LINE_COLORS = {"  -": "red", "  +": "green", "  ~": "yellow", "---": "bold", "+++": "bold"}
 
 
 def _dims(shape: list[int] | None) -> str:
@@ -50,8 +53,9 @@ def _property_text(entry: dict[str, JsonValue]) -> str:
     return f"{shown} ({entry['type']})"
 
 
-def print_diff(report: dict[str, JsonValue], out: TextIO) -> None:
-    """The text form of ``diff_states``: nothing when identical."""
+def print_diff(report: dict[str, JsonValue], out: TextIO, style: Style | None = None) -> None:
+    """The text form of ``diff_states``: nothing when identical. Coloured when ``out`` is a
+    terminal (see ``_style``) unless ``style`` says otherwise."""
     if report["identical"]:
         return
     lines = [f"--- {report['a']['path']}", f"+++ {report['b']['path']}"]
@@ -112,5 +116,7 @@ def print_diff(report: dict[str, JsonValue], out: TextIO) -> None:
 
     count = report["differences"]
     lines.append(f"{count} difference{'' if count == 1 else 's'}")
+    style = Style.for_stream(out) if style is None else style
     for line in lines:
-        print(line, file=out)
+        color = _LINE_COLORS.get(line[:3])
+        print(style(line, color) if color else line, file=out)

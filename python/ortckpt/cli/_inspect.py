@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any, TextIO
 
 import numpy as np
 
 from .. import _dtypes
-from ..io import load
+from ..io import external_data_path, load
 from ..state import CheckpointState, Parameter
-from ._format import JsonValue, f32, file_size, json_float, yes_no
+from ._format import JsonValue, f32, file_size, human_size, json_float, natural_key, natural_sorted, yes_no
+from ._output import emit
 
 
 def _head(param: Parameter, n: int) -> np.ndarray[Any, Any] | None:
@@ -40,9 +40,28 @@ def _text_values(values: np.ndarray[Any, Any], total: int) -> str:
     return "[" + ", ".join(items) + more + "]"
 
 
+def _parameters(state: CheckpointState) -> list[Parameter]:
+    """The parameters in natural name order (``layer2`` before ``layer10``)."""
+    return sorted(state.parameters.values(), key=lambda p: natural_key(p.name))
+
+
+def _sizes(state: CheckpointState, path: str) -> dict[str, JsonValue]:
+    """Exact sizes in bytes: the checkpoint file, its external data file (or None) and the total."""
+    size = file_size(path)
+    ext_path = external_data_path(path) if state.has_external_data else None
+    ext_size = None if ext_path is None else file_size(ext_path)
+    total = None if size is None or (ext_path is not None and ext_size is None) else size + (ext_size or 0)
+    return {
+        "file_size": size,
+        "external_data_path": ext_path,
+        "external_data_size": ext_size,
+        "total_size": total,
+    }
+
+
 def to_json(state: CheckpointState, path: str, values: int = 0) -> dict[str, JsonValue]:
     params: list[dict[str, JsonValue]] = []
-    for param in state.parameters.values():
+    for param in _parameters(state):
         entry: dict[str, JsonValue] = {
             "name": param.name,
             "trainable": param.trainable,
@@ -61,7 +80,8 @@ def to_json(state: CheckpointState, path: str, values: int = 0) -> dict[str, Jso
         optimizer = []
         for name, group in state.optimizer.items():
             states: dict[str, JsonValue] = {}
-            for param_name, momentums in group.states.items():
+            for param_name in natural_sorted(group.states):
+                momentums = group.states[param_name]
                 states[param_name] = {
                     m: {
                         "data_type": t.data_type,
@@ -80,12 +100,14 @@ def to_json(state: CheckpointState, path: str, values: int = 0) -> dict[str, Jso
                 }
             )
 
+    props = state.properties
     properties: dict[str, JsonValue] = {
-        k: json_float(v) if isinstance(v, float) else v for k, v in state.properties.items()
+        k: json_float(v) if isinstance(v, float) else v
+        for k, v in ((k, props[k]) for k in natural_sorted(props))
     }
     return {
         "path": path,
-        "file_size": file_size(path),
+        **_sizes(state, path),
         "version": state.version,
         "is_nominal": state.is_nominal,
         "has_external_data": state.has_external_data,
@@ -96,20 +118,29 @@ def to_json(state: CheckpointState, path: str, values: int = 0) -> dict[str, Jso
 
 
 def print_text(state: CheckpointState, path: str, values: int, out: TextIO) -> None:
-    size = file_size(path)
-    size_text = f", {size} bytes" if size is not None else ""
+    sizes = _sizes(state, path)
+    size_text = "" if sizes["file_size"] is None else f", {human_size(sizes['file_size'])}"
+    if sizes["external_data_path"] is not None:
+        size_text += (
+            f" + {human_size(sizes['external_data_size'])} external data"
+            f" = {human_size(sizes['total_size'])} total"
+        )
     if os.path.isdir(path):
         kind = "ORT 1.15 checkpoint folder"
     else:
         kind = f"ORT training checkpoint, version {state.version}"
     print(f"{path}: {kind}{size_text}", file=out)
-    print(f"nominal: {yes_no(state.is_nominal)}, external data: {yes_no(state.has_external_data)}", file=out)
+    external = yes_no(state.has_external_data)
+    if sizes["external_data_path"] is not None:
+        external += f" ({sizes['external_data_path']})"
+    print(f"nominal: {yes_no(state.is_nominal)}, external data: {external}", file=out)
 
-    params = list(state.parameters.values())
+    params = _parameters(state)
     n_train = sum(1 for p in params if p.trainable)
     total = sum(p.nbytes for p in params)
     print(
-        f"\nparameters: {len(params)} ({n_train} trainable, {len(params) - n_train} frozen), {total} bytes",
+        f"\nparameters: {len(params)} ({n_train} trainable, {len(params) - n_train} frozen), "
+        f"{human_size(total)}",
         file=out,
     )
     if params:
@@ -119,14 +150,14 @@ def print_text(state: CheckpointState, path: str, values: int, out: TextIO) -> N
                 "trainable" if p.trainable else "frozen",
                 _dtypes.type_name(p.data_type),
                 "nominal" if p.is_nominal else str(list(p.shape)),
-                str(p.nbytes),
+                human_size(p.nbytes),
             )
             for p in params
         ]
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         for row, param in zip(rows, params):
             cells = [cell.ljust(width) for cell, width in zip(row, widths)]
-            print(f"  {'  '.join(cells)}  {row[4]} B", file=out)
+            print(f"  {'  '.join(cells)}  {row[4]}", file=out)
             head = _head(param, values)
             if head is not None:
                 print(f"    values: {_text_values(head, param.size)}", file=out)
@@ -140,14 +171,16 @@ def print_text(state: CheckpointState, path: str, values: int, out: TextIO) -> N
                 f"  {name}: step {group.step}, initial_learning_rate {f32(group.initial_learning_rate)}",
                 file=out,
             )
-            for param_name, momentums in group.states.items():
+            for param_name in natural_sorted(group.states):
+                momentums = group.states[param_name]
                 desc = ", ".join(
                     f"{m} {_dtypes.type_name(t.data_type)} {list(t.shape)}" for m, t in momentums._items()
                 )
                 print(f"    {param_name}: {desc or '(no momentums)'}", file=out)
 
     print(f"\nproperties: {len(state.properties)}", file=out)
-    for key, value in state.properties.items():
+    for key in natural_sorted(state.properties):
+        value = state.properties[key]
         shown = f32(value) if isinstance(value, float) else repr(value)
         print(f"  {key} = {shown}  ({type(value).__name__})", file=out)
 
@@ -156,8 +189,7 @@ def run_inspect(args: argparse.Namespace, out: TextIO) -> int:
     path = os.fsdecode(args.path)
     state = load(path)
     if args.json:
-        json.dump(to_json(state, path, args.values), out, indent=2, ensure_ascii=False)
-        out.write("\n")
+        emit(args, out, to_json(state, path, args.values), [])
     else:
         print_text(state, path, args.values, out)
     return 0

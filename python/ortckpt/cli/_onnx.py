@@ -10,8 +10,9 @@ import tempfile
 from typing import TYPE_CHECKING, TextIO
 
 from ..io import external_data_path, load
-from ._errors import UsageError
-from ._format import file_size
+from ._errors import ArgumentsError, UsageError
+from ._format import JsonValue, file_size, human_size
+from ._output import emit, verb, written
 
 #: Largest ONNX model ``to-onnx`` writes as one file (protobuf's limit); larger ones get OUT.data.
 ONNX_SIZE_LIMIT = 2**31 - 1
@@ -45,7 +46,22 @@ def _model_error(path: str, exc: Exception) -> UsageError:
     return UsageError(f"{path}: {message}")
 
 
-def _summary(path: str) -> str:
+def positionals(args: argparse.Namespace) -> tuple[str, str]:
+    """MODEL and OUT of ``from-onnx``. ``--trainable`` takes every following word, so in
+    ``from-onnx --trainable a b MODEL OUT`` (or ``MODEL --trainable a b OUT``) the missing
+    positionals are the last words it took; at least one name must remain for it."""
+    names: list[str] = list(args.trainable or [])
+    missing = [key for key in ("model", "out") if getattr(args, key) is None]
+    if missing and len(names) > len(missing):
+        for key, value in zip(missing, names[-len(missing) :]):
+            setattr(args, key, value)
+        args.trainable = names[: -len(missing)]
+    elif missing:
+        raise ArgumentsError("the following arguments are required: " + " ".join(k.upper() for k in missing))
+    return os.fsdecode(args.model), os.fsdecode(args.out)
+
+
+def _from_onnx_report(path: str, args: argparse.Namespace) -> tuple[dict[str, JsonValue], str]:
     state = load(path)
     trainable = len(state.trainable_parameters)
     frozen = len(state.frozen_parameters)
@@ -53,30 +69,64 @@ def _summary(path: str) -> str:
     if state.is_nominal:
         parts.append("nominal")
     size = file_size(path)
-    if size is not None:
-        parts.append(f"{size} bytes")
+    parts.append(human_size(size))
+    paths = [path]
     if state.has_external_data:
         ext = external_data_path(path)
-        parts.append(f"tensor data in {ext} ({file_size(ext)} bytes)")
-    return ", ".join(parts)
+        paths.append(ext)
+        parts.append(f"tensor data in {ext} ({human_size(file_size(ext))})")
+    report: dict[str, JsonValue] = {
+        "model": os.fsdecode(args.model),
+        "out": path,
+        **written(args, paths),
+        "trainable": trainable,
+        "frozen": frozen,
+        "nominal": state.is_nominal,
+        "external_data": state.has_external_data,
+    }
+    return report, ", ".join(parts)
+
+
+def _from_onnx_dry_run(model: str, dest: str, args: argparse.Namespace) -> tuple[dict[str, JsonValue], str]:
+    import onnx
+
+    from ..onnx_io import split_initializers
+
+    proto = onnx.load(model, load_external_data=False)
+    trainable, frozen = split_initializers(proto, args.trainable)
+    report: dict[str, JsonValue] = {
+        "model": model,
+        "out": dest,
+        **written(args, [dest]),
+        "trainable": len(trainable),
+        "frozen": len(frozen),
+        "nominal": bool(args.nominal),
+        "external_data": None,  # decided by the tensor sizes when written
+    }
+    nominal = ", nominal" if args.nominal else ""
+    return report, f"{len(trainable)} trainable + {len(frozen)} frozen parameters{nominal}"
 
 
 def run_from_onnx(args: argparse.Namespace, out: TextIO) -> int:
     _need_onnx("from-onnx")
     from ..onnx_io import save_from_onnx
 
-    model, dest = os.fsdecode(args.model), os.fsdecode(args.out)
+    model, dest = positionals(args)
     try:
-        save_from_onnx(
-            model,
-            dest,
-            trainable=args.trainable,
-            nominal=args.nominal,
-            external_data_threshold=args.external_data_threshold,
-        )
+        if args.dry_run:
+            report, summary = _from_onnx_dry_run(model, dest, args)
+        else:
+            save_from_onnx(
+                model,
+                dest,
+                trainable=args.trainable,
+                nominal=args.nominal,
+                external_data_threshold=args.external_data_threshold,
+            )
+            report, summary = _from_onnx_report(dest, args)
     except _onnx_errors() as exc:
         raise _model_error(model, exc) from None
-    print(f"wrote {dest}: {_summary(dest)}", file=out)
+    emit(args, out, report, [f"{verb(args)} {dest}: {summary}"])
     return 0
 
 
@@ -143,12 +193,29 @@ def run_to_onnx(args: argparse.Namespace, out: TextIO) -> int:
     params = state.parameters
     inits = list(model.graph.initializer)
     replaced = sum(1 for init in inits if init.name in params)
-    try:
-        external = _save_model(model, dest)
-    except _onnx_errors() as exc:
-        raise _model_error(dest, exc) from None
+    if args.dry_run:
+        external = model.ByteSize() > ONNX_SIZE_LIMIT
+    else:
+        try:
+            external = _save_model(model, dest)
+        except _onnx_errors() as exc:
+            raise _model_error(dest, exc) from None
     where = f", tensor data in {dest}.data" if external else ""
-    print(f"wrote {dest}: {replaced} of {len(inits)} initializers from {ckpt}{where}", file=out)
+    report: dict[str, JsonValue] = {
+        "checkpoint": ckpt,
+        "model": model_path,
+        "out": dest,
+        **written(args, [dest, dest + ".data"] if external else [dest]),
+        "replaced": replaced,
+        "initializers": len(inits),
+        "external_data": external,
+    }
+    emit(
+        args,
+        out,
+        report,
+        [f"{verb(args)} {dest}: {replaced} of {len(inits)} initializers from {ckpt}{where}"],
+    )
     if replaced == 0 and len(params):
         print(
             f"ortckpt: warning: no initializer of {model_path} is a parameter of {ckpt}; "

@@ -1,4 +1,10 @@
-"""The argument parser of ``ortckpt``: every command, its options, help text and examples."""
+"""The argument parser of ``ortckpt``: every command, its options, help text and examples.
+
+Each command is registered with ``_command(..., run="module:function")``: the function runs the
+command (``(args, out) -> exit status``) and its module is imported only when that command runs,
+so ``ortckpt --help`` and shell completion stay fast. ``add_output_options`` (``_output``) gives a
+command the shared ``--json`` / ``--dry-run`` options.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,18 @@ import math
 from typing import Any
 
 from ..io import DEFAULT_EXTERNAL_DATA_THRESHOLD
-from . import _recover
+from ._output import add_output_options
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that knows its commands' parsers (``commands``), so that a command's
+    own mistakes can be reported with that command's usage."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = {}
 
 
 def _version() -> str:
@@ -20,8 +37,9 @@ _FORMATTER = argparse.RawDescriptionHelpFormatter
 
 
 def _command(
-    commands: Any, name: str, summary: str, description: str, examples: str
+    top: Parser, commands: Any, name: str, summary: str, description: str, examples: str, *, run: str
 ) -> argparse.ArgumentParser:
+    """Register command ``name``; ``run`` is ``"module:function"`` (module relative to this package)."""
     parser: argparse.ArgumentParser = commands.add_parser(
         name,
         help=summary,
@@ -29,11 +47,13 @@ def _command(
         epilog="examples:\n" + examples,
         formatter_class=_FORMATTER,
     )
+    parser.set_defaults(run=run)
+    top.commands[name] = parser
     return parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> Parser:
+    parser = Parser(
         prog="ortckpt",
         description="Inspect, compare, edit and convert ONNX Runtime on-device training checkpoints.",
         epilog=(
@@ -43,9 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_FORMATTER,
     )
     parser.add_argument("--version", action="version", version=f"ortckpt {_version()}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=argparse.ArgumentParser)
 
     inspect = _command(
+        parser,
         commands,
         "inspect",
         "print the content of a checkpoint",
@@ -53,14 +74,16 @@ def build_parser() -> argparse.ArgumentParser:
         "  ortckpt inspect model.ckpt\n"
         "  ortckpt inspect model.ckpt --values 5\n"
         "  ortckpt inspect model.ckpt --json | jq '.properties'\n",
+        run="_inspect:run_inspect",
     )
     inspect.add_argument("path", metavar="PATH", help="checkpoint file")
-    inspect.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    add_output_options(inspect, writes=False)
     inspect.add_argument(
         "--values", type=_non_negative, default=0, metavar="N", help="also print the first N values"
     )
 
     diff = _command(
+        parser,
         commands,
         "diff",
         "compare two checkpoints (exit 0 identical, 1 different, 2 error)",
@@ -74,10 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
         "  ortckpt diff a.ckpt b.ckpt --atol 1e-6 --rtol 1e-5\n"
         "  ortckpt diff a.ckpt b.ckpt --json | jq '.parameters.changed[].name'\n"
         "  ortckpt diff -q a.ckpt b.ckpt || echo different\n",
+        run="_diff:run_diff",
     )
     diff.add_argument("a", metavar="A", help="first checkpoint")
     diff.add_argument("b", metavar="B", help="second checkpoint")
-    diff.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    add_output_options(diff, writes=False)
     diff.add_argument(
         "--rtol",
         type=_tolerance,
@@ -90,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     from_onnx = _command(
+        parser,
         commands,
         "from-onnx",
         "write a checkpoint from the initializers of an ONNX model",
@@ -99,16 +124,21 @@ def build_parser() -> argparse.ArgumentParser:
         "the model is memory-mapped, not read into memory.",
         "  ortckpt from-onnx model.onnx model.ckpt\n"
         "  ortckpt from-onnx model.onnx model.ckpt --trainable fc1.weight fc1.bias\n"
+        "  ortckpt from-onnx --trainable fc1.weight fc1.bias model.onnx model.ckpt\n"
         "  ortckpt from-onnx model.onnx nominal.ckpt --nominal\n",
+        run="_onnx:run_from_onnx",
     )
-    from_onnx.add_argument("model", metavar="MODEL", help="ONNX model file")
-    from_onnx.add_argument("out", metavar="OUT", help="checkpoint to write")
+    # MODEL and OUT are optional to argparse so that "--trainable a b MODEL OUT" parses: the
+    # command takes what is missing from the end of the --trainable names (_onnx.positionals).
+    from_onnx.add_argument("model", metavar="MODEL", nargs="?", help="ONNX model file")
+    from_onnx.add_argument("out", metavar="OUT", nargs="?", help="checkpoint to write")
     from_onnx.add_argument(
         "--trainable",
         nargs="+",
         action="extend",
         metavar="NAME",
-        help="initializers to make trainable (repeatable; default: every float initializer)",
+        help="initializers to make trainable (repeatable; default: every float initializer); "
+        "may come before MODEL OUT",
     )
     from_onnx.add_argument(
         "--nominal", action="store_true", help="write names and data types only (a nominal checkpoint)"
@@ -120,8 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BYTES",
         help="move tensor data to OUT.data when it exceeds BYTES in total (default: 1800 MiB, as ORT)",
     )
+    add_output_options(from_onnx, writes=True)
 
     to_onnx = _command(
+        parser,
         commands,
         "to-onnx",
         "write an ONNX model with the values of a checkpoint",
@@ -129,23 +161,30 @@ def build_parser() -> argparse.ArgumentParser:
         "of the same name (like ORT's LoadCheckpointToModel; needs the 'onnx' package).\n"
         "Initializers the checkpoint lacks are kept. A model of 2 GiB or more is saved with its\n"
         "tensor data in OUT.data next to OUT.",
-        "  ortckpt to-onnx trained.ckpt model.onnx trained.onnx\n",
+        "  ortckpt to-onnx trained.ckpt model.onnx trained.onnx\n"
+        "  ortckpt to-onnx trained.ckpt model.onnx trained.onnx --dry-run --json\n",
+        run="_onnx:run_to_onnx",
     )
     to_onnx.add_argument("ckpt", metavar="CKPT", help="checkpoint file")
     to_onnx.add_argument("model", metavar="MODEL", help="ONNX model file")
     to_onnx.add_argument("out", metavar="OUT", help="ONNX model to write")
+    add_output_options(to_onnx, writes=True)
 
     set_property = _command(
+        parser,
         commands,
         "set-property",
         "set or delete properties of a checkpoint, in place",
         "Set (NAME=VALUE) or delete (--delete NAME) properties, rewriting the checkpoint in\n"
         "place atomically; parameters and optimizer state are kept bit for bit. A VALUE is\n"
         "an int if it reads as one, else a float (stored as float32) if it reads as one,\n"
-        "else a str; --type forces the type of every VALUE.",
+        "else a str; --type forces the type of every VALUE. A number with leading zeros\n"
+        "(0042) is refused unless --type says whether to keep the text or the number.",
         "  ortckpt set-property model.ckpt epoch=4 best_loss=0.125 note='fine-tuned on v2'\n"
         "  ortckpt set-property model.ckpt run_id=0042 --type str\n"
-        "  ortckpt set-property model.ckpt --delete note\n",
+        "  ortckpt set-property model.ckpt --delete note\n"
+        "  ortckpt set-property model.ckpt epoch=5 --dry-run\n",
+        run="_edit:run_set_property",
     )
     set_property.add_argument("path", metavar="CKPT", help="checkpoint file (rewritten in place)")
     set_property.add_argument(
@@ -160,38 +199,68 @@ def build_parser() -> argparse.ArgumentParser:
     set_property.add_argument(
         "--delete", action="append", default=[], metavar="NAME", help="property to delete (repeatable)"
     )
+    add_output_options(set_property, writes=True)
 
     strip = _command(
+        parser,
         commands,
         "strip-optimizer",
         "remove the optimizer state of a checkpoint",
         "Save the checkpoint without its optimizer state (as ORT's save_checkpoint with\n"
         "include_optimizer_state=False): parameters and properties are kept bit for bit. Writes\n"
         "OUT, or rewrites CKPT in place atomically when OUT is omitted.",
-        "  ortckpt strip-optimizer trained.ckpt deploy.ckpt\n  ortckpt strip-optimizer trained.ckpt\n",
+        "  ortckpt strip-optimizer trained.ckpt deploy.ckpt\n"
+        "  ortckpt strip-optimizer trained.ckpt\n"
+        "  ortckpt strip-optimizer trained.ckpt --dry-run\n",
+        run="_edit:run_strip_optimizer",
     )
     strip.add_argument("path", metavar="CKPT", help="checkpoint file")
     strip.add_argument("out", metavar="OUT", nargs="?", help="checkpoint to write (default: CKPT, in place)")
-    _recover.add_parser(commands, _command)
-    _add_server_commands(commands)
+    add_output_options(strip, writes=True)
+    _add_file_commands(parser, commands)
+    _add_server_commands(parser, commands)
     return parser
 
 
-def _add_server_commands(commands: Any) -> None:
+def _add_file_commands(parser: Parser, commands: Any) -> None:
+    """recover (docs/format.md §11)."""
+    recover = _command(
+        parser,
+        commands,
+        "recover",
+        "settle an interrupted save of a checkpoint",
+        "Restore one complete state of a checkpoint after a save was interrupted (crash, power\n"
+        "loss, kill -9): complete the save when all its new files are there, else restore the\n"
+        "checkpoint from before it. Removes every temporary, backup and journal file of\n"
+        "interrupted saves of CKPT. Needed when loading raises InterruptedSaveError; the next\n"
+        "save of CKPT also does it. Waits for a save of CKPT that is still running.",
+        "  ortckpt recover model.ckpt\n",
+        run="_recover:run_recover",
+    )
+    recover.add_argument("path", metavar="CKPT", help="checkpoint file")
+    # (no --dry-run: settling an interrupted save is the one thing the command is for)
+    add_output_options(recover, writes=False)
+
+
+def _add_server_commands(parser: Parser, commands: Any) -> None:
     """convert, strip-values, average (docs/federated.md)."""
     convert = _command(
+        parser,
         commands,
         "convert",
-        "convert between checkpoints, safetensors and npz files",
+        "convert between checkpoints (any ORT release), safetensors and npz files",
         "Convert IN to OUT, each format chosen by extension: .safetensors, .npz, anything else\n"
-        "an ORT checkpoint. Trainable flags, properties and (with --include-optimizer-state)\n"
-        "optimizer state travel in the files' metadata, so a round trip is bit-exact. Tensors\n"
-        "are memory-mapped and written one at a time. IN and OUT may be fsspec URLs (s3://...).",
+        "an ORT checkpoint (IN may also be the checkpoint folder ORT 1.15 wrote). Trainable flags,\n"
+        "properties and (with --include-optimizer-state) optimizer state travel in the files'\n"
+        "metadata, so a round trip is bit-exact. Tensors are memory-mapped and written one at a\n"
+        "time. IN and OUT may be fsspec URLs (s3://...). A checkpoint OUT is written in format\n"
+        "version 2 (ORT 1.18 and later) or, with --format-version 1, for ORT 1.16-1.17.",
         "  ortckpt convert trained.ckpt trained.safetensors\n"
         "  ortckpt convert trained.ckpt full.npz --include-optimizer-state\n"
         "  ortckpt convert model.safetensors model.ckpt --trainable fc1.weight fc1.bias\n"
         "  ortckpt convert checkpoint/ model.ckpt --include-optimizer-state   # ORT 1.15 folder\n"
         "  ortckpt convert model.ckpt old.ckpt --format-version 1            # for ORT 1.16-1.17\n",
+        run="_convert:run_convert",
     )
     convert.add_argument(
         "input", metavar="IN", help="checkpoint (file, or ORT 1.15 folder), .safetensors or .npz file"
@@ -205,7 +274,8 @@ def _add_server_commands(commands: Any) -> None:
         nargs="+",
         action="extend",
         metavar="NAME",
-        help="parameters to make trainable, the others frozen (default: as recorded, else every float)",
+        help="parameters to make trainable, the others frozen (repeatable; after IN OUT; default: "
+        "as recorded, else every float)",
     )
     convert.add_argument(
         "--format-version",
@@ -214,8 +284,10 @@ def _add_server_commands(commands: Any) -> None:
         default=2,
         help="for a checkpoint OUT: 1 for ORT 1.16-1.17, 2 for ORT 1.18 and later (default)",
     )
+    add_output_options(convert, writes=True)
 
     strip_values = _command(
+        parser,
         commands,
         "strip-values",
         "write the nominal checkpoint of a checkpoint (names and types, no values)",
@@ -223,12 +295,15 @@ def _add_server_commands(commands: Any) -> None:
         "values (as generate_artifacts(..., nominal_checkpoint=True) writes), to ship a model's\n"
         "structure to devices without its weights. Optimizer state is dropped.",
         "  ortckpt strip-values trained.ckpt nominal.ckpt\n",
+        run="_convert:run_strip_values",
     )
     strip_values.add_argument("path", metavar="CKPT", help="checkpoint file")
     strip_values.add_argument("out", metavar="OUT", help="nominal checkpoint to write")
     strip_values.add_argument("--drop-properties", action="store_true", help="do not keep the properties")
+    add_output_options(strip_values, writes=True)
 
     average = _command(
+        parser,
         commands,
         "average",
         "average device checkpoints (federated averaging), rejecting bad uploads",
@@ -241,6 +316,7 @@ def _add_server_commands(commands: Any) -> None:
         "  ortckpt average global.ckpt uploads/*.ckpt\n"
         "  ortckpt average global.ckpt uploads/*.ckpt --weights-property num_samples\n"
         "  ortckpt average global.ckpt s3://bucket/round7/*.ckpt --reference base.ckpt\n",
+        run="_average:run_average",
     )
     average.add_argument("out", metavar="OUT", help="averaged checkpoint to write")
     average.add_argument("sources", metavar="SRC", nargs="+", help="device checkpoints (paths or URLs)")
@@ -257,6 +333,7 @@ def _add_server_commands(commands: Any) -> None:
         metavar="BYTES",
         help="reject larger uploads (default: 4x the reference's tensor bytes + 1 MiB)",
     )
+    add_output_options(average, writes=False)
 
 
 def _positive(text: str) -> int:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import Any, TextIO
+import os
+from typing import TextIO
 
 from ..io import recover
+from ._output import emit
 
 _MESSAGES = {
     "clean": "{path}: nothing to recover",
@@ -16,23 +17,8 @@ _MESSAGES = {
 }
 
 
-def add_parser(commands: Any, command: Callable[..., argparse.ArgumentParser]) -> None:
-    """Register the command (``command`` is the parser module's subcommand factory)."""
-    parser = command(
-        commands,
-        "recover",
-        "settle an interrupted save of a checkpoint",
-        "Restore one complete state of a checkpoint after a save was interrupted (crash, power\n"
-        "loss, kill -9): complete the save when all its new files are there, else restore the\n"
-        "checkpoint from before it. Removes every temporary, backup and journal file of\n"
-        "interrupted saves of CKPT. Needed when loading raises InterruptedSaveError; the next\n"
-        "save of CKPT also does it. Waits for a save of CKPT that is still running.",
-        "  ortckpt recover model.ckpt\n",
-    )
-    parser.add_argument("path", metavar="CKPT", help="checkpoint file")
-
-
 def run_recover(args: argparse.Namespace, out: TextIO) -> int:
+    path = os.fsdecode(args.path)
     outcome = recover(args.path)
-    print(_MESSAGES[outcome].format(path=args.path), file=out)
+    emit(args, out, {"path": path, "outcome": outcome}, [_MESSAGES[outcome].format(path=path)])
     return 0

@@ -1,0 +1,70 @@
+"""Start-up cost, measured side by side in one run (medians of N fresh processes):
+
+* ``python -c pass``, ``python -c "import numpy"``, ``python -c "import ortckpt"``;
+* ``ortckpt --help`` (the console script next to this interpreter, else ``python -m ortckpt``).
+
+Prints the medians of wall time and of the child's CPU time (user + system; steadier on a busy
+machine), ``import ortckpt`` minus ``import numpy`` (goal: <= 10 ms) and ``ortckpt --help`` over
+``import numpy`` (the interpreter start plus numpy's import; goal: <= 1.5x).
+
+Usage: python benches/bench_startup.py [N]   (default 30)
+"""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def _run_ms(argv: list[str]) -> tuple[float, float]:
+    """(wall time, CPU time of the child: user + system) of one run, in ms. CPU time is far less
+    disturbed than wall time when the machine is busy."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(argv, check=True, capture_output=True)
+    wall = (time.perf_counter() - t0) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    return wall, cpu
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    py = sys.executable
+    script = Path(py).with_name("ortckpt")
+    cli = [str(script)] if script.exists() else [py, "-m", "ortckpt"]
+    if shutil.which(cli[0]) is None and not Path(cli[0]).exists():
+        cli = [py, "-m", "ortckpt"]
+    cases = {
+        "python -c pass": [py, "-c", "pass"],
+        "import numpy": [py, "-c", "import numpy"],
+        "import ortckpt": [py, "-c", "import ortckpt"],
+        "ortckpt --help": [*cli, "--help"],
+    }
+    # interleave the cases round by round so that machine load affects them alike
+    for argv in cases.values():
+        subprocess.run(argv, check=True, capture_output=True)  # warm the page cache
+    wall: dict[str, list[float]] = {k: [] for k in cases}
+    cpu: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(n):
+        for name, argv in cases.items():
+            w, c = _run_ms(argv)
+            wall[name].append(w)
+            cpu[name].append(c)
+    for label, samples in (("wall", wall), ("cpu", cpu)):
+        med = {k: statistics.median(v) for k, v in samples.items()}
+        print(f"-- {label} time, median of {n}")
+        for name, ms in med.items():
+            print(f"{name:16} {ms:7.1f} ms")
+        extra = med["import ortckpt"] - med["import numpy"]
+        ratio = med["ortckpt --help"] / med["import numpy"]
+        print(f"import ortckpt - import numpy: {extra:+.1f} ms (goal <= 10 ms)")
+        print(f"ortckpt --help / import numpy: {ratio:.2f}x (goal <= 1.5x)")
+
+if __name__ == "__main__":
+    main()
