@@ -16,7 +16,6 @@ use ortckpt_core::test_support::spec_from_index;
 use ortckpt_core::{
     check_external_ranges, index_checkpoint, serialize_checkpoint, CheckpointIndex, CheckpointSpec, DataType,
     Error, ParamKind, Property, PropertyValue, Storage, TensorPayload, TensorRef, TensorSpec, DATA_ALIGNMENT,
-    WRITTEN_VERSION,
 };
 
 pub mod craft;
@@ -190,7 +189,7 @@ pub fn check_written(spec: &CheckpointSpec<'_>, bytes: &[u8]) -> CheckpointIndex
         Ok(index) => index,
         Err(e) => panic!("index_checkpoint refused what serialize_checkpoint wrote: {e}"),
     };
-    assert_eq!(index.version, WRITTEN_VERSION);
+    assert_eq!(index.version, spec.version);
     assert!(!index.has_external_data, "serialize_checkpoint set has_external_data");
     check_index_invariants(&index, bytes);
     for t in index.tensors() {
