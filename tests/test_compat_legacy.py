@@ -73,7 +73,19 @@ def test_cli_inspects_and_converts_a_folder(tmp_path: Path, capsys: pytest.Captu
     text = capsys.readouterr().out
     assert "ORT 1.15 checkpoint folder" in text and "fc1.weight" in text and "group0" in text
     out = tmp_path / "v1.ckpt"
-    assert main(["convert", str(DATA / "adamw_trained"), str(out), "--format-version", "1", "--include-optimizer-state"]) == 0
+    assert (
+        main(
+            [
+                "convert",
+                str(DATA / "adamw_trained"),
+                str(out),
+                "--format-version",
+                "1",
+                "--include-optimizer-state",
+            ]
+        )
+        == 0
+    )
     assert ortckpt.load(out).version == 1
     assert main(["diff", str(DATA / "adamw_trained"), str(out)]) == 0
 

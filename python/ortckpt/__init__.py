@@ -10,12 +10,12 @@
 from typing import TYPE_CHECKING, Any
 
 from . import errors
-from ._version import __version__
 
 # The server side (docs/federated.md): fsspec URLs for load; the ONNX functions, conversions and
 # validated averaging are imported on first use (module __getattr__ below), so that
 # ``import ortckpt`` stays fast for the many programs that use none of them.
 from ._remote import SourceTooLargeError, load
+from ._version import __version__
 from .errors import (
     CheckpointChangedError,
     CheckpointError,
@@ -89,11 +89,12 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
+
 __all__ = [
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",
-    "CheckpointChangedError",
     "AggregationError",
     "AggregationReport",
+    "CheckpointChangedError",
     "CheckpointError",
     "CheckpointState",
     "ConversionError",

@@ -114,7 +114,7 @@ class ParameterStore(MutableMapping[str, Parameter]):
 def _own(param: Parameter, trainable: bool | None = None) -> Parameter:
     """A state-owned wrapper sharing ``param``'s (immutable) tensor."""
     flag = param.trainable if trainable is None else trainable
-    return Parameter._from_tensor(param.name, param._tensor, flag)
+    return Parameter._from_tensor(param.name, param._tensor, flag, param.doc_string)
 
 
 class ParameterMap(SortedMap[Parameter]):

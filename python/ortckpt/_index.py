@@ -35,7 +35,9 @@ def parameters(index: Index) -> ParameterStore:
     """The parameters of ``index``; each ``Parameter`` is made when first asked for."""
 
     def make(record: TensorRecord) -> Parameter:
-        return Parameter._from_tensor(record.name, tensor_of(index, record), bool(record.trainable))
+        return Parameter._from_tensor(
+            record.name, tensor_of(index, record), bool(record.trainable), record.doc_string
+        )
 
     return ParameterStore(index=index, make=make)
 

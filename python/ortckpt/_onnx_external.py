@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING
 
 from . import _dtypes, _native
 from ._tensor import BufferTensor
+from ._types import StrPath
 from .errors import ExternalDataError, TensorDataError
 
 if TYPE_CHECKING:
     import onnx
-
-    StrPath = str | os.PathLike[str]
 
 
 def _fspath(path: StrPath) -> str:

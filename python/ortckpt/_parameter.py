@@ -29,19 +29,21 @@ class Parameter:
     kept as they are, without a copy.
     """
 
-    __slots__ = ("_name", "_tensor", "_trainable")
+    __slots__ = ("_doc", "_name", "_tensor", "_trainable")
 
     def __init__(self, name: str, data: ArrayLike, *, trainable: bool = True) -> None:
         self._name = check_name(name, "parameter")
         self._trainable = _check_bool(trainable, f"parameter {name!r}: trainable")
         self._tensor: Tensor = from_array(data, self._name)
+        self._doc = ""
 
     @classmethod
-    def _from_tensor(cls, name: str, tensor: Tensor, trainable: bool) -> Parameter:
+    def _from_tensor(cls, name: str, tensor: Tensor, trainable: bool, doc_string: str = "") -> Parameter:
         self = cls.__new__(cls)
         self._name = name
         self._tensor = tensor
         self._trainable = trainable
+        self._doc = doc_string
         return self
 
     @property
@@ -56,6 +58,18 @@ class Parameter:
     @trainable.setter
     def trainable(self, value: bool) -> None:
         self._trainable = _check_bool(value, f"parameter {self._name!r}: trainable")
+
+    @property
+    def doc_string(self) -> str:
+        """The tensor's documentation string ("" when none). ORT's TensorProto path stores an
+        initializer's ``doc_string`` in the checkpoint and ``load_into_model`` copies it back."""
+        return self._doc
+
+    @doc_string.setter
+    def doc_string(self, value: str) -> None:
+        if not isinstance(value, str):
+            raise TypeError(f"parameter {self._name!r}: doc_string must be a str, got {type(value).__name__}")
+        self._doc = value
 
     @property
     def requires_grad(self) -> bool:

@@ -13,8 +13,9 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any
 
+from ._types import StrPath
 from .errors import CheckpointError
 from .io import external_data_path, load_bytes
 from .io import load as load_local
@@ -22,9 +23,8 @@ from .io import load as load_local
 if TYPE_CHECKING:
     from .state import CheckpointState
 
-    StrPath = Union[str, os.PathLike[str]]
 
-StorageOptions = Optional[Mapping[str, Any]]
+StorageOptions = Mapping[str, Any] | None
 
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
 _COPY_CHUNK = 8 << 20

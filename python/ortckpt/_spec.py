@@ -57,7 +57,12 @@ def _build(state: CheckpointState, include_optimizer_state: bool, format_version
         # nominal checkpoint may still hold values (ORT writes such files when it re-saves a
         # nominal state); they are written back as they are, so loading and saving loses nothing.
         tensor = param._tensor
-        spec = (name, tensor.data_type, tensor.shape, _data(tensor, name))
+        doc = param.doc_string
+        spec: TensorSpec = (
+            (name, tensor.data_type, tensor.shape, _data(tensor, name), doc)
+            if doc
+            else (name, tensor.data_type, tensor.shape, _data(tensor, name))
+        )
         if param.trainable:
             add_trainable(spec)
         else:

@@ -13,7 +13,7 @@ import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 from ._fedavg import (
     ModelSpec,
@@ -28,12 +28,10 @@ from ._fedavg import (
 )
 from ._progress import progress as progress_bar
 from ._remote import local_output
+from ._types import StrPath
 from .errors import CheckpointError
 from .io import save
 from .state import CheckpointState, OptimizerGroup, Parameter
-
-if TYPE_CHECKING:
-    StrPath = Union[str, os.PathLike[str]]
 
 #: One upload: a local path or fsspec URL, the checkpoint's bytes, or a loaded state.
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, CheckpointState]
@@ -190,7 +188,7 @@ def _try_reference(
     return state, spec
 
 
-_Item = tuple[int, str, Source, Union[float, str, None]]
+_Item = tuple[int, str, Source, float | str | None]
 
 
 class _Run:

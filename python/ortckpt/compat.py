@@ -25,7 +25,7 @@ from __future__ import annotations
 import operator
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,10 +33,8 @@ from numpy.typing import NDArray
 from . import io as _io
 from . import state as _state
 from ._scalars import INT64_MAX, INT64_MIN, PropertyValue
+from ._types import StrPath
 from .errors import CheckpointError
-
-if TYPE_CHECKING:
-    StrPath = Union[str, os.PathLike[str]]
 
 __all__ = ["CheckpointState", "CompatError", "Parameter", "Parameters", "Properties"]
 
@@ -241,7 +239,7 @@ class CheckpointState:
     @classmethod
     def load_checkpoint(cls, checkpoint_uri: StrPath) -> CheckpointState:
         """Load a checkpoint (complete or nominal). Failures raise ``CompatError`` (a RuntimeError)."""
-        path = os.fspath(checkpoint_uri)  # TypeError for anything else, as in ORT
+        path = os.fsdecode(os.fspath(checkpoint_uri))  # TypeError for anything else, as in ORT
         try:
             loaded = _io.load(path)
         except (CheckpointError, OSError) as exc:
@@ -254,7 +252,7 @@ class CheckpointState:
     ) -> None:
         """Save the state (format version 2); the optimizer state only when asked, as in ORT."""
         state._state  # noqa: B018 - AttributeError for anything but a state, as in ORT
-        path = os.fspath(checkpoint_uri)
+        path = os.fsdecode(os.fspath(checkpoint_uri))
         try:
             _io.save(state.ortckpt_state, path, include_optimizer_state=bool(include_optimizer_state))
         except (CheckpointError, OSError) as exc:

@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 import numpy as np
 
 from . import _native, _npz, _safetensors
 from ._layout import ConversionError, array_of, build_state, momentum_key, tensors_of
 from ._remote import StorageOptions, is_url, load, local_input, local_output
+from ._types import StrPath
 from .io import load_bytes, save
 from .state import CheckpointState
-
-if TYPE_CHECKING:
-    StrPath = Union[str, os.PathLike[str]]
 
 #: What conversions take as a source: a state, a checkpoint's bytes, or a path / fsspec URL.
 Source = Union[CheckpointState, bytes, "StrPath"]

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Literal, cast
 
 from . import _index, _native
 from ._spec import build_spec
+from ._types import StrPath
 from .state import CheckpointState
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-StrPath = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 
 __all__ = [
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",

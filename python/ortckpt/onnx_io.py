@@ -30,6 +30,7 @@ from ._onnx_import import require_onnx
 from ._parameter import Parameter
 from ._proto_decode import as_proto, proto_name, tensor_from_proto
 from ._scalars import check_name
+from ._types import StrPath
 from .errors import CheckpointError, DuplicateNameError
 from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, load
 from .state import CheckpointState
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
     from ._native import CheckpointSpec, TensorSpec
 
-    StrPath = str | os.PathLike[str]
     ProtoInput = onnx.TensorProto | bytes | bytearray | memoryview
 
 __all__ = [
@@ -81,7 +81,7 @@ def from_tensor_proto(
     tensor_proto = as_proto(proto, "tensor")
     name = proto_name(tensor_proto)
     tensor = tensor_from_proto(tensor_proto, name, ExternalFiles(base_dir), nominal=False)
-    return Parameter._from_tensor(name, tensor, bool(trainable))
+    return Parameter._from_tensor(name, tensor, bool(trainable), tensor_proto.doc_string)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -283,9 +283,12 @@ def to_tensor_proto(param: Parameter) -> onnx.TensorProto:
         proto.data_type = tensor.data_type
         proto.dims.extend(dims)
         proto.string_data.extend(s.encode("utf-8") for s in data)
-        return proto
-    assert data is not None and not isinstance(data, list)
-    return onnx.helper.make_tensor(name, tensor.data_type, dims, bytes(memoryview(data)), raw=True)
+    else:
+        assert data is not None and not isinstance(data, list)
+        proto = onnx.helper.make_tensor(name, tensor.data_type, dims, bytes(memoryview(data)), raw=True)
+    if param.doc_string:
+        proto.doc_string = param.doc_string
+    return proto
 
 
 def load_into_model(
@@ -301,7 +304,7 @@ def load_into_model(
     * Every initializer of the model's main graph whose name is a parameter of the checkpoint
       (trainable or frozen) is replaced as a whole by the checkpoint tensor: name, data type, dims
       and values (``raw_data``; ``string_data`` for strings). Nothing of the old initializer is kept
-      (doc_string, external data references, typed fields): a different data type or shape in the
+      (its doc_string, external data references, typed fields): a different data type or shape in the
       checkpoint simply wins, without a check or a conversion.
     * Initializers the checkpoint does not have are left unchanged (external data references
       included, still relative to the original model's directory); checkpoint parameters the model
@@ -314,10 +317,9 @@ def load_into_model(
       ("Cannot load a nominal checkpoint to a model proto"), even when no names match.
     * Values a checkpoint keeps in its external data file are read from there, as ORT does.
 
-    One difference: ORT also copies a tensor's ``doc_string``, which its ``save_checkpoint`` of
-    TensorProtos stores in the file (and so does ``save_tensor_protos``); ortckpt does not read doc
-    strings, so a replaced initializer never has one. Checkpoints saved from a state hold no doc
-    strings, so for them the result is the same.
+    * A tensor's ``doc_string`` in the checkpoint (ORT's ``save_checkpoint`` of TensorProtos and
+      ``save_tensor_protos`` store the protos' doc strings) becomes the replaced initializer's
+      ``doc_string``, as ORT copies it; without one the replacement has none.
     """
     state = checkpoint if isinstance(checkpoint, CheckpointState) else load(checkpoint)
     if not isinstance(state, CheckpointState):  # pragma: no cover - load always returns one

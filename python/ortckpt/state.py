@@ -6,9 +6,8 @@ here.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Union
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from . import _dtypes, _native
 from ._containers import OptimizerGroups, ParameterMap, ParameterStore, ParameterView, _own
@@ -16,10 +15,8 @@ from ._optimizer import Momentums, MomentumStates, OptimizerGroup
 from ._parameter import Parameter
 from ._properties import PropertyBag, PropertyInput
 from ._scalars import PropertyValue, check_name
+from ._types import StrPath
 from .errors import DuplicateNameError
-
-if TYPE_CHECKING:
-    StrPath = str | os.PathLike[str]
 
 __all__ = [
     "CheckpointState",

@@ -68,6 +68,15 @@ def test_doc_strings_reach_ort(oracle, tmp_path: Path) -> None:
     assert docs == {"w": "weights ✓", "b": ""}
     got = {t.name: numpy_helper.to_array(t) for t in result.graph.initializer}
     assert same_bits(got["w"], W)
+    # ortckpt's load_into_model copies doc strings as ORT does: the same model, byte for byte, also
+    # after a load/save round trip of the checkpoint (Parameter.doc_string is kept)
+    assert ortckpt.load_into_model(ckpt, model_path).SerializeToString() == out.read_bytes()
+    state = ortckpt.load(ckpt)
+    assert (state.parameters["w"].doc_string, state.parameters["b"].doc_string) == ("weights ✓", "")
+    again = tmp_path / "again.ckpt"
+    ortckpt.save(state, again)
+    assert ortckpt.load_into_model(again, model_path).SerializeToString() == out.read_bytes()
+    assert ortckpt.to_tensor_proto(ortckpt.load(again).parameters["w"]).doc_string == "weights ✓"
 
 
 def test_format_version_1_is_written_and_refused_by_ort_1_19(oracle, tmp_path: Path) -> None:
