@@ -66,5 +66,6 @@ def main() -> None:
         print(f"import ortckpt - import numpy: {extra:+.1f} ms (goal <= 10 ms)")
         print(f"ortckpt --help / import numpy: {ratio:.2f}x (goal <= 1.5x)")
 
+
 if __name__ == "__main__":
     main()

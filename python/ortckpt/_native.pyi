@@ -3,9 +3,39 @@
 
 import os
 from collections.abc import Sequence
-from typing import Literal, TypeAlias, TypedDict
+from typing import Literal, TypeAlias, TypedDict, final
 
 from typing_extensions import Buffer
+
+__all__ = [
+    "CRASH_STEPS",
+    "DEFAULT_EXTERNAL_DATA_THRESHOLD",
+    "LEGACY_LR_PROPERTY",
+    "LEGACY_STEP_PROPERTY",
+    "SUPPORTED_VERSIONS",
+    "WRITABLE_VERSIONS",
+    "WRITTEN_VERSION",
+    "CheckpointChangedError",
+    "CheckpointError",
+    "DuplicateNameError",
+    "ExternalDataError",
+    "Index",
+    "InterruptedSaveError",
+    "InvalidCheckpointError",
+    "MappedFile",
+    "TensorDataError",
+    "TensorRecord",
+    "UnsupportedVersionError",
+    "external_data_path",
+    "helper_files",
+    "index_checkpoint",
+    "legacy_file_kind",
+    "open_checkpoint",
+    "pbseq_messages",
+    "recover",
+    "save_checkpoint",
+    "serialize_checkpoint",
+]
 
 # str, bytes (any file name bytes) or os.PathLike; passed to the OS through os.fsencode
 PathArg: TypeAlias = str | bytes | os.PathLike[str] | os.PathLike[bytes]
@@ -19,6 +49,7 @@ TensorSpec: TypeAlias = (
     tuple[str, int, Sequence[int], SpecData] | tuple[str, int, Sequence[int], SpecData, str | None]
 )
 
+@final
 class TensorRecord:
     """One tensor of an index, its storage kind decided by the core."""
 
@@ -43,6 +74,7 @@ class TensorRecord:
     @property
     def trainable(self) -> bool | None: ...
 
+@final
 class Index:
     """A verified checkpoint: the core's index and the buffers its ranges point into."""
 
@@ -83,11 +115,12 @@ class _CheckpointSpecBase(TypedDict):
 class CheckpointSpec(_CheckpointSpecBase, total=False):
     version: int  # 1 (ORT 1.16-1.17) or 2 (the default, ORT >= 1.18); others are refused
 
+@final
 class MappedFile:
     """A regular file's bytes, memory-mapped (or read into memory by ``open_checkpoint(...,
     mmap=False)``); exports a read-only 1-D byte buffer."""
 
-    def __init__(self, path: PathArg) -> None: ...
+    def __new__(cls, path: PathArg) -> MappedFile: ...
     @property
     def path(self) -> str: ...
     @property
