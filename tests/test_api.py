@@ -878,3 +878,14 @@ def test_negative_zero_floats_keep_their_sign() -> None:
     assert math.copysign(1.0, again.properties["z"]) == -1.0
     assert again.optimizer is not None
     assert math.copysign(1.0, again.optimizer["group0"].initial_learning_rate) == -1.0
+
+
+def test_save_validates_the_threshold_like_save_tensor_protos(tmp_path: pathlib.Path) -> None:
+    state = CheckpointState({"w": np.ones(4, np.float32)})
+    with pytest.raises(ValueError, match="must not be negative"):
+        ortckpt.save(state, tmp_path / "a.ckpt", external_data_threshold=-1)
+    with pytest.raises(TypeError, match="must be an int"):
+        ortckpt.save(state, tmp_path / "a.ckpt", external_data_threshold=1.5)  # type: ignore[arg-type]
+    ortckpt.save(state, tmp_path / "a.ckpt", external_data_threshold=np.int64(0))
+    assert ortckpt.load(tmp_path / "a.ckpt").has_external_data
+    assert not (tmp_path / "b.ckpt").exists()

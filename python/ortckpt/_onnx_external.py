@@ -14,15 +14,11 @@ from typing import TYPE_CHECKING
 
 from . import _dtypes, _native
 from ._tensor import BufferTensor
-from ._types import StrPath
+from ._types import StrPath, path_str
 from .errors import ExternalDataError, TensorDataError
 
 if TYPE_CHECKING:
     import onnx
-
-
-def _fspath(path: StrPath) -> str:
-    return os.fsdecode(os.fspath(path))
 
 
 class ExternalFiles:
@@ -32,7 +28,7 @@ class ExternalFiles:
     """
 
     def __init__(self, base_dir: StrPath | None) -> None:
-        self._base = None if base_dir is None else _fspath(base_dir)
+        self._base = None if base_dir is None else path_str(base_dir)
         self._real_base: str | None = None
         self._maps: dict[str, _native.MappedFile] = {}
 

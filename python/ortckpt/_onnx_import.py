@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 
-def require_onnx() -> None:
-    """Raise an ``ImportError`` that says how to install onnx when it is missing."""
+def require_onnx(what: str = "this function") -> None:
+    """Raise an ``ImportError`` that says how to install onnx when it is missing (``what`` names
+    the function or command that needs it)."""
     try:
         import onnx  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the environment
+    except ImportError:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "this function needs the 'onnx' package: pip install onnx (or ortckpt[onnx])"
-        ) from exc
+            f"{what} needs the 'onnx' package: pip install onnx (or pip install 'ortckpt[onnx]')"
+        ) from None

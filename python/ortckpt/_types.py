@@ -1,4 +1,4 @@
-"""Type aliases shared by the package (one definition each)."""
+"""The path type of the public API and its one conversion (one definition each)."""
 
 import os
 from typing import TypeAlias
@@ -7,3 +7,9 @@ from typing import TypeAlias
 #: is not valid UTF-8) or an ``os.PathLike`` of either. The native module gets it through
 #: ``os.fsencode``, so every byte of the name is kept.
 StrPath: TypeAlias = str | bytes | os.PathLike[str] | os.PathLike[bytes]
+
+
+def path_str(path: StrPath) -> str:
+    """``path`` as ``str``: non-UTF-8 bytes become surrogate escapes, which ``os.fsencode``
+    turns back into the same bytes (how the native module receives every path)."""
+    return os.fsdecode(os.fspath(path))

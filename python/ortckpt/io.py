@@ -9,9 +9,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Literal, cast
 
+import numpy as np
+
 from . import _index, _native
 from ._spec import build_spec
-from ._types import StrPath
+from ._types import StrPath, path_str
 from .state import CheckpointState
 
 if TYPE_CHECKING:
@@ -34,10 +36,14 @@ BYTES_SOURCE = "<bytes>"
 DEFAULT_EXTERNAL_DATA_THRESHOLD: int = _native.DEFAULT_EXTERNAL_DATA_THRESHOLD
 
 
-def _fspath(path: StrPath) -> str:
-    """The path as ``str`` (non-UTF-8 bytes become surrogate escapes; ``os.fsencode`` restores
-    them exactly, which is how the native module receives every path)."""
-    return os.fsdecode(os.fspath(path))
+def check_threshold(value: object) -> int:
+    """An ``external_data_threshold`` argument, validated: a non-negative int (numpy ints too)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"external_data_threshold must be an int, got {type(value).__name__}: {value!r}")
+    result = int(value)
+    if result < 0:
+        raise ValueError(f"external_data_threshold must not be negative, got {result}")
+    return result
 
 
 def external_data_path(path: StrPath) -> str:
@@ -66,7 +72,7 @@ def load(path: StrPath, *, mmap: bool = True) -> CheckpointState:
     and for paths that are not regular files (FIFOs, devices: refused without blocking), and
     ``CheckpointError`` subclasses for malformed checkpoints.
     """
-    name = _fspath(path)
+    name = path_str(path)
     if os.path.isdir(name):
         # ORT 1.15 wrote a checkpoint as a folder of .pbseq files
         from ._legacy import load_folder
@@ -182,8 +188,7 @@ def save(
         raise TypeError(f"expected a CheckpointState, got {type(state).__name__}")
     if external_data_threshold is None:
         external_data_threshold = 0 if state.has_external_data else DEFAULT_EXTERNAL_DATA_THRESHOLD
-    if external_data_threshold < 0:
-        raise ValueError(f"external_data_threshold must be >= 0, got {external_data_threshold}")
+    external_data_threshold = check_threshold(external_data_threshold)
     spec = build_spec(state, include_optimizer_state, format_version)
     _native.save_checkpoint(path, spec, external_data_threshold, bool(external_momentums))
 

@@ -22,17 +22,15 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from . import _dtypes, _native
 from ._onnx_external import ExternalFiles
 from ._onnx_import import require_onnx
 from ._parameter import Parameter
 from ._proto_decode import as_proto, proto_name, tensor_from_proto
 from ._scalars import check_name
-from ._types import StrPath
+from ._types import StrPath, path_str
 from .errors import CheckpointError, DuplicateNameError
-from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, load
+from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, check_threshold, load
 from .state import CheckpointState
 
 if TYPE_CHECKING:
@@ -53,10 +51,6 @@ __all__ = [
 
 #: Initializers ``save_from_onnx`` makes trainable by default.
 FLOAT_TYPES: frozenset[int] = frozenset({_dtypes.FLOAT, _dtypes.DOUBLE, _dtypes.FLOAT16, _dtypes.BFLOAT16})
-
-
-def _fspath(path: StrPath) -> str:
-    return os.fsdecode(os.fspath(path))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -89,15 +83,6 @@ def from_tensor_proto(
 # ------------------------------------------------------------------------------------------------
 
 
-def _check_threshold(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"external_data_threshold must be an int, got {type(value).__name__}: {value!r}")
-    result = int(value)
-    if result < 0:
-        raise ValueError(f"external_data_threshold must not be negative, got {result}")
-    return result
-
-
 def _protos(items: Iterable[ProtoInput], what: str) -> list[onnx.TensorProto]:
     if isinstance(items, (str, bytes, bytearray, memoryview)) or not isinstance(items, Iterable):
         raise TypeError(f"{what} must be a list of onnx.TensorProto (or serialized TensorProtos)")
@@ -113,7 +98,7 @@ def _write(
     external_data_threshold: int,
     base_dir: StrPath | None,
 ) -> None:
-    threshold = _check_threshold(external_data_threshold)
+    threshold = check_threshold(external_data_threshold)
     files = ExternalFiles(base_dir)
     seen: dict[str, str] = {}
     specs: dict[str, list[TensorSpec]] = {"trainable": [], "frozen": []}
@@ -135,7 +120,7 @@ def _write(
         "optimizer_groups": [],
         "properties": [],
     }
-    _native.save_checkpoint(_fspath(path), spec, external_data_threshold=threshold)
+    _native.save_checkpoint(path_str(path), spec, external_data_threshold=threshold)
 
 
 def save_tensor_protos(
@@ -178,7 +163,7 @@ def _load_model(model: onnx.ModelProto | StrPath, what: str) -> tuple[onnx.Model
         copy.CopyFrom(model)
         return copy, None
     if isinstance(model, (str, os.PathLike)):
-        path = _fspath(model)
+        path = path_str(model)
         # Opened by the core: regular files only, refused without blocking (a FIFO would hang
         # onnx.load's open()); the mapping is parsed, then dropped.
         mapped = _native.MappedFile(path)

@@ -9,6 +9,7 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING, TextIO
 
+from .._onnx_import import require_onnx
 from ..io import external_data_path, load
 from ._errors import ArgumentsError, UsageError
 from ._format import JsonValue, file_size, human_size
@@ -22,12 +23,7 @@ if TYPE_CHECKING:
 
 
 def _need_onnx(command: str) -> None:
-    try:
-        import onnx  # noqa: F401
-    except ImportError:
-        raise ImportError(
-            f"'ortckpt {command}' needs the 'onnx' package: pip install onnx (or pip install 'ortckpt[onnx]')"
-        ) from None
+    require_onnx(f"'ortckpt {command}'")
 
 
 def _onnx_errors() -> tuple[type[Exception], type[Exception]]:
