@@ -1,7 +1,11 @@
 """``CheckpointState``: the whole content of an ORT training checkpoint.
 
 ``Parameter``, ``OptimizerGroup`` and ``PropertyBag`` live in their own modules and are re-exported
-here.
+here; the mappings a state is made of are in ``_containers``.
+
+Imports run one way: ``io`` (load, save) builds on this module, never the reverse. The convenience
+methods ``save``, ``to_bytes``, ``load_checkpoint`` and ``save_checkpoint`` are the one exception:
+they import ``io`` inside the method, when called, so that no import cycle exists at import time.
 """
 
 from __future__ import annotations
