@@ -4,7 +4,7 @@
 
 use std::ffi::OsString;
 use std::fs::{self, File, Metadata, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -296,8 +296,10 @@ impl TempFile {
         self.id
     }
 
-    /// Writes all of `bytes`; an error names this file.
+    /// Writes all of `bytes`; an error names this file (tests write through it).
+    #[cfg(test)]
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
+        use std::io::Write;
         let file = self.file.as_mut().ok_or_else(|| closed(&self.path))?;
         file.write_all(bytes).map_err(|e| Error::io(&self.path, "write", e))
     }
@@ -307,18 +309,6 @@ impl TempFile {
     pub fn write_with(&mut self, write: impl FnOnce(&mut File) -> io::Result<()>) -> Result<()> {
         let file = self.file.as_mut().ok_or_else(|| closed(&self.path))?;
         write(file).map_err(|e| Error::io(&self.path, "write", e))
-    }
-
-    /// Writes `count` zero bytes (padding between external tensors).
-    pub fn write_zeros(&mut self, count: u64) -> Result<()> {
-        const ZEROS: [u8; 4096] = [0; 4096];
-        let mut left = count;
-        while left > 0 {
-            let n = left.min(ZEROS.len() as u64) as usize;
-            self.write_all(&ZEROS[..n])?;
-            left -= n as u64;
-        }
-        Ok(())
     }
 
     /// Flushes the file's data and metadata to disk.

@@ -47,12 +47,10 @@ mod shape;
 mod spec;
 mod writer;
 
-pub use commit::{save_pair, WriteFile};
 pub use crash::STEPS as CRASH_STEPS;
 pub use dtype::DataType;
 pub use error::{Error, ErrorKind, Result};
 pub use external::check_external_ranges;
-pub use files::{FileId, TempFile};
 pub use index::{
     CheckpointIndex, OptimizerGroupIndex, ParamKind, ParameterStateIndex, Property, PropertyValue, Storage,
     TensorRef,
@@ -61,7 +59,7 @@ pub use legacy_pbseq::{
     classify_legacy_file, pbseq_messages, LegacyFile, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY,
     MAX_PBSEQ_MESSAGE_BYTES,
 };
-pub use mapped::{FileStamp, MappedFile};
+pub use mapped::MappedFile;
 pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};
 pub use placement::{SaveOptions, DEFAULT_EXTERNAL_DATA_THRESHOLD, EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
 pub use reader::{index_checkpoint, index_checkpoint_raw, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
