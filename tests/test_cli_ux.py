@@ -22,7 +22,7 @@ from ortckpt.cli._style import Style, use_color
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 ORT_OPTIM = DATA / "mlp_adamw_with_optimizer.ckpt"  # written by ORT 1.19.2: group0 + 4 properties
-WRITING = ("from-onnx", "to-onnx", "set-property", "strip-optimizer")
+WRITING = ("from-onnx", "to-onnx", "set-property", "strip-optimizer", "convert", "strip-values")
 
 
 def _strict_json(text: str) -> Any:
@@ -284,6 +284,10 @@ def _dry_argv(command: str, tmp_path: pathlib.Path) -> list[str]:
         return ["to-onnx", str(trained), str(_model(tmp_path)), str(tmp_path / "new.onnx")]
     if command == "set-property":
         return ["set-property", str(ckpt), "epoch=9", "--delete", "note"]
+    if command == "convert":
+        return ["convert", str(ckpt), str(tmp_path / "new.npz"), "--include-optimizer-state"]
+    if command == "strip-values":
+        return ["strip-values", str(ckpt), str(tmp_path / "nominal.ckpt")]
     return ["strip-optimizer", str(ckpt)]
 
 

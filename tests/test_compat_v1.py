@@ -35,7 +35,7 @@ def test_refused_as_version_1(tmp_path: Path) -> None:
         ortckpt.save(nominal, tmp_path / "n.ckpt", format_version=1)
     assert not (tmp_path / "n.ckpt").exists()
     state = ortckpt.CheckpointState({"w": np.ones(64, np.float32)})
-    with pytest.raises(ortckpt.CheckpointError, match="external data cannot be written as format version 1"):
+    with pytest.raises(ortckpt.CheckpointError, match=r"format version 1 .*cannot hold external data"):
         ortckpt.save(state, tmp_path / "x.ckpt", format_version=1, external_data_threshold=0)
     for version in (0, 3):
         with pytest.raises(ortckpt.CheckpointError, match=f"format version {version}"):

@@ -7,7 +7,7 @@
 >>> ortckpt.save(state, "checkpoint")             # crash-consistent
 """
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from . import errors
 
@@ -29,7 +29,7 @@ from .errors import (
 from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, external_data_path, load_bytes, recover, save, serialize
 from .state import CheckpointState, OptimizerGroup, Parameter, PropertyBag
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from .aggregate import AggregationError, AggregationReport, SourceReport, average
     from .conversions import (
         ConversionError,
@@ -75,7 +75,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'ortckpt' has no attribute {name!r}")
