@@ -881,7 +881,7 @@ def test_negative_zero_floats_keep_their_sign() -> None:
 
 
 def test_save_validates_the_threshold_like_save_tensor_protos(tmp_path: pathlib.Path) -> None:
-    state = CheckpointState({"w": np.ones(4, np.float32)})
+    state = CheckpointState({"w": np.ones(64, np.float32)})  # 256 bytes: external when over
     with pytest.raises(ValueError, match="must not be negative"):
         ortckpt.save(state, tmp_path / "a.ckpt", external_data_threshold=-1)
     with pytest.raises(TypeError, match="must be an int"):

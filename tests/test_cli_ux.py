@@ -353,6 +353,10 @@ def test_writing_commands_json_report(
         assert doc["removed_groups"] == 1 and doc["files"][0]["size"] < doc["size_before"]
     elif command == "from-onnx":
         assert (doc["trainable"], doc["frozen"], doc["external_data"]) == (1, 3, False)
+    elif command == "convert":
+        assert (doc["output_format"], doc["parameters"], doc["format_version"]) == ("npz", 4, None)
+    elif command == "strip-values":
+        assert doc["parameters"] == 4 and ortckpt.load(doc["output"]).is_nominal
     else:
         assert (doc["replaced"], doc["initializers"], doc["external_data"]) == (1, 4, False)
 
