@@ -420,7 +420,7 @@ def test_no_colour_in_pipes_end_to_end(tmp_path: pathlib.Path) -> None:
 def test_shell_completion_with_argcomplete(tmp_path: pathlib.Path) -> None:
     pytest.importorskip("argcomplete")
     out = tmp_path / "completions"
-    line = "ortckpt strip"
+    line = "ortckpt strip"  # two commands start so
     env = {
         **os.environ,
         "_ARGCOMPLETE": "1",
@@ -431,7 +431,7 @@ def test_shell_completion_with_argcomplete(tmp_path: pathlib.Path) -> None:
     }
     proc = subprocess.run([sys.executable, "-m", "ortckpt"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert out.read_text().split() == ["strip-optimizer"]
+    assert out.read_text().split() == ["strip-optimizer", "strip-values"]
     line = "ortckpt set-property x.ckpt --ty"
     env.update(COMP_LINE=line, COMP_POINT=str(len(line)))
     subprocess.run([sys.executable, "-m", "ortckpt"], env=env, capture_output=True, text=True, check=True)
