@@ -401,6 +401,9 @@ def inspect_checkpoint(ckpt: str | os.PathLike[str]) -> tuple[dict[str, Any], di
         meta["resave_error"] = f"{type(e).__name__}: {e}"
     finally:
         os.unlink(tmp)
+        # ORT writes large tensors to "<path>.data" beside the checkpoint
+        if os.path.exists(tmp + ".data"):
+            os.unlink(tmp + ".data")
     # The input file itself through ORT's schema bindings, without values: file order and flags.
     try:
         meta["as_written"] = _read_fbs_checkpoint(data, None, "")
