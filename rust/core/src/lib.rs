@@ -19,9 +19,7 @@
 #![warn(missing_docs)]
 
 mod assemble;
-#[allow(missing_docs)]
 mod commit;
-#[allow(missing_docs)]
 mod crash;
 mod dtype;
 mod error;
@@ -29,21 +27,17 @@ mod external;
 mod files;
 mod index;
 mod input;
-#[allow(missing_docs)]
 mod journal;
 mod legacy_pbseq;
-#[allow(missing_docs)]
 mod mapped;
 mod names;
 mod open;
 mod placement;
 mod reader;
-#[allow(missing_docs)]
 mod recover;
 mod save;
 mod schema;
 mod shape;
-#[allow(missing_docs)]
 mod spec;
 mod writer;
 

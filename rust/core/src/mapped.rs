@@ -116,6 +116,7 @@ impl MappedFile {
         Ok(read)
     }
 
+    /// The file's path, as given.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -125,6 +126,7 @@ impl MappedFile {
         self.stamp
     }
 
+    /// Whether the bytes are a memory map (else they were read into private memory).
     pub fn is_mapped(&self) -> bool {
         matches!(self.contents, Contents::Mapped(_))
     }
@@ -156,6 +158,7 @@ impl MappedFile {
         }
     }
 
+    /// The file's bytes (a map may show later changes of the file; see the type's note).
     pub fn bytes(&self) -> &[u8] {
         match &self.contents {
             Contents::Mapped(map) => map.as_deref().unwrap_or(&[]),

@@ -32,6 +32,7 @@ pub enum Recovery {
 }
 
 impl Recovery {
+    /// The outcome's name as the Python API reports it ("clean", "leftovers", "new", "old").
     pub fn as_str(self) -> &'static str {
         match self {
             Recovery::Clean => "clean",

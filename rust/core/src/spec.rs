@@ -18,15 +18,20 @@ pub const WRITABLE_VERSIONS: [i32; 2] = [1, 2];
 /// A tensor to write; `data` borrows the caller's bytes, nothing is copied before writing.
 #[derive(Clone, Debug)]
 pub struct TensorSpec<'a> {
+    /// The tensor's name (unique among parameters, or among one parameter's momentums).
     pub name: String,
+    /// Its element type.
     pub data_type: DataType,
+    /// Its shape; every dim must be non-negative.
     pub dims: Vec<i64>,
+    /// Its values (or none, for a nominal checkpoint's parameters).
     pub data: TensorPayload<'a>,
     /// Written to the Tensor's `doc_string` field when present (ORT's TensorProto path keeps the
     /// TensorProto's doc string there).
     pub doc_string: Option<String>,
 }
 
+/// The values of a [`TensorSpec`].
 #[derive(Clone, Debug)]
 pub enum TensorPayload<'a> {
     /// Little-endian element bytes, `element count × element size` long.
@@ -37,14 +42,20 @@ pub enum TensorPayload<'a> {
     Nominal,
 }
 
+/// Everything a checkpoint to write holds; the writer sorts every list by name.
 #[derive(Clone, Debug)]
 pub struct CheckpointSpec<'a> {
     /// The format version to write: [`WRITTEN_VERSION`] (2) by default, or 1 for ORT 1.16–1.17.
     pub version: i32,
+    /// A nominal checkpoint: parameters may have no values (names and data types only).
     pub is_nominal: bool,
+    /// Parameters with `requires_grad`.
     pub trainable: Vec<TensorSpec<'a>>,
+    /// Frozen parameters.
     pub frozen: Vec<TensorSpec<'a>>,
+    /// Optimizer groups (empty: no optimizer state).
     pub optimizer_groups: Vec<OptimizerGroupSpec<'a>>,
+    /// Integer, float and string properties.
     pub properties: Vec<Property>,
 }
 
@@ -61,17 +72,25 @@ impl Default for CheckpointSpec<'_> {
     }
 }
 
+/// One optimizer group to write.
 #[derive(Clone, Debug)]
 pub struct OptimizerGroupSpec<'a> {
+    /// The group's name (ORT's is `group0`).
     pub name: String,
+    /// The optimizer's step count.
     pub step: i64,
+    /// The learning rate the group started with.
     pub initial_learning_rate: f32,
+    /// The optimizer state of each parameter of the group.
     pub states: Vec<ParameterStateSpec<'a>>,
 }
 
+/// The optimizer state of one parameter: its momentum tensors (e.g. `momentum0`, `momentum1`).
 #[derive(Clone, Debug)]
 pub struct ParameterStateSpec<'a> {
+    /// The parameter's name.
     pub param_name: String,
+    /// Its momentums, which always hold values.
     pub momentums: Vec<TensorSpec<'a>>,
 }
 
