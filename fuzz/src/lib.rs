@@ -14,8 +14,9 @@
 use ortckpt_core::test_support::oracle::{reference_index, same_result};
 use ortckpt_core::test_support::spec_from_index;
 use ortckpt_core::{
-    check_external_ranges, index_checkpoint, serialize_checkpoint, CheckpointIndex, CheckpointSpec, DataType,
-    Error, ParamKind, Property, PropertyValue, Storage, TensorPayload, TensorRef, TensorSpec, DATA_ALIGNMENT,
+    check_external_ranges, index_checkpoint, index_checkpoint_raw, serialize_checkpoint, CheckpointIndex,
+    CheckpointSpec, DataType, Error, LengthCheck, ParamKind, Property, PropertyValue, Storage, TensorPayload,
+    TensorRef, TensorSpec, DATA_ALIGNMENT,
 };
 
 pub mod craft;
@@ -132,7 +133,7 @@ fn index_tensors<'a>(ts: impl Iterator<Item = TensorRef<'a>>, buf: &[u8]) -> Vec
             code: t.data_type.code(),
             dims: t.dims.to_vec(),
             data: match t.storage {
-                Storage::Inline { offset, len } => Data::Bytes(buf[offset..offset + len].to_vec()),
+                Storage::Inline { offset, len, .. } => Data::Bytes(buf[offset..offset + len].to_vec()),
                 Storage::Strings(s) => Data::Strings(s.to_vec()),
                 Storage::Nominal => Data::Nominal,
                 Storage::External { .. } => {
@@ -193,7 +194,7 @@ pub fn check_written(spec: &CheckpointSpec<'_>, bytes: &[u8]) -> CheckpointIndex
     assert!(!index.has_external_data, "serialize_checkpoint set has_external_data");
     check_index_invariants(&index, bytes);
     for t in index.tensors() {
-        if let Storage::Inline { offset, len } = t.storage {
+        if let Storage::Inline { offset, len, .. } = t.storage {
             if len > 0 {
                 assert_eq!(offset % DATA_ALIGNMENT, 0, "tensor {:?} is not aligned", t.name);
             }
@@ -222,7 +223,7 @@ pub fn check_index_invariants(index: &CheckpointIndex, buf: &[u8]) {
     assert!(index.version == 1 || index.version == 2, "version {}", index.version);
     for t in index.tensors() {
         match t.storage {
-            Storage::Inline { offset, len } => {
+            Storage::Inline { offset, len, .. } => {
                 let end = offset.checked_add(len).expect("inline offset + len overflows");
                 assert!(end <= buf.len(), "tensor {:?}: inline {offset}+{len} > {}", t.name, buf.len());
                 assert!(t.data_type.element_size().is_some(), "string tensor {:?} stored inline", t.name);
@@ -328,6 +329,16 @@ pub fn check_external(index: &CheckpointIndex, input_len: usize) {
 // ---------------------------------------------------------------------------------------------
 // Target (a): arbitrary bytes.
 
+/// Indexes `data` with [`LengthCheck::OnFirstUse`], then compares every deferred length.
+fn index_with_lengths_on_first_use(data: &[u8]) -> ortckpt_core::Result<CheckpointIndex> {
+    // SAFETY: `data` is borrowed for the whole call.
+    let index = unsafe { index_checkpoint_raw(data.as_ptr(), data.len(), LengthCheck::OnFirstUse) }?;
+    for position in 0..index.tensor_count() {
+        index.check_inline_length(position, data)?;
+    }
+    Ok(index)
+}
+
 /// Target (a): index arbitrary bytes; when accepted, check the index and round-trip it.
 pub fn check_bytes(data: &[u8]) {
     let found = index_checkpoint(data);
@@ -335,6 +346,18 @@ pub fn check_bytes(data: &[u8]) {
     // same rules give exactly what the hand-written parser gives.
     if let Some(reference) = reference_index(data) {
         assert!(same_result(&found, &reference), "reader: {found:?}\nflatbuffers oracle: {reference:?}");
+    }
+    // Lengths compared on first use (as for a mapped file) refuse exactly what eager indexing
+    // refuses, and otherwise give the same index.
+    let deferred = index_with_lengths_on_first_use(data);
+    match (&found, &deferred) {
+        (Ok(a), Ok(b)) => assert_eq!(
+            format!("{a:?}"),
+            format!("{b:?}").replace("InlineUnchecked", "Inline"),
+            "deferred length checks changed the index"
+        ),
+        (Err(_), Err(_)) => {}
+        _ => panic!("eager: {found:?}\ndeferred then checked: {deferred:?}"),
     }
     let index = match found {
         Ok(index) => index,

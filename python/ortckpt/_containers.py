@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from typing import TYPE_CHECKING
+from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING, Any
 
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from ._optimizer import OptimizerGroup
 from ._parameter import Parameter
@@ -24,22 +25,26 @@ if TYPE_CHECKING:
 
 #: Makes the ``Parameter`` for one index record (the loader supplies it: it knows the buffers).
 ParameterMaker = Callable[["TensorRecord"], Parameter]
+#: The values of every indexed parameter not named in the given set, sorted by name, in one pass.
+ArraysMaker = Callable[[AbstractSet[str]], dict[str, NDArray[Any]]]
 
 
 class ParameterStore(MutableMapping[str, Parameter]):
     """name -> ``Parameter``, backed by a native index (if loaded) plus a dict of overrides."""
 
-    __slots__ = ("_extra", "_index", "_make", "_own", "_removed")
+    __slots__ = ("_extra", "_index", "_make", "_make_arrays", "_own", "_removed")
 
     def __init__(
         self,
         own: dict[str, Parameter] | None = None,
         index: Index | None = None,
         make: ParameterMaker | None = None,
+        make_arrays: ArraysMaker | None = None,
     ) -> None:
         self._own: dict[str, Parameter] = {} if own is None else own
         self._index = index
         self._make = make
+        self._make_arrays = make_arrays
         self._removed: set[str] = set()
         # names in ``_own`` that the index does not hold (kept so len() needs no scan)
         self._extra = len(self._own)
@@ -99,6 +104,18 @@ class ParameterStore(MutableMapping[str, Parameter]):
         indexed = (n for n in self._index.parameter_names() if n not in removed)
         extra = sorted(n for n in self._own if self._index.is_trainable(n) is None)
         return heapq.merge(indexed, extra)
+
+    def arrays(self) -> dict[str, NDArray[Any]]:
+        """Every parameter's values, sorted by name; indexed parameters nobody asked for yet are
+        read in one pass, without a ``Parameter`` each."""
+        own = {name: param.data for name, param in self._own.items()}
+        if self._make_arrays is None:
+            return {name: own[name] for name in sorted(own)}
+        loaded = self._make_arrays(self._removed | own.keys())
+        if not own:
+            return loaded
+        loaded.update(own)
+        return {name: loaded[name] for name in sorted(loaded)}
 
     def is_trainable(self, name: str) -> bool:
         """The trainable flag of ``name`` without creating its ``Parameter``."""

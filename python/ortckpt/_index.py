@@ -4,13 +4,19 @@ core when it built the index; this module only wraps the records it hands out.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import functools
+from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+from numpy.typing import NDArray
+
+from . import _dtypes
 from ._containers import OptimizerGroups, ParameterStore
 from ._optimizer import Momentums, MomentumStates, OptimizerGroup
 from ._parameter import Parameter
 from ._properties import PropertyBag
-from ._tensor import BufferTensor, NominalTensor, StringTensor, Tensor
+from ._tensor import IndexedTensor, NominalTensor, StringTensor, Tensor, buffer_array
 
 if TYPE_CHECKING:
     from ._native import Index, TensorRecord
@@ -20,11 +26,12 @@ def tensor_of(index: Index, record: TensorRecord) -> Tensor:
     """The lazy tensor for ``record``: nothing is read until its values are used."""
     shape = record.dims
     storage = record.storage
-    if storage == "inline":
-        return BufferTensor(index.buffer, record.offset, record.nbytes, record.data_type, shape)
-    if storage == "external":
-        assert index.external is not None  # the core refuses external tensors without the file
-        return BufferTensor(index.external, record.offset, record.nbytes, record.data_type, shape)
+    if storage == "inline" or storage == "external":
+        buffer = index.buffer if storage == "inline" else index.external
+        assert buffer is not None  # the core refuses external tensors without the file
+        return IndexedTensor(
+            index, record.position, buffer, record.offset, record.nbytes, record.data_type, shape
+        )
     if storage == "strings":
         assert record.strings is not None
         return StringTensor(record.strings, shape)
@@ -39,7 +46,31 @@ def parameters(index: Index) -> ParameterStore:
             record.name, tensor_of(index, record), bool(record.trainable), record.doc_string
         )
 
-    return ParameterStore(index=index, make=make)
+    return ParameterStore(index=index, make=make, make_arrays=functools.partial(parameter_arrays, index))
+
+
+def parameter_arrays(index: Index, skip: AbstractSet[str]) -> dict[str, NDArray[Any]]:
+    """The values of every parameter of ``index`` not named in ``skip``, sorted by name, in one
+    pass: one check of the files, no ``Parameter`` object (what ``CheckpointState.to_numpy``
+    reads)."""
+    index.prepare_parameters()
+    buffers = {"inline": index.buffer, "external": index.external}
+    dtypes: dict[int, np.dtype[Any]] = {}
+    out: dict[str, NDArray[Any]] = {}
+    for name, data_type, dims, storage, offset, nbytes, strings in index.parameter_table():
+        if name in skip:
+            continue
+        dtype = dtypes.get(data_type)
+        if dtype is None:
+            dtype = dtypes[data_type] = _dtypes.to_numpy(data_type)
+        buffer = buffers.get(storage)
+        if buffer is not None:
+            out[name] = buffer_array(buffer, offset, nbytes, dtype, dims, name)
+        elif strings is not None:
+            out[name] = StringTensor(strings, dims).array(name)
+        else:
+            out[name] = NominalTensor(data_type, dims).array(name)  # raises: no values
+    return out
 
 
 def optimizer_groups(index: Index) -> OptimizerGroups | None:

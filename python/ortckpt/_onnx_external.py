@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING
 
 from . import _dtypes, _native
-from ._tensor import BufferTensor
+from ._tensor import MappedTensor
 from ._types import StrPath, path_str
 from .errors import ExternalDataError, TensorDataError
 
@@ -101,7 +101,7 @@ def _external_fields(proto: onnx.TensorProto, name: str) -> tuple[str, int, int 
 
 def external_tensor(
     proto: onnx.TensorProto, name: str, data_type: int, shape: tuple[int, ...], files: ExternalFiles
-) -> BufferTensor:
+) -> MappedTensor:
     """The tensor whose bytes ``proto``'s external data points at, mapped from ``files``."""
     if data_type == _dtypes.STRING:
         raise TensorDataError(f"string tensor {name!r}: string data cannot be stored externally")
@@ -125,4 +125,4 @@ def external_tensor(
             f"tensor {name!r}: external data needs bytes {offset}..{offset + length} of {path!r}, "
             f"which has {size} bytes"
         )
-    return BufferTensor.checked(mapped, offset, length, data_type, shape, name)
+    return MappedTensor.checked(mapped, offset, length, data_type, shape, name)

@@ -23,7 +23,9 @@ from ._scalars import check_string
 from .errors import CheckpointError, TensorDataError
 
 if TYPE_CHECKING:
-    from typing_extensions import Buffer
+    from typing_extensions import Buffer, Self
+
+    from ._native import Index, MappedFile
 
 SpecData = Union["Buffer", list[str], None]
 
@@ -88,6 +90,8 @@ class Tensor:
 
 
 class BufferTensor(Tensor):
+    """Values in a byte range of a buffer that cannot change (``bytes``, a read-only buffer)."""
+
     __slots__ = ("_buffer", "_cache", "_nbytes", "_offset")
 
     def __init__(
@@ -105,8 +109,8 @@ class BufferTensor(Tensor):
     @classmethod
     def checked(
         cls, buffer: Buffer, offset: int, nbytes: int, data_type: int, shape: tuple[int, ...], name: str
-    ) -> BufferTensor:
-        """A ``BufferTensor`` over bytes no core check has seen (an ONNX TensorProto's)."""
+    ) -> Self:
+        """A tensor over bytes no core check has seen (an ONNX TensorProto's)."""
         if not _dtypes.is_known(data_type) or data_type == _dtypes.STRING:
             raise TensorDataError(f"tensor {name!r}: unsupported data type {data_type} for raw data")
         check_numpy_shape(shape, _dtypes.element_size(data_type), name)
@@ -124,41 +128,71 @@ class BufferTensor(Tensor):
 
     def array(self, name: str) -> NDArray[Any]:
         if self._cache is None:
-            self._check_source()
-            self._cache = self._materialize(name)
+            self._before_use()
+            self._cache = buffer_array(self._buffer, self._offset, self._nbytes, self.dtype, self.shape, name)
         return self._cache
 
-    def _materialize(self, name: str) -> NDArray[Any]:
-        dtype = self.dtype
-        check_numpy_shape(self.shape, dtype.itemsize, name)
-        if self._nbytes == 0:
-            return _readonly(np.empty(self.shape, dtype=dtype))
-        self._advise_normal()
-        buffer = cast("bytes", self._buffer)  # any buffer works; numpy's stubs only list a few types
-        raw = np.frombuffer(buffer, dtype=np.uint8, count=self._nbytes, offset=self._offset)
-        if raw.ctypes.data % dtype.alignment != 0:
-            raw = raw.copy()  # fresh numpy allocations are aligned for every dtype
-            raw.flags.writeable = False
-        return _readonly(raw.view(dtype).reshape(self.shape))
-
     def spec_data(self, name: str) -> SpecData:
-        self._check_source()
-        self._advise_normal()
+        self._before_use()
         return memoryview(self._buffer)[self._offset : self._offset + self._nbytes]
 
-    def _check_source(self) -> None:
-        # A mapped file rewritten in place since load (ORT's save_checkpoint does that) would give
-        # wrong values or SIGBUS: the MappedFile raises CheckpointChangedError instead.
-        check = getattr(self._buffer, "check_unchanged", None)  # only MappedFile has it
-        if check is not None:
-            check()
+    def _before_use(self) -> None:
+        """Runs before the bytes are first read, and before each save reads them."""
 
-    def _advise_normal(self) -> None:
-        # Mappings are opened with random-access advice (cheap indexing); the values of a tensor
-        # about to be used are read in order, so give its range normal readahead back.
-        advise = getattr(self._buffer, "advise_normal", None)  # only MappedFile has it
-        if advise is not None:
-            advise(self._offset, self._nbytes)
+
+class MappedTensor(BufferTensor):
+    """Values in a byte range of a ``MappedFile`` (an ONNX model's external data file)."""
+
+    __slots__ = ()
+
+    _buffer: MappedFile
+
+    def _before_use(self) -> None:
+        # Another program may have rewritten the file since it was mapped: CheckpointChangedError
+        # instead of wrong values or SIGBUS; then readahead for a long range.
+        self._buffer.prepare(self._offset, self._nbytes)
+
+
+class IndexedTensor(BufferTensor):
+    """Values of tensor ``position`` of a loaded checkpoint's native ``Index``."""
+
+    __slots__ = ("_index", "_position")
+
+    def __init__(
+        self,
+        index: Index,
+        position: int,
+        buffer: Buffer,
+        offset: int,
+        nbytes: int,
+        data_type: int,
+        shape: tuple[int, ...],
+    ) -> None:
+        super().__init__(buffer, offset, nbytes, data_type, shape)
+        self._index = index
+        self._position = position
+
+    def _before_use(self) -> None:
+        # The core's checks left for first use: file unchanged since load, stored length.
+        self._index.prepare(self._position)
+
+
+def buffer_array(
+    buffer: Buffer, offset: int, nbytes: int, dtype: np.dtype[Any], shape: tuple[int, ...], name: str
+) -> NDArray[Any]:
+    """The ``nbytes`` bytes at ``offset`` of ``buffer`` as a read-only array of ``dtype`` and
+    ``shape``: a zero-copy view (its ``base`` chain keeps the buffer alive), or an aligned copy when
+    the bytes are not aligned for ``dtype``. ``nbytes`` must be the shape's size in bytes."""
+    if nbytes == 0 or len(shape) > _MAX_DIMS:
+        # Only an empty tensor's dims can overflow numpy's size type: a non-empty one's product is
+        # bounded by the bytes it has.
+        check_numpy_shape(shape, dtype.itemsize, name)
+        return _readonly(np.empty(shape, dtype=dtype))
+    # any buffer works; numpy's stubs only list a few types
+    flat = np.frombuffer(cast("bytes", buffer), dtype, nbytes // dtype.itemsize, offset)
+    if not flat.flags.aligned:
+        flat = _readonly(flat.copy())  # fresh numpy allocations are aligned for every dtype
+    return flat if len(shape) == 1 else flat.reshape(shape)
 
 
 class StringTensor(Tensor):

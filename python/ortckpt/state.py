@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from numpy.typing import NDArray
+
 from . import _dtypes, _native
 from ._containers import OptimizerGroups, ParameterMap, ParameterStore, ParameterView, _own
 from ._optimizer import Momentums, MomentumStates, OptimizerGroup
@@ -169,6 +171,20 @@ class CheckpointState:
     @property
     def frozen_parameters(self) -> ParameterView:
         return ParameterView(self._params, False)
+
+    def to_numpy(self) -> dict[str, NDArray[Any]]:
+        """Every parameter's values (trainable and frozen), name -> read-only array, sorted by name.
+
+        One pass for a loaded checkpoint: the files are checked once and no ``Parameter`` object is
+        made, so it is much faster than reading ``parameters[name].data`` one by one when there
+        are many tensors. The arrays are the same zero-copy views ``.data`` gives: of the mapping
+        for ``load(path)``, of private memory for ``load(path, mmap=False)`` (the bulk read:
+        ``ortckpt.load(path, mmap=False).to_numpy()`` reads each file once, then makes views), so
+        nothing another program does to the files can change them. ``np.array(a)`` gives a
+        writable copy. Optimizer state is not included (see ``optimizer``). Raises
+        ``CheckpointError`` for a nominal checkpoint, whose parameters have no values.
+        """
+        return self._params.arrays()
 
     @property
     def optimizer(self) -> OptimizerGroups | None:

@@ -20,11 +20,42 @@ pub(crate) struct TensorFields<'f> {
     /// An absent `dims` reads as empty.
     pub dims: &'f [i64],
     pub data_type: i32,
-    /// `(offset in the buffer, length)` of `raw_data`, checked to lie inside the buffer.
-    pub raw_data: Option<(usize, usize)>,
+    /// `raw_data`, checked to lie inside the buffer.
+    pub raw_data: RawData,
     /// Number of entries of `string_data` (0 when absent); read on demand.
     pub string_count: usize,
     pub external_data_offset: i64,
+}
+
+/// Where a tensor's `raw_data` vector is, as far as the parser read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RawData {
+    /// No `raw_data` field.
+    Absent,
+    /// `len` bytes at `offset` (the length prefix was read: `len` is what the file says).
+    Read { offset: usize, len: usize },
+    /// `len` bytes at `offset`, where `len` is what the tensor's shape and type call for and the
+    /// length prefix (the 4 bytes before `offset`) was not read yet: it is compared when the
+    /// tensor's bytes are first used ([`CheckpointIndex::check_inline_length`]). Both the prefix
+    /// and the `len` bytes were checked to lie inside the buffer.
+    Deferred { offset: usize, len: usize },
+}
+
+impl RawData {
+    /// The vector's length as far as it is known (`Deferred`: the expected length).
+    fn len(self) -> usize {
+        match self {
+            RawData::Absent => 0,
+            RawData::Read { len, .. } | RawData::Deferred { len, .. } => len,
+        }
+    }
+
+    fn offset(self) -> usize {
+        match self {
+            RawData::Absent => 0,
+            RawData::Read { offset, .. } | RawData::Deferred { offset, .. } => offset,
+        }
+    }
 }
 
 /// Whether a tensor is a parameter or a momentum (momentums always hold values).
@@ -56,6 +87,11 @@ impl Assembler {
         Ok(Assembler { index: CheckpointIndex::empty(version), group: None, state: None })
     }
 
+    /// Whether the checkpoint is nominal (known once its module state was read).
+    pub(crate) fn is_nominal(&self) -> bool {
+        self.index.is_nominal
+    }
+
     pub(crate) fn module_state(&mut self, is_nominal: bool, has_external_data: bool) {
         self.index.is_nominal = is_nominal;
         self.index.has_external_data = has_external_data;
@@ -74,7 +110,7 @@ impl Assembler {
         let data_type = DataType::from_code(code)
             .ok_or_else(|| Error::UnknownDataType { tensor: name.to_owned(), code })?;
         let dims = fields.dims;
-        let raw_len = fields.raw_data.map_or(0, |(_, len)| len);
+        let raw_len = fields.raw_data.len();
         let external_offset = fields.external_data_offset;
         let tensor = || name.to_owned();
 
@@ -132,8 +168,13 @@ impl Assembler {
                             found,
                         });
                     }
-                    let offset = fields.raw_data.map_or(0, |(offset, _)| offset);
-                    (Kind::Inline, offset as u64, found)
+                    // A deferred length is the expected one by construction (the parser
+                    // computed it with `byte_size`); its prefix is compared on first use.
+                    let kind = match fields.raw_data {
+                        RawData::Deferred { .. } => Kind::InlineUnchecked,
+                        _ => Kind::Inline,
+                    };
+                    (kind, fields.raw_data.offset() as u64, found)
                 }
                 offset if offset >= 0 => {
                     if raw_len != 0 {

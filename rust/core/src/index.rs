@@ -6,7 +6,8 @@
 
 use std::ops::Range;
 
-use crate::DataType;
+use crate::input::Input;
+use crate::{DataType, Error, Result};
 
 /// Everything a checkpoint holds. Built only by the reader ([`crate::index_checkpoint`]), which
 /// guarantees what the accessors document.
@@ -41,6 +42,8 @@ pub struct CheckpointIndex {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     Inline,
+    /// Inline, with the length prefix not compared yet ([`crate::LengthCheck::OnFirstUse`]).
+    InlineUnchecked,
     External,
     Strings,
     Nominal,
@@ -85,6 +88,10 @@ pub enum Storage<'a> {
         offset: usize,
         /// Number of bytes.
         len: usize,
+        /// False when the reader left the comparison of the stored length (the 4 bytes before
+        /// `offset`) with `len` for first use ([`crate::LengthCheck::OnFirstUse`]): call
+        /// [`CheckpointIndex::check_inline_length`] before using the bytes.
+        length_checked: bool,
     },
     /// `len` bytes at `offset` in the external data file (`len == element count × element size`,
     /// `offset + len <= i64::MAX`; checked against the file by [`crate::check_external_ranges`]).
@@ -234,6 +241,52 @@ impl CheckpointIndex {
         self.range(state.momentums.start.min(end)..end)
     }
 
+    /// Compares the stored length of the inline tensor at `position` with its expected length,
+    /// when the reader left that for first use ([`crate::LengthCheck::OnFirstUse`]); `Ok` for
+    /// every other tensor. `buf` is the buffer the index was read from.
+    pub fn check_inline_length(&self, position: usize, buf: &[u8]) -> Result<()> {
+        self.compare_length(position, Input::from_slice(buf))
+    }
+
+    /// [`CheckpointIndex::check_inline_length`] for memory that may change while it is read.
+    ///
+    /// # Safety
+    /// `base..base + len` must stay mapped and readable until this returns. Its contents may change.
+    pub unsafe fn check_inline_length_raw(&self, position: usize, base: *const u8, len: usize) -> Result<()> {
+        // SAFETY: the caller guarantees the range stays readable for the duration of the call.
+        self.compare_length(position, unsafe { Input::from_raw(base, len) })
+    }
+
+    /// Whether some tensor's length is still to be compared on first use.
+    pub fn has_unchecked_lengths(&self) -> bool {
+        self.tensors.iter().any(|e| e.kind == Kind::InlineUnchecked)
+    }
+
+    fn compare_length(&self, position: usize, input: Input<'_>) -> Result<()> {
+        let Some(entry) = self.tensors.get(position) else { return Ok(()) };
+        if entry.kind != Kind::InlineUnchecked {
+            return Ok(());
+        }
+        // The reader checked that the prefix lies inside this buffer; a different (shorter)
+        // buffer reads as a mismatch, not a panic.
+        let at = (entry.offset as usize).wrapping_sub(4);
+        let found = input.u32(at).map_or(u64::MAX, u64::from);
+        if found == entry.len {
+            return Ok(());
+        }
+        // The error eager indexing gives for the same bytes.
+        if usize::try_from(found).map_or(true, |n| !input.contains(at.saturating_add(4), n)) {
+            return Err(Error::Malformed { what: "a vector runs past the end of the buffer", offset: at });
+        }
+        let tensor = self.at(position);
+        Err(Error::DataLengthMismatch {
+            tensor: tensor.name.to_owned(),
+            dims: tensor.dims.to_vec(),
+            expected: entry.len,
+            found,
+        })
+    }
+
     /// Every tensor (parameters, then momentums) in file order.
     pub fn tensors(&self) -> impl ExactSizeIterator<Item = TensorRef<'_>> + '_ {
         self.range(0..self.tensors.len())
@@ -265,7 +318,11 @@ impl CheckpointIndex {
         let (name, doc, dims) = self.starts(i);
         let storage = match e.kind {
             // Inline ranges lie inside the input, whose length is a usize: the casts are lossless.
-            Kind::Inline => Storage::Inline { offset: e.offset as usize, len: e.len as usize },
+            Kind::Inline | Kind::InlineUnchecked => Storage::Inline {
+                offset: e.offset as usize,
+                len: e.len as usize,
+                length_checked: e.kind == Kind::Inline,
+            },
             Kind::External => Storage::External { offset: e.offset, len: e.len },
             Kind::Strings => {
                 let start = e.offset as usize;

@@ -58,6 +58,10 @@ pub struct MappedFile {
     contents: Contents,
 }
 
+/// Ranges shorter than this are read without asking for readahead: a few pages cost less to fault
+/// in one by one than the system call costs (100,000 tiny tensors would make 100,000 calls).
+pub const READAHEAD_MIN: usize = 16 << 10;
+
 /// Owned reads go in chunks of this size, with an interruption check between chunks.
 const READ_CHUNK: usize = 8 << 20;
 
@@ -78,9 +82,10 @@ impl MappedFile {
             // of them checks each structural value it reads against the length.
             let map =
                 unsafe { MmapOptions::new().map(&file) }.map_err(|e| Error::io(path, "memory-map", e))?;
-            // Indexing touches one small length prefix per tensor, scattered over the file; with the
-            // default readahead each touch would read far more than it needs from disk. Tensor ranges
-            // get normal readahead back when their values are used (`advise_normal`).
+            // Indexing reads the flatbuffer structure only, which in files ORT wrote lies between
+            // the tensors (one small table beside each tensor's values); with the default readahead
+            // each touch would read far more than it needs from disk. Tensor ranges get normal
+            // readahead back when their values are used (`advise_normal`).
             let _ = map.advise(memmap2::Advice::Random);
             Some(map)
         };
@@ -148,11 +153,12 @@ impl MappedFile {
     }
 
     /// Restores normal readahead for `len` bytes at `offset`, before they are read in order.
-    /// Advice only: out-of-range requests and owned contents are ignored.
+    /// Advice only: out-of-range requests, ranges under [`READAHEAD_MIN`] bytes and owned
+    /// contents are ignored.
     pub fn advise_normal(&self, offset: usize, len: usize) {
         if let Contents::Mapped(Some(map)) = &self.contents {
             let fits = offset.checked_add(len).is_some_and(|end| end <= map.len());
-            if fits && len > 0 {
+            if fits && len >= READAHEAD_MIN {
                 let _ = map.advise_range(memmap2::Advice::Normal, offset, len);
             }
         }
@@ -176,13 +182,14 @@ mod tests {
     fn maps_files_and_takes_any_advice_range() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        std::fs::write(&path, vec![7u8; 10_000]).unwrap();
+        std::fs::write(&path, vec![7u8; 100_000]).unwrap();
         let m = MappedFile::open(&path).unwrap();
-        assert_eq!(m.bytes().len(), 10_000);
-        m.advise_normal(4097, 100);
-        m.advise_normal(9_999, 5); // past the end: ignored
+        assert_eq!(m.bytes().len(), 100_000);
+        m.advise_normal(4097, READAHEAD_MIN);
+        m.advise_normal(4097, 100); // too short to ask for readahead: ignored
+        m.advise_normal(99_999, READAHEAD_MIN); // past the end: ignored
         m.advise_normal(usize::MAX, usize::MAX); // overflow: ignored
-        assert_eq!(m.bytes()[9_999], 7);
+        assert_eq!(m.bytes()[99_999], 7);
 
         let empty = dir.path().join("empty");
         std::fs::write(&empty, b"").unwrap();

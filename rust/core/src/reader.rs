@@ -24,10 +24,11 @@
 //! (its nominal checkpoints have them) and ORT's C++ verifier accepts.
 
 pub use crate::assemble::SUPPORTED_VERSIONS;
-use crate::assemble::{Assembler, Role, TensorFields};
+use crate::assemble::{Assembler, RawData, Role, TensorFields};
 use crate::input::Input;
 use crate::schema::fbs;
-use crate::{CheckpointIndex, Error, PropertyValue, Result};
+use crate::shape::byte_size;
+use crate::{CheckpointIndex, DataType, Error, PropertyValue, Result};
 
 /// The flatbuffer file identifier of ORT training checkpoints.
 pub const FILE_IDENTIFIER: &[u8; 4] = b"ODTC";
@@ -35,21 +36,40 @@ pub const FILE_IDENTIFIER: &[u8; 4] = b"ODTC";
 /// A root offset (4 bytes) and the file identifier (4 bytes).
 const HEADER_LEN: usize = 8;
 
-/// Indexes `buf` as an ORT training checkpoint. See [`index_checkpoint_raw`] for memory that
-/// may change while it is read.
+/// When the reader compares an inline tensor's stored byte count (the length prefix of its
+/// `raw_data`, the 4 bytes just before its values) with the count its shape and type call for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LengthCheck {
+    /// While indexing: a mismatch fails the index.
+    WhenIndexing,
+    /// When the tensor's bytes are first used ([`CheckpointIndex::check_inline_length`]): indexing
+    /// touches no page of tensor data, which for a file mapped from a cold page cache saves one
+    /// disk read per tensor. The range the shape calls for, prefix included, is still checked to
+    /// lie inside the buffer while indexing; only the comparison waits. Nominal checkpoints and
+    /// string, external and mixed-storage tensors are checked while indexing regardless.
+    OnFirstUse,
+}
+
+/// Indexes `buf` as an ORT training checkpoint, every check done while indexing. See
+/// [`index_checkpoint_raw`] for memory that may change while it is read.
 pub fn index_checkpoint(buf: &[u8]) -> Result<CheckpointIndex> {
-    parse(Input::from_slice(buf))
+    parse(Input::from_slice(buf), LengthCheck::WhenIndexing)
 }
 
 /// Indexes the `len` bytes at `base` as an ORT training checkpoint, for memory that another
 /// process may change while it is read (a shared file mapping). Changed bytes give an error or
 /// different values, never a panic, an abort or an unbounded allocation.
+/// `lengths` says when inline tensors' stored byte counts are compared ([`LengthCheck`]).
 ///
 /// # Safety
 /// `base..base + len` must stay mapped and readable until this returns. Its contents may change.
-pub unsafe fn index_checkpoint_raw(base: *const u8, len: usize) -> Result<CheckpointIndex> {
+pub unsafe fn index_checkpoint_raw(
+    base: *const u8,
+    len: usize,
+    lengths: LengthCheck,
+) -> Result<CheckpointIndex> {
     // SAFETY: the caller guarantees the range stays readable for the duration of the call.
-    parse(unsafe { Input::from_raw(base, len) })
+    parse(unsafe { Input::from_raw(base, len) }, lengths)
 }
 
 fn malformed(what: &'static str, offset: usize) -> Error {
@@ -86,6 +106,7 @@ struct Scratch {
 
 struct Parser<'i> {
     input: Input<'i>,
+    lengths: LengthCheck,
     tables_left: usize,
     bytes_left: usize,
 }
@@ -232,6 +253,27 @@ impl Parser<'_> {
         Ok(Some((start, count)))
     }
 
+    /// The byte vector field in `slot` of `t`, whose length prefix is left unread: `expected`
+    /// bytes after it, prefix included, are checked to lie inside the input ([`RawData::Deferred`]).
+    fn deferred_vector<const N: usize>(&mut self, t: &Table<N>, slot: u16, expected: u64) -> Result<RawData> {
+        let Some(field) = t.field(slot) else { return Ok(RawData::Absent) };
+        let pos = self.deref(field)?;
+        self.aligned(pos, 4)?;
+        // `contains` fails on a saturated sum: no input is `usize::MAX` bytes long.
+        match usize::try_from(expected).ok().filter(|&len| self.input.contains(pos, len.saturating_add(4))) {
+            Some(len) => {
+                self.charge(len.saturating_add(4), pos)?;
+                Ok(RawData::Deferred { offset: pos + 4, len })
+            }
+            // The file cannot be right: read the prefix after all, so the error is the one eager
+            // indexing gives (the vector runs past the end, or its length mismatches the shape).
+            None => Ok(match self.vector(t, slot, 1)? {
+                Some((offset, len)) => RawData::Read { offset, len },
+                None => RawData::Absent,
+            }),
+        }
+    }
+
     /// The positions of the tables in the vector of tables at `slot` of `t`, one by one.
     fn each_table<const N: usize>(
         &mut self,
@@ -281,9 +323,30 @@ impl Parser<'_> {
             }
         }
         let data_type = self.scalar(&t, T::VT_DATA_TYPE, 0, i32::from_le_bytes)?;
-        let raw_data = self.vector(&t, T::VT_RAW_DATA, 1)?;
         let (strings_start, string_count) = self.vector(&t, T::VT_STRING_DATA, 4)?.unwrap_or((0, 0));
         let external_data_offset = self.scalar(&t, T::VT_EXTERNAL_DATA_OFFSET, -1, i64::from_le_bytes)?;
+        // Only a plain inline numeric tensor of a checkpoint with values may wait for its length
+        // check: every other combination needs the stored length to decide or refuse its storage.
+        // (A name that is not UTF-8 fails below, as it always did.)
+        let valid_name = name.and_then(|_| std::str::from_utf8(&s.name).ok());
+        let expected = match (valid_name, DataType::from_code(data_type)) {
+            (Some(name), Some(dtype))
+                if self.lengths == LengthCheck::OnFirstUse
+                    && string_count == 0
+                    && external_data_offset == -1
+                    && !asm.is_nominal() =>
+            {
+                byte_size(name, dtype, &s.dims)?
+            }
+            _ => None,
+        };
+        let raw_data = match expected {
+            Some(expected) => self.deferred_vector(&t, T::VT_RAW_DATA, expected)?,
+            None => match self.vector(&t, T::VT_RAW_DATA, 1)? {
+                Some((offset, len)) => RawData::Read { offset, len },
+                None => RawData::Absent,
+            },
+        };
 
         let fields = TensorFields {
             name: name.map(|p| utf8(&s.name, p)).transpose()?,
@@ -361,7 +424,7 @@ impl Parser<'_> {
     }
 }
 
-fn parse(input: Input<'_>) -> Result<CheckpointIndex> {
+fn parse(input: Input<'_>, lengths: LengthCheck) -> Result<CheckpointIndex> {
     let len = input.len();
     let found: [u8; 4] = match input.array(4) {
         Some(found) if len >= HEADER_LEN => found,
@@ -373,7 +436,7 @@ fn parse(input: Input<'_>) -> Result<CheckpointIndex> {
     // A table takes at least 4 bytes (its vtable offset), so no valid buffer has more tables.
     // Shared sub-objects can make a small buffer look huge; a checkpoint writer never shares
     // tensors, so the structure visited is bounded by twice the buffer's real size.
-    let mut p = Parser { input, tables_left: len / 4 + 1, bytes_left: len.saturating_mul(2) };
+    let mut p = Parser { input, lengths, tables_left: len / 4 + 1, bytes_left: len.saturating_mul(2) };
     let mut s = Scratch::default();
 
     use fbs::Checkpoint as T;

@@ -535,3 +535,81 @@ fn misaligned_values_are_refused_as_ort_does() {
     m[slot..slot + 2].copy_from_slice(&(field + 2).to_le_bytes());
     not_aligned(&m);
 }
+
+/// Indexes with lengths compared on first use, then compares every one: the outcome eager
+/// indexing would give, as one result.
+fn index_deferred_then_check_all(bytes: &[u8]) -> crate::Result<crate::CheckpointIndex> {
+    // SAFETY: `bytes` is borrowed for the whole call.
+    let index =
+        unsafe { crate::index_checkpoint_raw(bytes.as_ptr(), bytes.len(), crate::LengthCheck::OnFirstUse) }?;
+    for position in 0..index.tensor_count() {
+        index.check_inline_length(position, bytes)?;
+    }
+    Ok(index)
+}
+
+/// The debug form of an index with its deferred length checks counted as done.
+fn checked_form(index: &crate::CheckpointIndex) -> String {
+    format!("{index:?}").replace("InlineUnchecked", "Inline")
+}
+
+#[test]
+fn a_deferred_length_is_compared_on_first_use() {
+    let mut t = RawTensor::floats("w", &[2, 3]);
+    t.raw = Some(vec![0; 23]);
+    let bytes = with_tensor(t).build();
+    // SAFETY: `bytes` is borrowed for the whole call.
+    let index =
+        unsafe { crate::index_checkpoint_raw(bytes.as_ptr(), bytes.len(), crate::LengthCheck::OnFirstUse) }
+            .expect("the range the shape calls for lies inside the buffer");
+    assert!(index.has_unchecked_lengths());
+    let w = index.tensor(0).unwrap();
+    assert!(matches!(w.storage, Storage::Inline { len: 24, length_checked: false, .. }), "{w:?}");
+    let e = index.check_inline_length(0, &bytes).unwrap_err();
+    assert!(matches!(e, Error::DataLengthMismatch { expected: 24, found: 23, .. }), "{e}");
+    assert!(e.to_string().contains("\"w\""), "{e}");
+    // The frozen `b` is fine; out-of-range positions have nothing to check.
+    index.check_inline_length(1, &bytes).unwrap();
+    index.check_inline_length(99, &bytes).unwrap();
+    // A buffer too short for the prefix reads as a mismatch, never a panic.
+    assert!(index.check_inline_length(0, &bytes[..8]).is_err());
+}
+
+#[test]
+fn a_deferred_range_must_still_lie_inside_the_buffer() {
+    // The shape calls for more bytes than the file has after the prefix: refused while indexing,
+    // with the error eager indexing gives.
+    let mut t = RawTensor::floats("w", &[2]);
+    t.dims = Some(vec![1 << 40]);
+    let bytes = with_tensor(t).build();
+    // SAFETY: `bytes` is borrowed for the whole call.
+    let found =
+        unsafe { crate::index_checkpoint_raw(bytes.as_ptr(), bytes.len(), crate::LengthCheck::OnFirstUse) };
+    assert!(matches!(found, Err(Error::DataLengthMismatch { .. })), "{found:?}");
+    assert!(same_result(&found, &index_checkpoint(&bytes)));
+}
+
+#[test]
+fn deferred_and_eager_length_checks_agree() {
+    let rounds: usize =
+        std::env::var("ORTCKPT_ORACLE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(4000);
+    let mut rng = Rng(0x51f1_5eed_d00d_f00d);
+    let (mut compared, mut deferred_some) = (0, 0);
+    for bytes in bases() {
+        for round in 0..=rounds {
+            let m = if round == 0 { bytes.clone() } else { mutate(&bytes, &mut rng) };
+            let eager = index_checkpoint(&m);
+            let deferred = index_deferred_then_check_all(&m);
+            match (&eager, &deferred) {
+                (Ok(a), Ok(b)) => {
+                    assert_eq!(checked_form(a), checked_form(b), "on {m:?}");
+                    deferred_some += usize::from(b.has_unchecked_lengths());
+                }
+                (Err(_), Err(_)) => {}
+                _ => panic!("eager and deferred length checks disagree on {m:?}:\n{eager:?}\n{deferred:?}"),
+            }
+            compared += 1;
+        }
+    }
+    assert!(deferred_some > 0 && compared > rounds, "compared {compared}, deferred {deferred_some}");
+}

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use ortckpt_core::test_support::alloc::CountingAllocator;
 use ortckpt_core::test_support::raw::{RawCheckpoint, RawGroup, RawTensor};
 use ortckpt_core::test_support::Rng;
-use ortckpt_core::{index_checkpoint, index_checkpoint_raw};
+use ortckpt_core::{index_checkpoint, index_checkpoint_raw, LengthCheck};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -90,12 +90,23 @@ fn indexing_a_mapping_that_changes_underneath() {
     let before = CountingAllocator::live();
     CountingAllocator::reset_peak();
     let (mut ok, mut err, mut changed) = (0usize, 0usize, 0usize);
-    for _ in 0..rounds {
+    for round in 0..rounds {
+        // Both modes: lengths compared while indexing, and on first use (then compared below,
+        // while the bytes keep changing, as a mapped checkpoint's first use would).
+        let lengths = if round % 2 == 0 { LengthCheck::WhenIndexing } else { LengthCheck::OnFirstUse };
         // SAFETY: the mapping stays alive and readable for the whole call; its bytes may change.
-        match unsafe { index_checkpoint_raw(base, len) } {
+        match unsafe { index_checkpoint_raw(base, len, lengths) } {
             Ok(index) => {
                 ok += 1;
-                changed += usize::from(index != expected);
+                if lengths == LengthCheck::WhenIndexing {
+                    changed += usize::from(index != expected);
+                }
+                for position in 0..index.tensor_count() {
+                    // SAFETY: as above.
+                    if let Err(e) = unsafe { index.check_inline_length_raw(position, base, len) } {
+                        let _ = (e.to_string(), e.kind());
+                    }
+                }
             }
             Err(e) => {
                 err += 1;

@@ -19,7 +19,7 @@ fn tensor<'a>(name: &str, data_type: DataType, dims: &[i64], bytes: &'a [u8]) ->
 
 fn inline<'b>(buf: &'b [u8], storage: &Storage<'_>) -> &'b [u8] {
     match *storage {
-        Storage::Inline { offset, len } => &buf[offset..offset + len],
+        Storage::Inline { offset, len, .. } => &buf[offset..offset + len],
         other => panic!("expected inline storage, got {other:?}"),
     }
 }
@@ -190,7 +190,7 @@ fn ort_corpus_files_round_trip() {
             let mut v: Vec<_> = ts
                 .map(|t| {
                     let data = match t.storage {
-                        Storage::Inline { offset, len } => buf[offset..offset + len].to_vec(),
+                        Storage::Inline { offset, len, .. } => buf[offset..offset + len].to_vec(),
                         _ => Vec::new(),
                     };
                     (t.name.to_owned(), t.data_type, t.dims.to_vec(), data)

@@ -1,9 +1,15 @@
 //! `Index`: the core's checkpoint index held in Rust, handed to Python one record at a time, so a
 //! checkpoint of 400k tensors costs no Python object per tensor until one is asked for.
 
+use std::ops::Range;
+
 use ortckpt_core::{CheckpointIndex, ParamKind, PropertyValue, Storage, TensorRef};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::{intern, IntoPyObjectExt};
+
+use crate::errors::{core_error, GuardedError};
+use crate::mapped::MappedFile;
 
 /// One tensor of an index: what the core found, with its storage kind decided by the core.
 #[pyclass(frozen, get_all, module = "ortckpt._native")]
@@ -68,7 +74,7 @@ impl Index {
 
     fn record(&self, py: Python<'_>, position: usize, tensor: TensorRef<'_>) -> PyResult<TensorRecord> {
         let (storage, offset, nbytes, strings) = match tensor.storage {
-            Storage::Inline { offset, len } => ("inline", offset as u64, len as u64, None),
+            Storage::Inline { offset, len, .. } => ("inline", offset as u64, len as u64, None),
             Storage::External { offset, len } => ("external", offset, len, None),
             Storage::Strings(values) => ("strings", 0, 0, Some(PyList::new(py, values)?.unbind())),
             Storage::Nominal => ("nominal", 0, 0, None),
@@ -87,10 +93,111 @@ impl Index {
             trainable,
         })
     }
+
+    /// Compares the stored lengths of the tensors at `positions` that loading left for first use
+    /// (`ortckpt_core::LengthCheck`); a no-op for the others.
+    fn check_lengths(&self, py: Python<'_>, positions: Range<usize>) -> PyResult<()> {
+        let buffer = self.buffer.bind(py);
+        let result = if let Ok(file) = buffer.cast::<MappedFile>() {
+            let bytes = file.get().core().bytes();
+            positions.into_iter().try_for_each(|position| {
+                // SAFETY: `self.buffer` holds the MappedFile, which keeps its mapping alive for
+                // the whole call; its contents may change (another program), which the raw
+                // reader allows.
+                unsafe { self.index.check_inline_length_raw(position, bytes.as_ptr(), bytes.len()) }
+            })
+        } else if let Ok(bytes) = buffer.cast::<PyBytes>() {
+            let bytes = bytes.as_bytes();
+            positions.into_iter().try_for_each(|position| self.index.check_inline_length(position, bytes))
+        } else {
+            // `index_checkpoint` accepts only bytes and MappedFiles.
+            Ok(())
+        };
+        result.map_err(|e| core_error(&self.source, GuardedError::Core(e)))
+    }
+
+    /// The external data file, when it is mapped.
+    fn external_file<'py>(&self, py: Python<'py>) -> Option<Bound<'py, MappedFile>> {
+        self.external.as_ref().and_then(|e| e.bind(py).cast::<MappedFile>().ok().cloned())
+    }
 }
 
 #[pymethods]
 impl Index {
+    /// Call before the values of the tensor at `position` are used for the first time: raises
+    /// CheckpointChangedError when its file was modified on disk since it was loaded, compares its
+    /// stored length when loading left that for first use (TensorDataError on a mismatch), and
+    /// gives a long range of a mapped file normal readahead.
+    fn prepare(&self, py: Python<'_>, position: usize) -> PyResult<()> {
+        let Some(tensor) = self.index.tensor(position) else { return Ok(()) };
+        match tensor.storage {
+            Storage::Inline { offset, len, length_checked } => {
+                let file = self.buffer.bind(py).cast::<MappedFile>().ok().cloned();
+                if let Some(file) = &file {
+                    file.get().ensure_unchanged()?;
+                }
+                if !length_checked {
+                    self.check_lengths(py, position..position + 1)?;
+                }
+                if let Some(file) = file {
+                    file.get().core().advise_normal(offset, len);
+                }
+            }
+            Storage::External { offset, len } => {
+                if let Some(file) = self.external_file(py) {
+                    file.get().ensure_unchanged()?;
+                    if let (Ok(offset), Ok(len)) = (usize::try_from(offset), usize::try_from(len)) {
+                        file.get().core().advise_normal(offset, len);
+                    }
+                }
+            }
+            Storage::Strings(_) | Storage::Nominal => {}
+        }
+        Ok(())
+    }
+
+    /// `prepare` for every parameter at once: one check of each file, every length left for
+    /// first use compared, normal readahead over each mapped file.
+    fn prepare_parameters(&self, py: Python<'_>) -> PyResult<()> {
+        let checkpoint = self.buffer.bind(py).cast::<MappedFile>().ok().cloned();
+        for file in [checkpoint, self.external_file(py)].into_iter().flatten() {
+            let file = file.get();
+            file.ensure_unchanged()?;
+            file.core().advise_normal(0, file.core().bytes().len());
+        }
+        self.check_lengths(py, 0..self.index.parameter_count())
+    }
+
+    /// Every parameter, sorted by name, as tuples for building all arrays in one pass:
+    /// `(name, data_type, dims, storage, offset, nbytes, strings)` with the fields of
+    /// `TensorRecord`. Call `prepare_parameters` before using the values.
+    #[allow(clippy::type_complexity)]
+    fn parameter_table<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for &position in self.index.parameters_by_name() {
+            let Some(tensor) = self.index.tensor(position as usize) else { continue };
+            let (storage, offset, nbytes, strings) = match tensor.storage {
+                Storage::Inline { offset, len, .. } => {
+                    (intern!(py, "inline"), offset as u64, len as u64, None)
+                }
+                Storage::External { offset, len } => (intern!(py, "external"), offset, len, None),
+                Storage::Strings(values) => (intern!(py, "strings"), 0, 0, Some(PyList::new(py, values)?)),
+                Storage::Nominal => (intern!(py, "nominal"), 0, 0, None),
+            };
+            let row = (
+                tensor.name,
+                tensor.data_type.code(),
+                PyTuple::new(py, tensor.dims)?,
+                storage,
+                offset,
+                nbytes,
+                strings.into_py_any(py)?,
+            );
+            out.append(row)?;
+        }
+        Ok(out)
+    }
+
     #[getter]
     fn version(&self) -> i32 {
         self.index.version

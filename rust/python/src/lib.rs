@@ -9,6 +9,7 @@ mod mapped;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use ortckpt_core::LengthCheck;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
@@ -36,6 +37,10 @@ fn index_checkpoint(
     let external_source = external_source.map(|s| s.to_string_lossy().into_owned());
     let bytes = BorrowedBytes::get_immutable(data)?;
     let view = bytes.view();
+    // A mapped file's tensor lengths sit beside their values, one page per tensor: comparing
+    // them on first use (`Index.prepare`) lets loading read the structure alone.
+    let mapped = data.cast::<MappedFile>().is_ok_and(|file| file.get().core().is_mapped());
+    let lengths = if mapped { LengthCheck::OnFirstUse } else { LengthCheck::WhenIndexing };
     let external_len =
         external.map(|e| BorrowedBytes::get_immutable(e).map(|b| b.view().len())).transpose()?;
     let missing = match external_source {
@@ -49,7 +54,8 @@ fn index_checkpoint(
                 // the core's raw entry point reads each byte once, through copies.
                 // SAFETY: `bytes` holds the buffer (and so keeps the range mapped) until this
                 // closure has returned.
-                let index = unsafe { ortckpt_core::index_checkpoint_raw(view.as_ptr(), view.len()) }?;
+                let index =
+                    unsafe { ortckpt_core::index_checkpoint_raw(view.as_ptr(), view.len(), lengths) }?;
                 if index.has_external_data {
                     match external_len {
                         Some(len) => ortckpt_core::check_external_ranges(&index, len as u64)?,

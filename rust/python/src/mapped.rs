@@ -23,6 +23,16 @@ impl MappedFile {
     pub(crate) fn wrap(inner: ortckpt_core::MappedFile) -> Self {
         MappedFile { inner }
     }
+
+    /// The core's file.
+    pub(crate) fn core(&self) -> &ortckpt_core::MappedFile {
+        &self.inner
+    }
+
+    /// `check_unchanged` with the error mapped for Python.
+    pub(crate) fn ensure_unchanged(&self) -> PyResult<()> {
+        self.inner.check_unchanged().map_err(|e| core_error(&show(self.inner.path()), GuardedError::Core(e)))
+    }
 }
 
 /// A path argument (str, bytes or os.PathLike) as the file system's bytes, via `os.fsencode`, so a
@@ -102,6 +112,14 @@ impl MappedFile {
     /// advice); call before reading a tensor's values in order. Advice only: never fails.
     fn advise_normal(&self, offset: usize, length: usize) {
         self.inner.advise_normal(offset, length);
+    }
+
+    /// Before `length` bytes at `offset` are used for the first time: `check_unchanged`, then
+    /// `advise_normal`.
+    fn prepare(&self, offset: usize, length: usize) -> PyResult<()> {
+        self.ensure_unchanged()?;
+        self.inner.advise_normal(offset, length);
+        Ok(())
     }
 
     fn __len__(&self) -> usize {

@@ -8,7 +8,7 @@
 
 use flatbuffers::{ForwardsUOffset, Vector, VerifierOptions};
 
-use crate::assemble::{Assembler, Role, TensorFields};
+use crate::assemble::{Assembler, RawData, Role, TensorFields};
 use crate::schema::fbs;
 use crate::{CheckpointIndex, Error, PropertyValue, Result, FILE_IDENTIFIER};
 
@@ -90,7 +90,10 @@ fn assemble(buf: &[u8], root: fbs::Checkpoint<'_>) -> Result<CheckpointIndex> {
 fn tensors(buf: &[u8], ts: Tables<'_, fbs::Tensor<'_>>, role: Role, asm: &mut Assembler) -> Result<()> {
     for t in ts.into_iter().flatten() {
         let dims: Vec<i64> = t.dims().map(|d| d.iter().collect()).unwrap_or_default();
-        let raw_data = t.raw_data().map(|r| (r.bytes().as_ptr() as usize - buf.as_ptr() as usize, r.len()));
+        let raw_data = t.raw_data().map_or(RawData::Absent, |r| RawData::Read {
+            offset: r.bytes().as_ptr() as usize - buf.as_ptr() as usize,
+            len: r.len(),
+        });
         let strings = t.string_data();
         let fields = TensorFields {
             name: t.name(),

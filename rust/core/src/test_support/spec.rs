@@ -17,7 +17,7 @@ pub fn spec_from_index<'a>(
         data_type: t.data_type,
         dims: t.dims.to_vec(),
         data: match t.storage {
-            Storage::Inline { offset, len } => TensorPayload::Bytes(&buf[offset..offset + len]),
+            Storage::Inline { offset, len, .. } => TensorPayload::Bytes(&buf[offset..offset + len]),
             Storage::External { offset, len } => TensorPayload::Bytes(external(offset, len)),
             Storage::Strings(s) => TensorPayload::Strings(s.to_vec()),
             Storage::Nominal => TensorPayload::Nominal,
