@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-import numpy as np
 from numpy.typing import NDArray
 
 from . import _dtypes
@@ -16,7 +15,7 @@ from ._containers import OptimizerGroups, ParameterStore
 from ._optimizer import Momentums, MomentumStates, OptimizerGroup
 from ._parameter import Parameter
 from ._properties import PropertyBag
-from ._tensor import IndexedTensor, NominalTensor, StringTensor, Tensor, buffer_array
+from ._tensor import IndexedTensor, NominalTensor, StringTensor, Tensor
 
 if TYPE_CHECKING:
     from ._native import Index, TensorRecord
@@ -51,26 +50,15 @@ def parameters(index: Index) -> ParameterStore:
 
 def parameter_arrays(index: Index, skip: AbstractSet[str]) -> dict[str, NDArray[Any]]:
     """The values of every parameter of ``index`` not named in ``skip``, sorted by name, in one
-    pass: one check of the files, no ``Parameter`` object (what ``CheckpointState.to_numpy``
-    reads)."""
-    index.prepare_parameters()
-    buffers = {"inline": index.buffer, "external": index.external}
-    dtypes: dict[int, np.dtype[Any]] = {}
-    out: dict[str, NDArray[Any]] = {}
-    for name, data_type, dims, storage, offset, nbytes, strings in index.parameter_table():
-        if name in skip:
-            continue
-        dtype = dtypes.get(data_type)
-        if dtype is None:
-            dtype = dtypes[data_type] = _dtypes.to_numpy(data_type)
-        buffer = buffers.get(storage)
-        if buffer is not None:
-            out[name] = buffer_array(buffer, offset, nbytes, dtype, dims, name)
-        elif strings is not None:
-            out[name] = StringTensor(strings, dims).array(name)
-        else:
-            out[name] = NominalTensor(data_type, dims).array(name)  # raises: no values
-    return out
+    pass: one check of the files and the arrays made in one native call, no ``Parameter`` object
+    (what ``CheckpointState.to_numpy`` reads). The few tensors that call cannot view (strings,
+    empty, misaligned, nominal) go through the ``.data`` path."""
+    arrays, others = index.parameter_arrays(_dtypes.to_numpy, skip)
+    for name in others:
+        record = index.parameter(name)
+        assert record is not None  # the index just listed it
+        arrays[name] = tensor_of(index, record).array(name)
+    return cast("dict[str, NDArray[Any]]", arrays)
 
 
 def optimizer_groups(index: Index) -> OptimizerGroups | None:

@@ -2,9 +2,12 @@
 # Contract: docs/architecture.md, "The native module contract".
 
 import os
-from collections.abc import Sequence
-from typing import Literal, TypeAlias, TypedDict, final
+from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any, Literal, TypeAlias, TypedDict, final
 
+import numpy as np
+from numpy.typing import NDArray
 from typing_extensions import Buffer
 
 __all__ = [
@@ -97,10 +100,10 @@ class Index:
     def parameter(self, name: str) -> TensorRecord | None: ...
     def tensor(self, position: int) -> TensorRecord: ...
     def prepare(self, position: int) -> None: ...
-    def prepare_parameters(self) -> None: ...
-    def parameter_table(
-        self,
-    ) -> list[tuple[str, int, tuple[int, ...], str, int, int, list[str] | None]]: ...
+    def array(self, position: int, dtype: np.dtype[Any]) -> NDArray[Any] | None: ...
+    def parameter_arrays(
+        self, dtype_of: Callable[[int], np.dtype[Any]], skip: AbstractSet[str]
+    ) -> tuple[dict[str, NDArray[Any] | None], list[str]]: ...
     def optimizer_groups(self) -> list[tuple[str, int, float, list[tuple[str, list[TensorRecord]]]]]: ...
     def properties(self) -> list[tuple[str, PropertyValue]]: ...
 

@@ -172,6 +172,15 @@ class IndexedTensor(BufferTensor):
         self._index = index
         self._position = position
 
+    def array(self, name: str) -> NDArray[Any]:
+        if self._cache is None:
+            # `_before_use` and the view in one native call
+            view = self._index.array(self._position, self.dtype)
+            if view is None:  # empty or misaligned: numpy's own path
+                view = buffer_array(self._buffer, self._offset, self._nbytes, self.dtype, self.shape, name)
+            self._cache = view
+        return self._cache
+
     def _before_use(self) -> None:
         # The core's checks left for first use: file unchanged since load, stored length.
         self._index.prepare(self._position)

@@ -7,7 +7,7 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use memmap2::{Mmap, MmapOptions};
+use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use crate::files::{open_regular, FileId};
 use crate::{Error, Result};
@@ -41,7 +41,38 @@ impl FileStamp {
 enum Contents {
     /// `None` for an empty file, which cannot be mapped.
     Mapped(Option<Mmap>),
-    Owned(Vec<u8>),
+    Owned(OwnedBytes),
+}
+
+/// A file's bytes in private memory: an anonymous mapping the size of the file, with transparent
+/// huge pages asked for (as numpy does for large arrays), so that reading 1 GiB takes 512 page
+/// faults instead of 262,144 and runs at `np.fromfile` speed.
+struct OwnedBytes {
+    /// `None` for an empty file.
+    map: Option<MmapMut>,
+    /// Bytes read (at most the map's length).
+    len: usize,
+}
+
+impl OwnedBytes {
+    fn new(size: usize) -> std::io::Result<OwnedBytes> {
+        let map = if size == 0 {
+            None
+        } else {
+            let map = MmapOptions::new().len(size).map_anon()?;
+            let _ = map.advise(memmap2::Advice::HugePage); // advice only
+            Some(map)
+        };
+        Ok(OwnedBytes { map, len: 0 })
+    }
+
+    fn buffer_mut(&mut self) -> &mut [u8] {
+        self.map.as_deref_mut().unwrap_or_default()
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.map.as_deref().and_then(|m| m.get(..self.len)).unwrap_or_default()
+    }
 }
 
 /// A file's bytes, mapped or owned. A mapping shares the page cache with the file: if another
@@ -97,24 +128,27 @@ impl MappedFile {
     /// [`Error::CheckpointChanged`] when the file changed while it was read.
     pub fn read(file: File, path: &Path, keep_going: &mut dyn FnMut() -> bool) -> Result<MappedFile> {
         let stamp = FileStamp::of_file(&file, path)?;
-        // The size comes from the file system, not from file contents: a sound capacity.
-        let mut bytes = Vec::with_capacity(usize::try_from(stamp.size).unwrap_or(0));
-        let reader = &file;
-        loop {
+        // The size comes from the file system, not from file contents: a sound allocation size.
+        let size = usize::try_from(stamp.size)
+            .map_err(|_| Error::io(path, "read", std::io::ErrorKind::OutOfMemory.into()))?;
+        let mut bytes = OwnedBytes::new(size).map_err(|e| Error::io(path, "allocate memory for", e))?;
+        let mut filled = 0;
+        let mut reader = &file;
+        while filled < size {
             if !keep_going() {
                 return Err(Error::Interrupted { path: path.to_path_buf() });
             }
-            let before = bytes.len();
-            let n = reader
-                .take(READ_CHUNK as u64)
-                .read_to_end(&mut bytes)
-                .map_err(|e| Error::io(path, "read", e))?;
-            if n == 0 || bytes.len() == before {
-                break;
+            let end = filled.saturating_add(READ_CHUNK).min(size);
+            match reader.read(bytes.buffer_mut().get_mut(filled..end).unwrap_or_default()) {
+                Ok(0) => break, // the file shrank: caught below
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {} // `keep_going` decides
+                Err(e) => return Err(Error::io(path, "read", e)),
             }
         }
+        bytes.len = filled;
         let mut read = MappedFile { path: path.to_path_buf(), file, stamp, contents: Contents::Owned(bytes) };
-        if read.bytes().len() as u64 != stamp.size || FileStamp::of_file(&read.file, path)? != stamp {
+        if filled != size || FileStamp::of_file(&read.file, path)? != stamp {
             return Err(read.changed_error("while it was being read"));
         }
         read.stamp = stamp;
@@ -168,7 +202,7 @@ impl MappedFile {
     pub fn bytes(&self) -> &[u8] {
         match &self.contents {
             Contents::Mapped(map) => map.as_deref().unwrap_or(&[]),
-            Contents::Owned(bytes) => bytes,
+            Contents::Owned(bytes) => bytes.bytes(),
         }
     }
 }

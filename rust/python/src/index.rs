@@ -5,9 +5,12 @@ use std::ops::Range;
 
 use ortckpt_core::{CheckpointIndex, ParamKind, PropertyValue, Storage, TensorRef};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
-use pyo3::{intern, IntoPyObjectExt};
+use std::collections::HashMap;
 
+use numpy::PyArrayDescr;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+
+use crate::arrays::view;
 use crate::errors::{core_error, GuardedError};
 use crate::mapped::MappedFile;
 
@@ -44,6 +47,51 @@ impl TensorRecord {
             self.offset,
             self.nbytes
         )
+    }
+}
+
+/// A buffer an index points into, with its bytes' address and length.
+struct Bytes<'a, 'py> {
+    owner: &'a Bound<'py, PyAny>,
+    base: *const u8,
+    len: usize,
+}
+
+impl<'a, 'py> Bytes<'a, 'py> {
+    fn of(owner: &'a Bound<'py, PyAny>) -> PyResult<Bytes<'a, 'py>> {
+        let bytes = if let Ok(file) = owner.cast::<MappedFile>() {
+            file.get().core().bytes()
+        } else {
+            // `index_checkpoint` accepts only bytes and MappedFiles.
+            owner.cast::<PyBytes>()?.as_bytes()
+        };
+        Ok(Bytes { owner, base: bytes.as_ptr(), len: bytes.len() })
+    }
+
+    /// The address of `len` bytes at `offset`, when they lie inside the buffer.
+    fn range(&self, offset: usize, len: usize) -> Option<(*const u8, usize, &'a Bound<'py, PyAny>)> {
+        let end = offset.checked_add(len)?;
+        if end > self.len {
+            return None;
+        }
+        // SAFETY: `offset <= end <= self.len`: the result points inside the buffer's allocation.
+        let data = unsafe { self.base.add(offset) };
+        Some((data, len, self.owner))
+    }
+}
+
+/// Where the values of a tensor stored as `storage` are: address, length and owning buffer.
+fn locate<'a, 'py>(
+    storage: Storage<'_>,
+    checkpoint: &Bytes<'a, 'py>,
+    external: Option<&Bytes<'a, 'py>>,
+) -> Option<(*const u8, usize, &'a Bound<'py, PyAny>)> {
+    match storage {
+        Storage::Inline { offset, len, .. } => checkpoint.range(offset, len),
+        Storage::External { offset, len } => {
+            external?.range(usize::try_from(offset).ok()?, usize::try_from(len).ok()?)
+        }
+        Storage::Strings(_) | Storage::Nominal => None,
     }
 }
 
@@ -116,6 +164,18 @@ impl Index {
         result.map_err(|e| core_error(&self.source, GuardedError::Core(e)))
     }
 
+    /// `prepare` for every parameter at once: one check of each file, every length left for
+    /// first use compared, normal readahead over each mapped file.
+    fn prepare_parameters(&self, py: Python<'_>) -> PyResult<()> {
+        let checkpoint = self.buffer.bind(py).cast::<MappedFile>().ok().cloned();
+        for file in [checkpoint, self.external_file(py)].into_iter().flatten() {
+            let file = file.get();
+            file.ensure_unchanged()?;
+            file.core().advise_normal(0, file.core().bytes().len());
+        }
+        self.check_lengths(py, 0..self.index.parameter_count())
+    }
+
     /// The external data file, when it is mapped.
     fn external_file<'py>(&self, py: Python<'py>) -> Option<Bound<'py, MappedFile>> {
         self.external.as_ref().and_then(|e| e.bind(py).cast::<MappedFile>().ok().cloned())
@@ -156,46 +216,75 @@ impl Index {
         Ok(())
     }
 
-    /// `prepare` for every parameter at once: one check of each file, every length left for
-    /// first use compared, normal readahead over each mapped file.
-    fn prepare_parameters(&self, py: Python<'_>) -> PyResult<()> {
-        let checkpoint = self.buffer.bind(py).cast::<MappedFile>().ok().cloned();
-        for file in [checkpoint, self.external_file(py)].into_iter().flatten() {
-            let file = file.get();
-            file.ensure_unchanged()?;
-            file.core().advise_normal(0, file.core().bytes().len());
+    /// `prepare(position)`, then the tensor's values as a read-only numpy view of dtype `dtype`;
+    /// None when the caller must make the array itself (strings, nominal, empty and misaligned
+    /// tensors).
+    fn array<'py>(
+        &self,
+        py: Python<'py>,
+        position: usize,
+        dtype: &Bound<'py, PyArrayDescr>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.prepare(py, position)?;
+        let Some(tensor) = self.index.tensor(position) else { return Ok(None) };
+        let checkpoint = Bytes::of(self.buffer.bind(py))?;
+        let external = self.external.as_ref().map(|e| Bytes::of(e.bind(py))).transpose()?;
+        match locate(tensor.storage, &checkpoint, external.as_ref()) {
+            // SAFETY: `range` checked the bytes lie inside the buffer held by `owner`, and the
+            // core guarantees `len` is the shape's element count times the element size.
+            Some((data, len, owner)) => unsafe { view(py, dtype, tensor.dims, data, len, owner) },
+            None => Ok(None),
         }
-        self.check_lengths(py, 0..self.index.parameter_count())
     }
 
-    /// Every parameter, sorted by name, as tuples for building all arrays in one pass:
-    /// `(name, data_type, dims, storage, offset, nbytes, strings)` with the fields of
-    /// `TensorRecord`. Call `prepare_parameters` before using the values.
-    #[allow(clippy::type_complexity)]
-    fn parameter_table<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let out = PyList::empty(py);
+    /// Every parameter not named in `skip`, sorted by name: `(arrays, others)`, where `arrays`
+    /// maps each name to a read-only numpy view of its bytes (dtype from `dtype_of(data_type)`),
+    /// or to None for the tensors listed in `others`, whose arrays the caller makes itself
+    /// (strings, nominal, empty and misaligned tensors). Runs `prepare_parameters` first.
+    fn parameter_arrays<'py>(
+        &self,
+        py: Python<'py>,
+        dtype_of: &Bound<'py, PyAny>,
+        skip: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyDict>, Vec<String>)> {
+        self.prepare_parameters(py)?;
+        let checkpoint = Bytes::of(self.buffer.bind(py))?;
+        let external = self.external.as_ref().map(|e| Bytes::of(e.bind(py))).transpose()?;
+        let mut dtypes: HashMap<i32, Bound<'py, PyArrayDescr>> = HashMap::new();
+        let arrays = PyDict::new(py);
+        let mut others = Vec::new();
+        let none = py.None();
         for &position in self.index.parameters_by_name() {
             let Some(tensor) = self.index.tensor(position as usize) else { continue };
-            let (storage, offset, nbytes, strings) = match tensor.storage {
-                Storage::Inline { offset, len, .. } => {
-                    (intern!(py, "inline"), offset as u64, len as u64, None)
+            let name = PyString::new(py, tensor.name);
+            if skip.contains(&name)? {
+                continue;
+            }
+            let code = tensor.data_type.code();
+            let descr = match dtypes.get(&code) {
+                Some(descr) => descr.clone(),
+                None => {
+                    let descr = dtype_of.call1((code,))?.cast_into::<PyArrayDescr>()?;
+                    dtypes.insert(code, descr.clone());
+                    descr
                 }
-                Storage::External { offset, len } => (intern!(py, "external"), offset, len, None),
-                Storage::Strings(values) => (intern!(py, "strings"), 0, 0, Some(PyList::new(py, values)?)),
-                Storage::Nominal => (intern!(py, "nominal"), 0, 0, None),
             };
-            let row = (
-                tensor.name,
-                tensor.data_type.code(),
-                PyTuple::new(py, tensor.dims)?,
-                storage,
-                offset,
-                nbytes,
-                strings.into_py_any(py)?,
-            );
-            out.append(row)?;
+            let located = locate(tensor.storage, &checkpoint, external.as_ref());
+            let array = match located {
+                // SAFETY: `range` checked the bytes lie inside the buffer held by `owner`, and the
+                // core guarantees `len` is the shape's element count times the element size.
+                Some((data, len, owner)) => unsafe { view(py, &descr, tensor.dims, data, len, owner) }?,
+                None => None,
+            };
+            match array {
+                Some(array) => arrays.set_item(name, array)?,
+                None => {
+                    arrays.set_item(name, &none)?;
+                    others.push(tensor.name.to_owned());
+                }
+            }
         }
-        Ok(out)
+        Ok((arrays, others))
     }
 
     #[getter]

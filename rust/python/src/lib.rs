@@ -1,6 +1,7 @@
 //! `ortckpt._native`: the PyO3 face of `ortckpt-core`. It converts types, releases the GIL for
 //! verification, copies and writes, and maps errors; the format logic lives in the core crate.
 
+mod arrays;
 mod convert;
 mod errors;
 mod index;
