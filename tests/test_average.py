@@ -258,3 +258,24 @@ def test_cli_average(tmp_path: Path, capsys):
     )
     assert main(["average", str(tmp_path / "none.ckpt"), str(tmp_path / "bad.ckpt")]) == 2
     assert "nothing written" in capsys.readouterr().out
+
+
+def test_a_mapped_upload_with_a_wrong_stored_length_is_rejected(tmp_path: Path):
+    """A local upload is memory-mapped, and a mapped load compares each tensor's stored length on
+    first use: the upload is still rejected as unreadable, and none of it reaches the sum."""
+    good = [device(i) for i in range(2)]
+    data = bytearray(device(7).to_bytes())
+    values = device(7).parameters["fc1.weight"].data.tobytes()
+    at = data.find(values)
+    assert at > 4 and int.from_bytes(data[at - 4 : at], "little") == len(values)
+    data[at - 4 : at] = (len(values) - 4).to_bytes(4, "little")
+    bad = tmp_path / "bad.ckpt"
+    bad.write_bytes(bytes(data))
+    report = ortckpt.average(
+        {"g0": good[0].to_bytes(), "bad": bad, "g1": good[1].to_bytes()}, tmp_path / "o.ckpt"
+    )
+    assert [(r.client, r.kind) for r in report.rejected] == [("bad", "unreadable")]
+    assert "fc1.weight" in report.rejected[0].reason and "bad.ckpt" in report.rejected[0].reason
+    result = ortckpt.load(tmp_path / "o.ckpt")
+    for name in SHAPES:
+        assert_within_one_ulp(result.parameters[name].data, expected_mean(good, [1, 1], name))
