@@ -5,10 +5,7 @@ core when it built the index; this module only wraps the records it hands out.""
 from __future__ import annotations
 
 import functools
-from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, cast
-
-from numpy.typing import NDArray
 
 from . import _dtypes
 from ._containers import OptimizerGroups, ParameterStore
@@ -18,6 +15,10 @@ from ._properties import PropertyBag
 from ._tensor import IndexedTensor, NominalTensor, StringTensor, Tensor
 
 if TYPE_CHECKING:
+    from collections.abc import Set as AbstractSet
+
+    from numpy.typing import NDArray
+
     from ._native import Index, TensorRecord
 
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
 
 from . import _dtypes
 from ._scalars import check_name
 from ._tensor import Tensor, from_array
 from .errors import CheckpointError
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
 
 
 def _check_bool(value: object, what: str) -> bool:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -165,6 +163,9 @@ def local_input(path: StrPath, storage_options: StorageOptions = None) -> Iterat
     if not is_url(path):
         yield local_path(path)
         return
+    import shutil  # URL paths only: `import ortckpt` stays fast (tempfile, shutil: ~7 ms)
+    import tempfile
+
     url = str(path)
     fs, remote = _filesystem(url, storage_options)
     with tempfile.TemporaryDirectory(prefix="ortckpt-") as tmp:
@@ -181,6 +182,8 @@ def local_output(path: StrPath, storage_options: StorageOptions = None) -> Itera
     if not is_url(path):
         yield local_path(path)
         return
+    import tempfile  # URL paths only, as above
+
     url = str(path)
     fs, remote = _filesystem(url, storage_options)
     with tempfile.TemporaryDirectory(prefix="ortckpt-") as tmp:

@@ -16,13 +16,13 @@ import math
 from typing import TYPE_CHECKING, Any, Union, cast
 
 import numpy as np
-from numpy.typing import NDArray
 
 from . import _dtypes
 from ._scalars import check_string
 from .errors import CheckpointError, TensorDataError
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
     from typing_extensions import Buffer, Self
 
     from ._native import Index, MappedFile

@@ -11,9 +11,7 @@ they import ``io`` inside the method, when called, so that no import cycle exist
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
-
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING, Any
 
 from . import _dtypes, _native
 from ._containers import OptimizerGroups, ParameterMap, ParameterStore, ParameterView, _own
@@ -23,6 +21,9 @@ from ._properties import PropertyBag, PropertyInput
 from ._scalars import PropertyValue, check_name
 from ._types import StrPath
 from .errors import DuplicateNameError
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 __all__ = [
     "CheckpointState",
