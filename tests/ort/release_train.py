@@ -1,5 +1,9 @@
-"""Run by an old ORT release's python (tests/ort/test_ort_releases.py): train the fixture MLP for a
-few AdamW steps, set properties, and save with optimizer state to argv[1]."""
+"""Run by an old ORT release's python (tests/ort/test_ort_releases.py, through
+``tests.helpers.ort.run_module``, which puts scripts/ on the path): train the fixture MLP for a few
+AdamW steps, set properties, and save with optimizer state to argv[1].
+
+    python -m tests.ort.release_train OUT.ckpt
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,8 @@ import os
 import sys
 import tempfile
 
-import numpy as np
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import make_fixtures as F
+import numpy as np
 
 
 def main(out: str) -> None:

@@ -18,8 +18,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
-from ort_cases import SUPPORTED_DTYPES
-from ort_helpers import (
+
+from tests.helpers.ort import (
     assert_dumps_equivalent,
     assert_state_matches_dump,
     import_ortckpt,
@@ -27,6 +27,7 @@ from ort_helpers import (
     read_dump,
     same_bits,
 )
+from tests.ort.ort_cases import SUPPORTED_DTYPES
 
 pytestmark = pytest.mark.ort
 
