@@ -31,6 +31,8 @@ from ortckpt import (
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from tests.helpers.onnx_protos import data_type_of, header, raw_proto  # noqa: E402
+
 Arr = np.ndarray[Any, Any]
 
 # -- test data: one array per data type, with edge values ------------------------------------------
@@ -93,10 +95,6 @@ ARRAYS = dtype_arrays()
 NUMERIC = [k for k, v in ARRAYS.items() if v.dtype != object]
 
 
-def data_type_of(arr: Arr) -> int:
-    return _dtypes.from_numpy(arr.dtype, "t")
-
-
 def raw(arr: Arr) -> bytes | list[str]:
     if arr.dtype == object:
         return [str(s) for s in arr.reshape(-1)]
@@ -129,23 +127,6 @@ def _with_packed_float_data(proto: TensorProto, values: Arr) -> TensorProto:
     payload = np.ascontiguousarray(values, dtype="<f4").tobytes()
     wire = proto.SerializeToString() + b"\x22" + _varint(len(payload)) + payload  # field 4, packed
     return TensorProto.FromString(wire)
-
-
-def header(name: str, arr: Arr) -> TensorProto:
-    t = TensorProto()
-    t.name = name
-    t.data_type = data_type_of(arr)
-    t.dims.extend(int(d) for d in arr.shape)
-    return t
-
-
-def raw_proto(name: str, arr: Arr) -> TensorProto:
-    t = header(name, arr)
-    if arr.dtype == object:
-        t.string_data.extend(s.encode("utf-8") for s in arr.reshape(-1))
-    else:
-        t.raw_data = np.ascontiguousarray(arr).tobytes()
-    return t
 
 
 def typed_proto(name: str, arr: Arr) -> TensorProto:

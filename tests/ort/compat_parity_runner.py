@@ -47,20 +47,10 @@ class OrtEnv:
 
 
 def main(workdir: str, out: str) -> int:
-    artifacts, _, Module, _, _ = F._import_training()
+    art = os.path.join(workdir, "artifacts")
+    _, _, Module, _, _ = F.make_artifacts(art, seed=1)
     import onnxruntime.training.api as api
 
-    art = os.path.join(workdir, "artifacts")
-    os.makedirs(art, exist_ok=True)
-    with F._quiet_fds():
-        artifacts.generate_artifacts(
-            F.mlp_model(1),
-            requires_grad=F.TRAINABLE,
-            frozen_params=F.FROZEN,
-            loss=artifacts.LossType.MSELoss,
-            optimizer=artifacts.OptimType.AdamW,
-            artifact_directory=art,
-        )
     data = os.path.join(REPO, "tests", "data")
     checkpoints = {
         "params": os.path.join(art, "checkpoint"),

@@ -16,17 +16,8 @@ import numpy as np
 
 
 def main(out: str) -> None:
-    artifacts, CheckpointState, Module, Optimizer, _ = F._import_training()
     work = tempfile.mkdtemp()
-    with F._quiet_fds():
-        artifacts.generate_artifacts(
-            F.mlp_model(3),
-            requires_grad=F.TRAINABLE,
-            frozen_params=F.FROZEN,
-            loss=artifacts.LossType.MSELoss,
-            optimizer=artifacts.OptimType.AdamW,
-            artifact_directory=work,
-        )
+    _, CheckpointState, Module, Optimizer, _ = F.make_artifacts(work, seed=3)
     state = CheckpointState.load_checkpoint(os.path.join(work, "checkpoint"))
     # module and optimizer stay alive until the save
     module = Module(os.path.join(work, "training_model.onnx"), state, os.path.join(work, "eval_model.onnx"))

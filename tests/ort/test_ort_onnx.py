@@ -34,6 +34,8 @@ pytestmark = pytest.mark.ort
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from tests.helpers.onnx_protos import data_type_of, header, raw_proto  # noqa: E402
+
 Arr = np.ndarray
 
 # -- inputs -------------------------------------------------------------------------------------------
@@ -72,29 +74,6 @@ ORT_WRITE_ONLY = {
     "w.float8_e5m2fnuz": np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e5m2fnuz),
     "w.string": np.array([["héllo ✓", ""], ["a\x00b", "日本語"]], dtype=object),
 }
-
-
-def data_type_of(arr: Arr) -> int:
-    from ortckpt import _dtypes
-
-    return _dtypes.from_numpy(arr.dtype, "t")
-
-
-def header(name: str, arr: Arr) -> TensorProto:
-    t = TensorProto()
-    t.name = name
-    t.data_type = data_type_of(arr)
-    t.dims.extend(int(d) for d in arr.shape)
-    return t
-
-
-def raw_proto(name: str, arr: Arr) -> TensorProto:
-    t = header(name, arr)
-    if arr.dtype == object:
-        t.string_data.extend(s.encode("utf-8") for s in arr.reshape(-1))
-    else:
-        t.raw_data = np.ascontiguousarray(arr).tobytes()
-    return t
 
 
 def _varint(n: int) -> bytes:
