@@ -31,7 +31,7 @@ from ortckpt import (
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from tests.helpers.onnx_protos import data_type_of, header, raw_proto  # noqa: E402
+from tests.helpers.onnx_protos import data_type_of, header, make_model, raw_proto  # noqa: E402
 
 Arr = np.ndarray[Any, Any]
 
@@ -532,16 +532,6 @@ def test_external_data_threshold_moves_data_out(tmp_path: pathlib.Path) -> None:
 
 
 # -- save_from_onnx -------------------------------------------------------------------------------------
-
-
-def make_model(initializers: list[TensorProto]) -> Any:
-    """A small valid model (IR 10, opset 21: what ORT 1.19.2 reads) holding the initializers."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y], initializer=initializers
-    )
-    return helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 21)])
 
 
 MODEL_ARRAYS = {

@@ -1,4 +1,5 @@
-"""TensorProtos built by hand from numpy arrays (for the ONNX import tests, ours and ORT's).
+"""TensorProtos built by hand from numpy arrays, and a model holding them (for the ONNX tests, ours
+and ORT's).
 
 Import this module after ``pytest.importorskip("onnx")``: it needs onnx.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto
+from onnx import ModelProto, TensorProto, helper
 
 from ortckpt import _dtypes
 
@@ -37,3 +38,13 @@ def raw_proto(name: str, arr: Arr) -> TensorProto:
     else:
         t.raw_data = np.ascontiguousarray(arr).tobytes()
     return t
+
+
+def make_model(initializers: list[TensorProto]) -> ModelProto:
+    """A small valid model (IR 10, opset 21: what ORT 1.19.2 reads) holding the initializers."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y], initializer=initializers
+    )
+    return helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 21)])

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.ort
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from tests.helpers.onnx_protos import data_type_of, header, raw_proto  # noqa: E402
+from tests.helpers.onnx_protos import data_type_of, header, make_model, raw_proto  # noqa: E402
 
 Arr = np.ndarray
 
@@ -119,16 +119,6 @@ ODD_TYPED = [
     TensorProto(name="odd.int16", data_type=TensorProto.INT16, dims=[1], int32_data=[40000]),
     TensorProto(name="odd.uint32", data_type=TensorProto.UINT32, dims=[1], uint64_data=[2**32 + 5]),
 ]
-
-
-def make_model(initializers: list[TensorProto]) -> Any:
-    """IR 10 / opset 21: a model ORT 1.19.2 reads."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y], initializer=initializers
-    )
-    return helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 21)])
 
 
 def set_external(t: TensorProto, location: str, offset: int, length: int) -> None:
