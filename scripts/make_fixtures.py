@@ -45,8 +45,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DEFAULT_OUT = os.path.join(REPO, "tests", "data")
-sys.path.insert(0, HERE)
 
+# a sibling script: scripts/ is on the path when this one runs as a script, and is an import root
+# wherever it is imported (pyproject.toml's pytest pythonpath, tests.helpers.ort.run_module)
 import ort_oracle as O  # noqa: E402
 
 COMMAND = "PY=$(scripts/setup_ort_env.sh | tail -n1) && $PY scripts/make_fixtures.py"
