@@ -27,6 +27,7 @@ from ortckpt import (
     _dtypes,
     onnx_io,
 )
+from ortckpt._parameter import tensor_of
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -239,7 +240,7 @@ def test_raw_data_is_passed_through_without_numpy(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(numpy_helper, "to_array", boom)
     param = onnx_io.from_tensor_proto(proto)
-    tensor = param._tensor
+    tensor = tensor_of(param)
     assert type(tensor).__name__ == "BufferTensor"
     assert bytes(memoryview(tensor.spec_data("w"))) == proto.raw_data  # type: ignore[arg-type]
 
