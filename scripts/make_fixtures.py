@@ -45,8 +45,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DEFAULT_OUT = os.path.join(REPO, "tests", "data")
-sys.path.insert(0, HERE)
 
+# a sibling script: scripts/ is on the path when this one runs as a script, and is an import root
+# wherever it is imported (pyproject.toml's pytest pythonpath, tests.helpers.ort.run_module)
 import ort_oracle as O  # noqa: E402
 
 COMMAND = "PY=$(scripts/setup_ort_env.sh | tail -n1) && $PY scripts/make_fixtures.py"
@@ -125,22 +126,32 @@ TRAINABLE = ["fc1.weight", "fc1.bias", "fc2.weight"]
 FROZEN = ["fc2.bias"]
 
 
-def train(workdir: str, optim: str, steps: int, seed: int, initial_lr: float | None, nominal: bool = False):
-    """generate_artifacts + `steps` training steps. Returns (CheckpointState, artifact dir, losses)."""
-    artifacts, CheckpointState, Module, Optimizer, LinearLRScheduler = _import_training()
-    art = os.path.join(workdir, f"artifacts_{optim}_{seed}")
+def make_artifacts(art: str, seed: int, optim: str = "adamw", nominal: bool = False):
+    """generate_artifacts for ``mlp_model(seed)`` (MSE loss, ``optim`` "adamw" or "sgd") into ``art``;
+    returns the onnxruntime.training pieces (as ``_import_training``). Also used by the modules of
+    tests/ort that run under an ORT venv (compat_parity_runner.py, release_train.py)."""
+    training = _import_training()
+    artifacts = training[0]
+    # nominal_checkpoint only when asked: ORT 1.17.3 (release_train.py) predates the argument
+    extra = {"nominal_checkpoint": True} if nominal else {}
     os.makedirs(art, exist_ok=True)
-    model = mlp_model(seed)
     with _quiet_fds():
         artifacts.generate_artifacts(
-            model,
+            mlp_model(seed),
             requires_grad=TRAINABLE,
             frozen_params=FROZEN,
             loss=artifacts.LossType.MSELoss,
             optimizer=artifacts.OptimType.AdamW if optim == "adamw" else artifacts.OptimType.SGD,
             artifact_directory=art,
-            nominal_checkpoint=nominal,
+            **extra,
         )
+    return training
+
+
+def train(workdir: str, optim: str, steps: int, seed: int, initial_lr: float | None, nominal: bool = False):
+    """generate_artifacts + `steps` training steps. Returns (CheckpointState, artifact dir, losses)."""
+    art = os.path.join(workdir, f"artifacts_{optim}_{seed}")
+    _, CheckpointState, Module, Optimizer, LinearLRScheduler = make_artifacts(art, seed, optim, nominal)
     state = CheckpointState.load_checkpoint(os.path.join(art, "checkpoint"))
     module = Module(os.path.join(art, "training_model.onnx"), state, os.path.join(art, "eval_model.onnx"))
     opt = Optimizer(os.path.join(art, "optimizer_model.onnx"), module)

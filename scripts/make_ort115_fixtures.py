@@ -34,10 +34,8 @@ import shutil
 import sys
 from typing import Any
 
+import make_fixtures as F  # a sibling: scripts/ is on the path when this runs as a script
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import make_fixtures as F
 
 FORMAT = "ortckpt-ort115-manifest/1"
 STEPS = 3

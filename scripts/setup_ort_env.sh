@@ -1,54 +1,103 @@
 #!/usr/bin/env bash
-# Create (or reuse) the side virtualenv holding the real ONNX Runtime training build that the
-# tests in tests/ort/ use as an oracle.
+# Create (or reuse) a side virtualenv holding a real ONNX Runtime training release: 1.19.2 is the
+# oracle of the tests in tests/ort/; 1.17.3, the last release that reads and writes format
+# version 1, is proven both ways by tests/ort/test_ort_releases.py.
 #
-#   scripts/setup_ort_env.sh [DIR]
+#   scripts/setup_ort_env.sh [--release RELEASE] [DIR]
 #
-# DIR defaults to $ORTCKPT_ORT_VENV, else <repo>/.ort-venv. The venv gets
-#   onnxruntime-training-cpu==1.19.2   the oracle
-#   numpy<2                            ORT 1.19.2 is built against numpy 1.x
-#   onnx==1.16.2                       newer onnx writes IR version 11, which ORT 1.19.2 refuses
-# It is kept apart from the development environment because of numpy<2.
+# RELEASE   1.19.2 (default): onnxruntime-training-cpu==1.19.2, numpy<2 (ORT 1.19.2 is built
+#             against numpy 1.x), onnx==1.16.2 (newer onnx writes IR version 11, which ORT 1.19.2
+#             refuses); on Python 3.8-3.12.
+#             DIR defaults to $ORTCKPT_ORT_VENV, else <repo>/.ort-venv; the interpreter to create it
+#             with to $ORTCKPT_ORT_PYTHON, else the first python3.11/3.12/3.10/3.9/python3 found.
+#           1.17.3: onnxruntime-training-cpu==1.17.3, numpy<2, onnx==1.15.0, on Python 3.10 (its
+#             wheels stop at 3.11; 3.10 is the interpreter it was tested with here).
+#             DIR defaults to $ORTCKPT_ORT117_VENV, else <repo>/.ort-venv-1.17; the interpreter to
+#             $ORTCKPT_ORT117_PYTHON, else python3.10, else the newest ~/.pyenv/versions/3.10.*.
+# The venvs are kept apart from the development environment because of numpy<2. ORT 1.15 (the
+# checkpoint folder format) is not installed here: its wheel is 224 MB and needs its own venv, so
+# its output is committed instead (tests/data/ort115, scripts/make_ort115_fixtures.py).
 #
 # Idempotent: when DIR already holds a venv whose marker matches the pinned requirements and whose
 # packages import at the right versions, nothing is installed. The last line printed on stdout is
 # the venv's python path (so callers can do PY=$(scripts/setup_ort_env.sh | tail -n1)).
-#
-# Environment:
-#   ORTCKPT_ORT_VENV     default DIR
-#   ORTCKPT_ORT_PYTHON   interpreter used to create the venv (default: first python3.11/3.12/3.10/
-#                        3.9/python3 found whose version ORT 1.19.2 has wheels for, i.e. 3.8-3.12)
-# Exit status: 0 ready; 1 no suitable interpreter; 2 package installation failed (no network?).
+# Exit status: 0 ready; 1 no suitable interpreter, unknown RELEASE or bad arguments; 2 package
+# installation failed (no network?).
 set -euo pipefail
 
-REQS=("onnxruntime-training-cpu==1.19.2" "numpy<2" "onnx==1.16.2")
-MARKER_TEXT="ortckpt-ort-env v1: ${REQS[*]}"
-
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="${1:-${ORTCKPT_ORT_VENV:-$repo_root/.ort-venv}}"
+log() { echo "setup_ort_env: $*" >&2; }
+
+release=1.19.2
+dir_arg=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --release) [ $# -ge 2 ] || { log "--release needs a value"; exit 1; }; release="$2"; shift 2 ;;
+    --release=*) release="${1#--release=}"; shift ;;
+    -*) log "unknown option '$1' (usage: setup_ort_env.sh [--release RELEASE] [DIR])"; exit 1 ;;
+    *) [ -z "$dir_arg" ] || { log "more than one DIR given"; exit 1; }; dir_arg="$1"; shift ;;
+    esac
+done
+
+# Per release: the pins, the default DIR, the interpreters to try and the Python versions allowed.
+# The marker texts are those of the venvs made before the two setup scripts became one, so those
+# venvs are reused as they are.
+case "$release" in
+1.19.2)
+    REQS=("onnxruntime-training-cpu==1.19.2" "numpy<2" "onnx==1.16.2")
+    MARKER_TEXT="ortckpt-ort-env v1: ${REQS[*]}"
+    default_dir="${ORTCKPT_ORT_VENV:-$repo_root/.ort-venv}"
+    py_override="${ORTCKPT_ORT_PYTHON:-}"
+    py_candidates=(python3.11 python3.12 python3.10 python3.9 python3)
+    py_min="(3, 8)" py_max="(3, 12)" py_env_name=ORTCKPT_ORT_PYTHON
+    ;;
+1.17.3)
+    REQS=("onnxruntime-training-cpu==1.17.3" "numpy<2" "onnx==1.15.0")
+    MARKER_TEXT="ortckpt-ort-release-env v1: ${REQS[*]}"
+    default_dir="${ORTCKPT_ORT117_VENV:-$repo_root/.ort-venv-1.17}"
+    py_override="${ORTCKPT_ORT117_PYTHON:-}"
+    mapfile -t pyenv_310 < <(ls -d "$HOME"/.pyenv/versions/3.10.*/bin/python 2>/dev/null | sort -V -r)
+    py_candidates=(python3.10 "${pyenv_310[@]}")
+    py_min="(3, 10)" py_max="(3, 10)" py_env_name=ORTCKPT_ORT117_PYTHON
+    ;;
+*)
+    log "unknown release '$release' (supported: 1.19.2, 1.17.3)"
+    exit 1
+    ;;
+esac
+onnx_pin="${REQS[2]#onnx==}"
+
+venv="${dir_arg:-$default_dir}"
 mkdir -p "$(dirname "$venv")"
 venv="$(cd "$(dirname "$venv")" && pwd)/$(basename "$venv")"
 marker="$venv/.ortckpt-ort-env"
 py="$venv/bin/python"
 
-log() { echo "setup_ort_env: $*" >&2; }
+python_fits() {
+    # True when interpreter $1 has the venv module and a version this release has wheels for.
+    "$1" -c "import sys, venv; sys.exit(0 if $py_min <= sys.version_info[:2] <= $py_max else 1)" \
+        >/dev/null 2>&1
+}
 
 check_env() {
-    # True when the venv's python imports the oracle's packages at the pinned versions.
+    # True when the venv's python imports the release's packages at the pinned versions.
     [ -x "$py" ] || return 1
-    "$py" - <<'EOF' >/dev/null 2>&1
+    "$py" - "$release" "$onnx_pin" <<'PYCHECK' >/dev/null 2>&1
+import sys
 import numpy, onnx, flatbuffers
 from onnxruntime.capi import _pybind_state as C
 import onnxruntime
-assert onnxruntime.__version__ == "1.19.2", onnxruntime.__version__
+assert onnxruntime.__version__ == sys.argv[1], onnxruntime.__version__
 assert numpy.__version__.split(".")[0] == "1", numpy.__version__
-assert onnx.__version__ == "1.16.2", onnx.__version__
+assert onnx.__version__ == sys.argv[2], onnx.__version__
 assert hasattr(C, "load_checkpoint") and hasattr(C, "save_checkpoint")
-EOF
+PYCHECK
 }
 
-if [ -f "$marker" ] && [ "$(cat "$marker")" = "$MARKER_TEXT" ] && check_env; then
-    log "ORT environment already set up in $venv"
+ready() { [ -f "$marker" ] && [ "$(cat "$marker")" = "$MARKER_TEXT" ] && check_env; }
+
+if ready; then
+    log "ORT $release environment already set up in $venv"
     echo "$py"
     exit 0
 fi
@@ -59,25 +108,20 @@ if command -v flock >/dev/null 2>&1; then
     exec 9>"$lock"
     flock 9
     # Someone else may have finished while we waited.
-    if [ -f "$marker" ] && [ "$(cat "$marker")" = "$MARKER_TEXT" ] && check_env; then
-        log "ORT environment already set up in $venv"
+    if ready; then
+        log "ORT $release environment already set up in $venv"
         echo "$py"
         exit 0
     fi
 fi
 
 pick_python() {
-    local cands=()
-    if [ -n "${ORTCKPT_ORT_PYTHON:-}" ]; then
-        cands=("$ORTCKPT_ORT_PYTHON")
-    else
-        cands=(python3.11 python3.12 python3.10 python3.9 python3)
-    fi
     local c
+    local cands=("${py_candidates[@]}")
+    [ -z "$py_override" ] || cands=("$py_override")
     for c in "${cands[@]}"; do
         command -v "$c" >/dev/null 2>&1 || continue
-        if "$c" -c 'import sys, venv; sys.exit(0 if (3, 8) <= sys.version_info[:2] <= (3, 12) else 1)' \
-            >/dev/null 2>&1; then
+        if python_fits "$c"; then
             command -v "$c"
             return 0
         fi
@@ -85,9 +129,9 @@ pick_python() {
     return 1
 }
 
-if [ ! -x "$py" ] || ! "$py" -c 'import sys' >/dev/null 2>&1; then
+if [ ! -x "$py" ] || ! python_fits "$py"; then
     base_py="$(pick_python)" || {
-        log "no Python 3.8-3.12 with the venv module found (set ORTCKPT_ORT_PYTHON)"
+        log "no Python in $py_min..$py_max with the venv module found (set $py_env_name)"
         exit 1
     }
     log "creating venv $venv with $base_py"
@@ -107,5 +151,5 @@ if ! check_env; then
     exit 2
 fi
 echo "$MARKER_TEXT" >"$marker"
-log "ORT environment ready in $venv"
+log "ORT $release environment ready in $venv"
 echo "$py"

@@ -16,7 +16,7 @@ bash scripts/setup_ort_env.sh "$ORTCKPT_ORT_VENV" >/dev/null
 # ORT 1.17.3, the last release that reads and writes format version 1 (tests/ort/test_ort_releases.py)
 ORTCKPT_ORT117_VENV=${ORTCKPT_ORT117_VENV:-$repo/.ort-venv-1.17}
 export ORTCKPT_ORT117_VENV
-bash scripts/setup_ort_release_env.sh 1.17.3 "$ORTCKPT_ORT117_VENV" >/dev/null
+bash scripts/setup_ort_env.sh --release 1.17.3 "$ORTCKPT_ORT117_VENV" >/dev/null
 # flatc (for the generated-code freshness test) and the linters live in .venv.
 export PATH="$repo/.venv/bin:$PATH"
 

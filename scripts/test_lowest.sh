@@ -56,6 +56,6 @@ PY
 
 cd "$repo"
 # ortckpt must come from the venv (the wheel), not the source tree: python/ is not on sys.path
-# (pytest adds tests/ only), and this checks it.
+# (pytest adds the repository and scripts/ only: pyproject.toml's pythonpath), and this checks it.
 "$venv/bin/python" -c 'import ortckpt, sys; f = ortckpt.__file__; print("ortckpt from", f); sys.exit("/site-packages/" not in f)'
 "$venv/bin/python" -m pytest -q -p no:cacheprovider tests --ignore tests/ort --ignore tests/test_bench_smoke.py "$@"

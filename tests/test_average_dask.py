@@ -12,7 +12,8 @@ import pytest
 
 import ortckpt
 
-distributed = pytest.importorskip("distributed")
+pytest.importorskip("distributed")
+from tests.helpers.dask_cluster import loopback_client
 
 FLEET = 1000
 BAD = {17: b"garbage", 423: b"", 999: None}  # index -> bytes written instead (None: NaN values)
@@ -42,17 +43,7 @@ def write_fleet(folder: Path) -> list[str]:
 def test_dask_engine_matches_local(tmp_path: Path):
     paths = write_fleet(tmp_path)
     local = ortckpt.average(paths, tmp_path / "local.ckpt", weights="samples")
-    with (
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=False,
-            protocol="tcp://",
-            host="127.0.0.1",
-            dashboard_address=None,
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with loopback_client(n_workers=2, threads_per_worker=1) as client:
         report = ortckpt.average(paths, tmp_path / "dask.ckpt", weights="samples", engine=client)
     assert report.engine == "dask" and local.engine == "local"
     assert [(r.index, r.client, r.accepted, r.kind, r.weight) for r in report.sources] == [
@@ -74,17 +65,7 @@ def test_dask_engine_bytes_and_no_reference():
     states = [ortckpt.CheckpointState({"w": np.full(3, i, np.float32)}) for i in range(1, 9)]
     # bytes, a memoryview and states (shipped to the workers as bytes)
     uploads = [b"junk", *(s.to_bytes() for s in states[:6]), memoryview(states[6].to_bytes()), states[7]]
-    with (
-        distributed.LocalCluster(
-            n_workers=1,
-            threads_per_worker=2,
-            processes=False,
-            protocol="tcp://",
-            host="127.0.0.1",
-            dashboard_address=None,
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with loopback_client(n_workers=1, threads_per_worker=2) as client:
         report = ortckpt.average(uploads, engine=client, weights=list(range(1, 10)))
         with pytest.raises(ortckpt.AggregationError):
             ortckpt.average([b"junk", b"more junk"], engine=client)

@@ -1018,7 +1018,7 @@ def test_set_property_types_and_delete(tmp_path: pathlib.Path, capsys: pytest.Ca
     ],
 )
 def test_parse_property(text: str, kind: str | None, expected: object) -> None:
-    from ortckpt.cli import parse_property
+    from ortckpt.cli._edit import parse_property
 
     value = parse_property(text, kind)
     assert type(value) is type(expected) and value == expected

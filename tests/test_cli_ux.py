@@ -480,3 +480,12 @@ def test_dry_run_json_for_optimizer_free_in_place(
     doc = _strict_json(_run(["strip-optimizer", str(path), "--json", "--dry-run"], capsys)[1])
     assert doc["removed_groups"] == 1 and doc["dry_run"] is True
     assert ortckpt.load(path).optimizer is not None
+
+
+def test_cli_package_exports_main_only() -> None:
+    """The commands' helpers stay in their private modules: ``ortckpt.cli`` is ``main``."""
+    import ortckpt.cli
+
+    assert ortckpt.cli.__all__ == ["main"]
+    for name in ("diff_states", "parse_property", "to_json", "print_text", "Tolerance", "EXACT"):
+        assert not hasattr(ortckpt.cli, name), name

@@ -322,23 +322,24 @@ def _run_on_terminal(args: list[str]) -> tuple[int, str]:
     """Run the CLI with stderr on a pseudo-terminal; return (exit code, what the terminal showed)."""
     main_fd, sub_fd = pty.openpty()
     fcntl.ioctl(sub_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a 100-column terminal
-    proc = subprocess.Popen(
+    # the with block closes the stdout pipe (left open, it is a ResourceWarning)
+    with subprocess.Popen(
         [sys.executable, "-m", "ortckpt", *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=sub_fd,
-    )
-    os.close(sub_fd)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(main_fd, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        shown += chunk
-    proc.wait(timeout=120)
+    ) as proc:
+        os.close(sub_fd)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(main_fd, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        proc.wait(timeout=120)
     os.close(main_fd)
     return proc.returncode, shown.decode("utf-8", "replace")
 

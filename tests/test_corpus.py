@@ -14,6 +14,7 @@ import pytest
 
 import ortckpt
 from ortckpt import CheckpointState, Parameter
+from ortckpt._optimizer import momentum_tensor
 
 Loader = Callable[[pathlib.Path], CheckpointState]
 Comparer = Callable[..., None]
@@ -112,7 +113,8 @@ def check_against_manifest(
                     for m in momentums:
                         arr = got[m["name"]]
                         assert not arr.flags.writeable
-                        _check_tensor(m, got._tensor(m["name"]).data_type, arr.shape, arr.nbytes, arr, False)
+                        data_type = momentum_tensor(got, m["name"]).data_type
+                        _check_tensor(m, data_type, arr.shape, arr.nbytes, arr, False)
     else:
         assert state.optimizer is None
 

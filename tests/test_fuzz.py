@@ -2,7 +2,7 @@
 
 Seeds: every ORT-written file (corpus + tests/data), a checkpoint ortckpt writes with every dtype,
 strings, optimizer state and properties, and hand-built files with external data and nominal
-tensors (the flatbuffer builder of test_malformed.py). Mutations: bit flips, byte and 32-bit word
+tensors (the raw builder of tests.helpers.raw_flatbuffer). Mutations: bit flips, byte and 32-bit word
 overwrites (offsets and lengths are 32-bit words), insertions, deletions, truncations, and splices
 within a file and between two files.
 
@@ -17,13 +17,10 @@ Budget: about 20 s in all (two hypothesis tests plus a seeded loop of 5,000 muta
 from __future__ import annotations
 
 import base64
-import importlib.util
 import random
 import struct
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import ml_dtypes
@@ -34,23 +31,9 @@ from hypothesis import strategies as st
 
 import ortckpt
 from ortckpt import CheckpointError, CheckpointState, OptimizerGroup
-
-
-def _sibling(name: str) -> ModuleType:
-    """tests/<name>.py as a module, whatever pytest's import mode (never ``from conftest import``)."""
-    for key in (name, f"_ortckpt_tests_{name}"):
-        if key in sys.modules:
-            return sys.modules[key]
-    path = Path(__file__).with_name(f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"_ortckpt_tests_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-fb = _sibling("test_malformed")
+from tests.helpers import raw_flatbuffer as fb
+from tests.helpers.checks import check_ours, touch_state
+from tests.helpers.paths import ort_written_files
 
 # ==================================================================================================
 # Seeds
@@ -89,7 +72,9 @@ def _rich_state() -> CheckpointState:
 
 def _seeds() -> list[tuple[str, bytes, bytes | None]]:
     """(name, checkpoint bytes, external data bytes or None)."""
-    seeds: list[tuple[str, bytes, bytes | None]] = [(p.name, p.read_bytes(), None) for p in fb.SAMPLE_FILES]
+    seeds: list[tuple[str, bytes, bytes | None]] = [
+        (p.name, p.read_bytes(), None) for p in ort_written_files()
+    ]
     seeds.append(("rich", ortckpt.serialize(_rich_state()), None))
     t = fb.tensor
     ext = fb.build(
@@ -112,7 +97,7 @@ def _seeds() -> list[tuple[str, bytes, bytes | None]]:
     seeds.append(("nominal", nominal, None))
     seeds.append(("empty", fb.build(fb.checkpoint(module=False, strings=[("k", "v")])), None))
     for _, data, ext_data in seeds:  # every seed is valid
-        fb.touch_state(ortckpt.load_bytes(data, external_data=ext_data))
+        touch_state(ortckpt.load_bytes(data, external_data=ext_data))
     return seeds
 
 
@@ -223,22 +208,20 @@ def check(data: bytes, external: bytes | None, describe: Callable[[], str]) -> s
         state = ortckpt.load_bytes(data, external_data=external)
     except BaseException as exc:
         try:
-            fb.check_ours(exc)
+            check_ours(exc)
             assert isinstance(exc, OUR_LOAD_ERRORS), f"loading raised the base class: {exc}"
         except AssertionError as failure:
             raise AssertionError(f"{failure}\n{describe()}") from exc
         return type(exc).__name__
     try:
-        summary = fb.touch_state(state)
+        summary = touch_state(state)
         try:
             saved = ortckpt.serialize(state)
         except CheckpointError as exc:  # ours; e.g. values in a state flagged nominal
-            fb.check_ours(exc)
+            check_ours(exc)
             return "loaded, not saved"
         again = ortckpt.load_bytes(saved)
-        assert _comparable(fb.touch_state(again)) == _comparable(summary), (
-            "serialize + load changed the state"
-        )
+        assert _comparable(touch_state(again)) == _comparable(summary), "serialize + load changed the state"
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -358,7 +341,7 @@ def _check_file_agrees(
                 # then the error comes when the values are read, here by serializing every tensor.
                 state.to_bytes()
         except BaseException as exc:
-            fb.check_ours(exc)
+            check_ours(exc)
             assert type(exc).__name__ == outcome, (
                 f"load(mmap={mmap}) raised {exc!r}, load_bytes: {outcome}\n{describe()}"
             )
@@ -366,8 +349,8 @@ def _check_file_agrees(
                 assert str(target) in str(exc), f"{exc} does not name the file"
             continue
         assert outcome == "loaded", f"load(mmap={mmap}) loaded, load_bytes: {outcome}\n{describe()}"
-        expected = fb.touch_state(ortckpt.load_bytes(data, external_data=external))
-        assert fb.touch_state(state)[1:] == expected[1:], describe()
+        expected = touch_state(ortckpt.load_bytes(data, external_data=external))
+        assert touch_state(state)[1:] == expected[1:], describe()
         del state
 
 

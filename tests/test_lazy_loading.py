@@ -29,8 +29,8 @@ import pytest
 import ortckpt
 from ortckpt import CheckpointState, OptimizerGroup
 from ortckpt._native import MappedFile
+from tests.helpers.paths import corpus_files, fixture_files
 
-REPO = Path(__file__).resolve().parents[1]
 MIB = 2**20
 
 # ==================================================================================================
@@ -121,8 +121,7 @@ def test_loaded_values_are_read_only_zero_copy_views(tmp_path: Path) -> None:
     assert len(maps) == 1
 
 
-ORT_FILES = sorted((REPO / "tests" / "data").glob("mlp_*.ckpt"))
-ORT_FILES += sorted((REPO.parent / "shared" / "corpus").glob("*.ckpt"))
+ORT_FILES = fixture_files("mlp_*.ckpt") + corpus_files()
 
 
 @pytest.mark.parametrize("path", ORT_FILES, ids=lambda p: p.stem)

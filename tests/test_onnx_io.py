@@ -27,9 +27,12 @@ from ortckpt import (
     _dtypes,
     onnx_io,
 )
+from ortckpt._parameter import tensor_of
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from tests.helpers.onnx_protos import data_type_of, header, make_model, raw_proto  # noqa: E402
 
 Arr = np.ndarray[Any, Any]
 
@@ -93,10 +96,6 @@ ARRAYS = dtype_arrays()
 NUMERIC = [k for k, v in ARRAYS.items() if v.dtype != object]
 
 
-def data_type_of(arr: Arr) -> int:
-    return _dtypes.from_numpy(arr.dtype, "t")
-
-
 def raw(arr: Arr) -> bytes | list[str]:
     if arr.dtype == object:
         return [str(s) for s in arr.reshape(-1)]
@@ -129,23 +128,6 @@ def _with_packed_float_data(proto: TensorProto, values: Arr) -> TensorProto:
     payload = np.ascontiguousarray(values, dtype="<f4").tobytes()
     wire = proto.SerializeToString() + b"\x22" + _varint(len(payload)) + payload  # field 4, packed
     return TensorProto.FromString(wire)
-
-
-def header(name: str, arr: Arr) -> TensorProto:
-    t = TensorProto()
-    t.name = name
-    t.data_type = data_type_of(arr)
-    t.dims.extend(int(d) for d in arr.shape)
-    return t
-
-
-def raw_proto(name: str, arr: Arr) -> TensorProto:
-    t = header(name, arr)
-    if arr.dtype == object:
-        t.string_data.extend(s.encode("utf-8") for s in arr.reshape(-1))
-    else:
-        t.raw_data = np.ascontiguousarray(arr).tobytes()
-    return t
 
 
 def typed_proto(name: str, arr: Arr) -> TensorProto:
@@ -258,7 +240,7 @@ def test_raw_data_is_passed_through_without_numpy(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(numpy_helper, "to_array", boom)
     param = onnx_io.from_tensor_proto(proto)
-    tensor = param._tensor
+    tensor = tensor_of(param)
     assert type(tensor).__name__ == "BufferTensor"
     assert bytes(memoryview(tensor.spec_data("w"))) == proto.raw_data  # type: ignore[arg-type]
 
@@ -551,16 +533,6 @@ def test_external_data_threshold_moves_data_out(tmp_path: pathlib.Path) -> None:
 
 
 # -- save_from_onnx -------------------------------------------------------------------------------------
-
-
-def make_model(initializers: list[TensorProto]) -> Any:
-    """A small valid model (IR 10, opset 21: what ORT 1.19.2 reads) holding the initializers."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y], initializer=initializers
-    )
-    return helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 21)])
 
 
 MODEL_ARRAYS = {

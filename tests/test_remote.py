@@ -171,7 +171,9 @@ def test_memory_urls(tmp_path: Path, assert_same_state, capsys):
 
 
 def test_dask_workers_read_from_s3(s3: dict[str, Any]):
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
+    from tests.helpers.dask_cluster import loopback_client
+
     prefix = f"s3://{BUCKET}/dask-{uuid.uuid4().hex[:8]}"
     urls = [f"{prefix}/device{i}.ckpt" for i in range(12)]
     for i, url in enumerate(urls):
@@ -179,17 +181,7 @@ def test_dask_workers_read_from_s3(s3: dict[str, Any]):
     put(f"{prefix}/bad.ckpt", b"\x00" * 64, s3)
     sources = [*urls, f"{prefix}/bad.ckpt"]
     local = ortckpt.average(sources, weights="samples", storage_options=s3)
-    with (
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=False,
-            protocol="tcp://",
-            host="127.0.0.1",
-            dashboard_address=None,
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with loopback_client(n_workers=2, threads_per_worker=1) as client:
         report = ortckpt.average(
             sources, f"{prefix}/global.ckpt", weights="samples", storage_options=s3, engine=client
         )

@@ -34,12 +34,6 @@ class Momentums(MutableMapping[str, NDArray[Any]]):
         self._tensors = tensors
         return self
 
-    def _tensor(self, name: str) -> Tensor:
-        return self._tensors[name]
-
-    def _items(self) -> list[tuple[str, Tensor]]:
-        return sorted(self._tensors.items())
-
     def __getitem__(self, key: str) -> NDArray[Any]:
         return self._tensors[key].array(f"{self._param}/{key}")
 
@@ -60,8 +54,22 @@ class Momentums(MutableMapping[str, NDArray[Any]]):
         return key in self._tensors
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{name!r}: {type_name(t.data_type)}{list(t.shape)}" for name, t in self._items())
+        inner = ", ".join(
+            f"{name!r}: {type_name(t.data_type)}{list(t.shape)}" for name, t in momentum_tensors(self)
+        )
         return f"Momentums({{{inner}}})"
+
+
+# The package's own readers (the writer's spec, the CLI's inspect and diff) see a momentum's storage
+# through these two: its dtype, shape and size without reading its values. Not public API.
+def momentum_tensor(momentums: Momentums, name: str) -> Tensor:
+    """The storage of momentum ``name`` (KeyError when there is none)."""
+    return momentums._tensors[name]
+
+
+def momentum_tensors(momentums: Momentums) -> list[tuple[str, Tensor]]:
+    """(momentum name, storage) pairs, sorted by name as ORT writes them."""
+    return sorted(momentums._tensors.items())
 
 
 class MomentumStates(SortedMap[Momentums]):

@@ -21,6 +21,13 @@ def _check_bool(value: object, what: str) -> bool:
     return bool(value)
 
 
+def tensor_of(param: Parameter) -> Tensor:
+    """The storage behind ``param``: its data type, shape and size without reading its values, and
+    its values in the form the writer takes. For the package's own readers (the writer's spec, the
+    CLI's diff, ONNX export); not public API."""
+    return param._tensor
+
+
 class Parameter:
     """A named tensor of a checkpoint.
 

@@ -14,6 +14,8 @@ import gc
 from typing import TYPE_CHECKING
 
 from ._dtypes import STRING
+from ._optimizer import momentum_tensors
+from ._parameter import tensor_of
 from ._tensor import ArrayTensor
 
 if TYPE_CHECKING:
@@ -56,7 +58,7 @@ def _build(state: CheckpointState, include_optimizer_state: bool, format_version
         # A nominal tensor's data is None; the core refuses it outside a nominal checkpoint. A
         # nominal checkpoint may still hold values (ORT writes such files when it re-saves a
         # nominal state); they are written back as they are, so loading and saving loses nothing.
-        tensor = param._tensor
+        tensor = tensor_of(param)
         doc = param.doc_string
         spec: TensorSpec = (
             (name, tensor.data_type, tensor.shape, _data(tensor, name), doc)
@@ -76,7 +78,7 @@ def _build(state: CheckpointState, include_optimizer_state: bool, format_version
                     param_name,
                     [
                         (momentum, tensor.data_type, tensor.shape, _data(tensor, momentum))
-                        for momentum, tensor in momentums._items()
+                        for momentum, tensor in momentum_tensors(momentums)
                     ],
                 )
                 for param_name, momentums in group.states.items()

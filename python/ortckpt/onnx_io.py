@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from . import _dtypes, _native
 from ._onnx_external import ExternalFiles
 from ._onnx_import import require_onnx
-from ._parameter import Parameter
+from ._parameter import Parameter, tensor_of
 from ._proto_decode import as_proto, proto_name, tensor_from_proto
 from ._scalars import check_name
 from ._types import StrPath, path_str
@@ -254,7 +254,7 @@ def to_tensor_proto(param: Parameter) -> onnx.TensorProto:
     if not isinstance(param, Parameter):
         raise TypeError(f"expected a Parameter, got {type(param).__name__}")
     name = param.name
-    tensor = param._tensor
+    tensor = tensor_of(param)
     if tensor.is_nominal:
         raise CheckpointError(
             f"parameter {name!r} is nominal (a name and data type without values): it has no TensorProto"

@@ -1,7 +1,8 @@
 """Run the parity cases (compat_parity_cases.py) against ORT 1.19.2's own
-``onnxruntime.training.api``; run by the ORT side venv's python.
+``onnxruntime.training.api``; run by the ORT side venv's python through
+``tests.helpers.ort.run_module`` (from the repository, with scripts/ on the path):
 
-    python compat_parity_runner.py WORKDIR OUT.json
+    python -m tests.ort.compat_parity_runner WORKDIR OUT.json
 
 Makes training artifacts for the fixture MLP in WORKDIR (their checkpoint is the "params"
 checkpoint of the cases; ORT needs the training model for its sessions) and writes
@@ -16,13 +17,11 @@ import sys
 import traceback
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(REPO, "scripts"))
+import make_fixtures as F
 
-import compat_parity_cases as cases  # noqa: E402
-import make_fixtures as F  # noqa: E402
+from tests.ort import compat_parity_cases as cases
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class OrtEnv:
@@ -48,20 +47,10 @@ class OrtEnv:
 
 
 def main(workdir: str, out: str) -> int:
-    artifacts, _, Module, _, _ = F._import_training()
+    art = os.path.join(workdir, "artifacts")
+    _, _, Module, _, _ = F.make_artifacts(art, seed=1)
     import onnxruntime.training.api as api
 
-    art = os.path.join(workdir, "artifacts")
-    os.makedirs(art, exist_ok=True)
-    with F._quiet_fds():
-        artifacts.generate_artifacts(
-            F.mlp_model(1),
-            requires_grad=F.TRAINABLE,
-            frozen_params=F.FROZEN,
-            loss=artifacts.LossType.MSELoss,
-            optimizer=artifacts.OptimType.AdamW,
-            artifact_directory=art,
-        )
     data = os.path.join(REPO, "tests", "data")
     checkpoints = {
         "params": os.path.join(art, "checkpoint"),

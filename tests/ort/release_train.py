@@ -1,5 +1,9 @@
-"""Run by an old ORT release's python (tests/ort/test_ort_releases.py): train the fixture MLP for a
-few AdamW steps, set properties, and save with optimizer state to argv[1]."""
+"""Run by an old ORT release's python (tests/ort/test_ort_releases.py, through
+``tests.helpers.ort.run_module``, which puts scripts/ on the path): train the fixture MLP for a few
+AdamW steps, set properties, and save with optimizer state to argv[1].
+
+    python -m tests.ort.release_train OUT.ckpt
+"""
 
 from __future__ import annotations
 
@@ -7,24 +11,13 @@ import os
 import sys
 import tempfile
 
-import numpy as np
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import make_fixtures as F
+import numpy as np
 
 
 def main(out: str) -> None:
-    artifacts, CheckpointState, Module, Optimizer, _ = F._import_training()
     work = tempfile.mkdtemp()
-    with F._quiet_fds():
-        artifacts.generate_artifacts(
-            F.mlp_model(3),
-            requires_grad=F.TRAINABLE,
-            frozen_params=F.FROZEN,
-            loss=artifacts.LossType.MSELoss,
-            optimizer=artifacts.OptimType.AdamW,
-            artifact_directory=work,
-        )
+    _, CheckpointState, Module, Optimizer, _ = F.make_artifacts(work, seed=3)
     state = CheckpointState.load_checkpoint(os.path.join(work, "checkpoint"))
     # module and optimizer stay alive until the save
     module = Module(os.path.join(work, "training_model.onnx"), state, os.path.join(work, "eval_model.onnx"))

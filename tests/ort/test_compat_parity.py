@@ -5,24 +5,20 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import compat_parity_cases as cases
 import pytest
-from ort_helpers import import_ortckpt
 
-RUNNER = Path(__file__).with_name("compat_parity_runner.py")
+from tests.helpers.ort import import_ortckpt, run_module
+from tests.ort import compat_parity_cases as cases
 
 
 @pytest.fixture(scope="module")
 def ort_results(ort_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("parity_ort")
     out = work / "results.json"
-    subprocess.run(
-        [ort_python, str(RUNNER), str(work), str(out)], check=True, timeout=600, stdin=subprocess.DEVNULL
-    )
+    run_module(ort_python, "tests.ort.compat_parity_runner", str(work), str(out), timeout=600)
     result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     return result
 

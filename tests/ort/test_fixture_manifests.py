@@ -11,7 +11,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ort_helpers import corpus_files, fixture_files, import_ortckpt
+
+from tests.helpers.ort import import_ortckpt
+from tests.helpers.paths import corpus_files, fixture_files
 
 
 def sha256(a: Any) -> str:

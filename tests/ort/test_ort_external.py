@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ort_cases import CASES, adamw_optimizer
-from ort_helpers import assert_state_matches_dump, import_ortckpt, read_dump, same_bits
-from test_ortckpt_to_ort import make_state
+
+from tests.helpers.ort import assert_state_matches_dump, import_ortckpt, make_state, read_dump, same_bits
+from tests.ort.ort_cases import CASES, adamw_optimizer
 
 pytestmark = pytest.mark.ort
 

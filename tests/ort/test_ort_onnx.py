@@ -18,8 +18,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
-from ort_cases import SUPPORTED_DTYPES
-from ort_helpers import (
+
+from tests.helpers.ort import (
     assert_dumps_equivalent,
     assert_state_matches_dump,
     import_ortckpt,
@@ -27,11 +27,14 @@ from ort_helpers import (
     read_dump,
     same_bits,
 )
+from tests.ort.ort_cases import SUPPORTED_DTYPES
 
 pytestmark = pytest.mark.ort
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from tests.helpers.onnx_protos import data_type_of, header, make_model, raw_proto  # noqa: E402
 
 Arr = np.ndarray
 
@@ -71,29 +74,6 @@ ORT_WRITE_ONLY = {
     "w.float8_e5m2fnuz": np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e5m2fnuz),
     "w.string": np.array([["héllo ✓", ""], ["a\x00b", "日本語"]], dtype=object),
 }
-
-
-def data_type_of(arr: Arr) -> int:
-    from ortckpt import _dtypes
-
-    return _dtypes.from_numpy(arr.dtype, "t")
-
-
-def header(name: str, arr: Arr) -> TensorProto:
-    t = TensorProto()
-    t.name = name
-    t.data_type = data_type_of(arr)
-    t.dims.extend(int(d) for d in arr.shape)
-    return t
-
-
-def raw_proto(name: str, arr: Arr) -> TensorProto:
-    t = header(name, arr)
-    if arr.dtype == object:
-        t.string_data.extend(s.encode("utf-8") for s in arr.reshape(-1))
-    else:
-        t.raw_data = np.ascontiguousarray(arr).tobytes()
-    return t
 
 
 def _varint(n: int) -> bytes:
@@ -139,16 +119,6 @@ ODD_TYPED = [
     TensorProto(name="odd.int16", data_type=TensorProto.INT16, dims=[1], int32_data=[40000]),
     TensorProto(name="odd.uint32", data_type=TensorProto.UINT32, dims=[1], uint64_data=[2**32 + 5]),
 ]
-
-
-def make_model(initializers: list[TensorProto]) -> Any:
-    """IR 10 / opset 21: a model ORT 1.19.2 reads."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y], initializer=initializers
-    )
-    return helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 21)])
 
 
 def set_external(t: TensorProto, location: str, offset: int, length: int) -> None:

@@ -1,5 +1,5 @@
 """ortckpt against ORT 1.17.3, the last release of format version 1, in its own side venv
-(scripts/setup_ort_release_env.sh): both directions.
+(``scripts/setup_ort_env.sh --release 1.17.3``): both directions.
 
 * ortckpt reads what ORT 1.17.3 wrote after real training steps (values, shapes, dtypes, trainable
   flags, properties, optimizer state, as ORT itself sees them);
@@ -12,35 +12,30 @@ ORT 1.15.1.)
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from ort_helpers import REPO, Oracle, assert_state_matches_dump, import_ortckpt, on_ci, read_dump
 
-SETUP = REPO / "scripts" / "setup_ort_release_env.sh"
-TRAIN = Path(__file__).with_name("release_train.py")
+from tests.helpers.ort import (
+    Oracle,
+    assert_state_matches_dump,
+    import_ortckpt,
+    ort_venv_python,
+    read_dump,
+    run_module,
+)
 
 
 @pytest.fixture(scope="module")
 def ort117(tmp_path_factory: pytest.TempPathFactory) -> Oracle:
-    proc = subprocess.run(
-        ["bash", str(SETUP), "1.17.3"], capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL
-    )
-    if proc.returncode != 0:
-        msg = f"ORT 1.17.3 side environment unavailable (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
-        if on_ci():
-            pytest.fail(msg)
-        pytest.skip(msg)
-    python = proc.stdout.strip().splitlines()[-1]
-    return Oracle(python, tmp_path_factory.mktemp("ort117"))
+    return Oracle(ort_venv_python("1.17.3"), tmp_path_factory.mktemp("ort117"))
 
 
 @pytest.fixture(scope="module")
 def trained(ort117: Oracle) -> Path:
     out = ort117.workdir / "trained_v1.ckpt"
-    subprocess.run([ort117.python, str(TRAIN), str(out)], check=True, timeout=300, stdin=subprocess.DEVNULL)
+    run_module(ort117.python, "tests.ort.release_train", str(out), timeout=300)
     return out
 
 

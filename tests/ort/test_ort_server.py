@@ -12,7 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ort_helpers import DATA, assert_state_matches_dump, import_ortckpt, read_dump
+
+from tests.helpers.ort import assert_state_matches_dump, import_ortckpt, read_dump
+from tests.helpers.paths import DATA
 
 pytestmark = pytest.mark.ort
 

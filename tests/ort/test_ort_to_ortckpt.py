@@ -13,16 +13,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ort_cases import CASES
-from ort_helpers import (
+
+from tests.helpers.ort import (
     Dump,
     assert_state_matches_dump,
-    corpus_files,
-    fixture_files,
     import_ortckpt,
     read_dump,
     same_bits,
 )
+from tests.helpers.paths import corpus_files, fixture_files
+from tests.ort.ort_cases import CASES
 
 pytestmark = pytest.mark.ort
 

@@ -10,9 +10,9 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from ort_cases import adamw_optimizer
-from ort_helpers import assert_state_matches_dump, import_ortckpt, same_bits
-from test_ortckpt_to_ort import make_state
+
+from tests.helpers.ort import assert_state_matches_dump, import_ortckpt, make_state, same_bits
+from tests.ort.ort_cases import adamw_optimizer
 
 pytestmark = pytest.mark.ort
 

@@ -13,18 +13,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ort_cases import CASES, adamw_optimizer, sgd_optimizer
-from ort_helpers import (
+
+from tests.helpers.ort import (
     Dump,
     assert_dumps_equivalent,
     assert_state_matches_dump,
-    corpus_files,
-    fixture_files,
     import_ortckpt,
+    make_state,
     read_dump,
     same_bits,
     structure,
 )
+from tests.helpers.paths import corpus_files, fixture_files
+from tests.ort.ort_cases import CASES, adamw_optimizer, sgd_optimizer
 
 pytestmark = pytest.mark.ort
 
@@ -60,23 +61,6 @@ def build_cases() -> dict[str, dict[str, Any]]:
 
 
 CASE_NAMES = list(build_cases())
-
-
-def make_state(ortckpt, case: dict[str, Any]):
-    optimizer = None
-    if case.get("optimizer"):
-        optimizer = {
-            g: ortckpt.OptimizerGroup(
-                step=v["step"], initial_learning_rate=v["initial_learning_rate"], states=v["states"]
-            )
-            for g, v in case["optimizer"].items()
-        }
-    return ortckpt.CheckpointState(
-        case.get("trainable"),
-        frozen=case.get("frozen"),
-        properties=case.get("properties"),
-        optimizer=optimizer,
-    )
 
 
 class Written:

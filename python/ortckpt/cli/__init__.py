@@ -26,7 +26,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import CheckpointError
 from ._errors import ArgumentsError, UsageError
@@ -35,39 +35,9 @@ from ._parser import Parser, build_parser
 if TYPE_CHECKING:
     import argparse
 
-__all__ = [
-    "EXACT",
-    "JsonValue",
-    "Tolerance",
-    "UsageError",
-    "compare_values",
-    "diff_states",
-    "main",
-    "parse_property",
-    "print_diff",
-    "print_text",
-    "to_json",
-]
-
-# Re-exports, imported on first use so that start-up (``--help``, completion) stays fast.
-_LAZY = {
-    "EXACT": "_compare",
-    "Tolerance": "_compare",
-    "compare_values": "_compare",
-    "diff_states": "_diff",
-    "print_diff": "_diff_text",
-    "parse_property": "_edit",
-    "JsonValue": "_format",
-    "print_text": "_inspect",
-    "to_json": "_inspect",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{module}", __name__), name)
+# The package's one public name: the commands' helpers stay in their private modules (the tests
+# import them from there).
+__all__ = ["main"]
 
 
 def _error_prefix() -> str:

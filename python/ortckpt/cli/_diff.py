@@ -9,6 +9,8 @@ import os
 from typing import TYPE_CHECKING, TextIO
 
 from .. import _dtypes
+from .._optimizer import momentum_tensor
+from .._parameter import tensor_of
 from ..io import load
 from ..state import CheckpointState, Parameter
 from ._compare import EXACT, Tolerance, compare_values
@@ -67,7 +69,7 @@ def _tensor_changes(
 
 
 def _param_entry(param: Parameter) -> dict[str, JsonValue]:
-    tensor = param._tensor
+    tensor = tensor_of(param)
     return {
         "name": param.name,
         "trainable": param.trainable,
@@ -96,7 +98,7 @@ def _diff_parameters(
             if x.trainable != y.trainable:
                 entry["trainable"] = _pair(x.trainable, y.trainable)
                 counter.hit()
-            _tensor_changes(x._tensor, y._tensor, name, tol, counter, entry)
+            _tensor_changes(tensor_of(x), tensor_of(y), name, tol, counter, entry)
             if len(entry) > 1:
                 changed.append(entry)
     return {"only_in_a": only_a, "only_in_b": only_b, "changed": changed}
@@ -150,7 +152,7 @@ def _diff_optimizer(
             ma, mb = x.states[param], y.states[param]
             for momentum in natural_sorted(set(ma) | set(mb)):
                 if momentum not in mb or momentum not in ma:
-                    tensor = (ma if momentum in ma else mb)._tensor(momentum)
+                    tensor = momentum_tensor(ma if momentum in ma else mb, momentum)
                     item = {
                         "parameter": param,
                         "momentum": momentum,
@@ -162,7 +164,9 @@ def _diff_optimizer(
                     continue
                 change: dict[str, JsonValue] = {"parameter": param, "momentum": momentum}
                 label = f"{group_name}/{param}/{momentum}"
-                _tensor_changes(ma._tensor(momentum), mb._tensor(momentum), label, tol, counter, change)
+                _tensor_changes(
+                    momentum_tensor(ma, momentum), momentum_tensor(mb, momentum), label, tol, counter, change
+                )
                 if len(change) > 2:
                     mom_changed.append(change)
         if states_a or states_b:

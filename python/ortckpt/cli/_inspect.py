@@ -9,6 +9,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from .. import _dtypes
+from .._optimizer import momentum_tensors
 from ..io import external_data_path, load
 from ..state import CheckpointState, Parameter
 from ._format import JsonValue, f32, file_size, human_size, json_float, natural_key, natural_sorted, yes_no
@@ -89,7 +90,7 @@ def to_json(state: CheckpointState, path: str, values: int = 0) -> dict[str, Jso
                         "shape": list(t.shape),
                         "nbytes": t.nbytes,
                     }
-                    for m, t in momentums._items()
+                    for m, t in momentum_tensors(momentums)
                 }
             optimizer.append(
                 {
@@ -174,7 +175,8 @@ def print_text(state: CheckpointState, path: str, values: int, out: TextIO) -> N
             for param_name in natural_sorted(group.states):
                 momentums = group.states[param_name]
                 desc = ", ".join(
-                    f"{m} {_dtypes.type_name(t.data_type)} {list(t.shape)}" for m, t in momentums._items()
+                    f"{m} {_dtypes.type_name(t.data_type)} {list(t.shape)}"
+                    for m, t in momentum_tensors(momentums)
                 )
                 print(f"    {param_name}: {desc or '(no momentums)'}", file=out)
 

@@ -1,50 +1,40 @@
-"""Helpers for the tests that talk to the real ONNX Runtime 1.19.2 (the oracle).
+"""Helpers for the tests that talk to the real ONNX Runtime (the oracle).
 
-ORT lives in a side virtualenv (it needs numpy<2): ``$ORTCKPT_ORT_VENV`` or ``<repo>/.ort-venv``,
-created on first use by ``scripts/setup_ort_env.sh``. When it cannot be created (no network), the
-``ort`` tests are skipped, except on CI (``CI=true``) where that is a failure.
+ORT lives in side virtualenvs (it needs numpy<2), made on first use by ``scripts/setup_ort_env.sh``:
+1.19.2 in ``$ORTCKPT_ORT_VENV`` or ``<repo>/.ort-venv``, 1.17.3 in ``$ORTCKPT_ORT117_VENV`` or
+``<repo>/.ort-venv-1.17``. When one cannot be made (no network), the tests that need it are
+skipped, except on CI (``CI=true``) where that is a failure (``ort_venv_python``).
 
 The oracle is ``scripts/ort_oracle.py`` run by the venv's python; tests batch their work into one
 subprocess per module (``Oracle.batch``). Its numpy-only helpers (``write_spec``, ``read_dump``)
-are imported from the script itself so both sides share one definition of the exchange formats.
+are imported from the script itself (``scripts/`` is an import root of the suite, see
+tests/__init__.py) so both sides share one definition of the exchange formats. Modules of this
+package that run under an ORT venv (tests/ort/release_train.py, compat_parity_runner.py) are
+started by ``run_module``.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import ort_oracle as oracle_formats
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.helpers.paths import REPO
+
 SCRIPTS = REPO / "scripts"
 ORACLE_SCRIPT = SCRIPTS / "ort_oracle.py"
 SETUP_SCRIPT = SCRIPTS / "setup_ort_env.sh"
-DATA = REPO / "tests" / "data"
-CORPUS = REPO.parent / "shared" / "corpus"
 
 
 def on_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
-def _load_oracle_module():
-    spec = importlib.util.spec_from_file_location("ort_oracle", ORACLE_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("ort_oracle", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-oracle_formats = _load_oracle_module()
 
 
 def import_ortckpt():
@@ -58,21 +48,55 @@ def import_ortckpt():
     return ortckpt
 
 
-def fixture_files() -> list[Path]:
-    return sorted(DATA.glob("*.ckpt"))
-
-
-def corpus_files() -> list[Path]:
-    return sorted(CORPUS.glob("*.ckpt")) if CORPUS.is_dir() else []
-
-
 # ---------------------------------------------------------------------------------------------
 # The ORT side environment and the oracle
 # ---------------------------------------------------------------------------------------------
 
 
 def venv_dir() -> Path:
+    """Where the ORT 1.19.2 side venv is (``scripts/setup_ort_env.sh``'s default DIR)."""
     return Path(os.environ.get("ORTCKPT_ORT_VENV") or (REPO / ".ort-venv"))
+
+
+def ort_venv_python(release: str = "1.19.2", venv: Path | None = None) -> str:
+    """The python of the side venv of ORT ``release`` (made by scripts/setup_ort_env.sh if needed;
+    ``venv`` None: the script's default for the release). Skips when it cannot be made, except on
+    CI, where that fails."""
+    cmd = ["bash", str(SETUP_SCRIPT), "--release", release]
+    if venv is not None:
+        cmd.append(str(venv))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        proc = None
+        err = f"{type(e).__name__}: {e}"
+    else:
+        err = proc.stderr.strip()[-2000:]
+    if proc is None or proc.returncode != 0:
+        msg = (
+            f"ORT {release} side environment unavailable ({' '.join(cmd[1:])} failed"
+            f"{'' if proc is None else f' with exit {proc.returncode}'}; no network?):\n{err}"
+        )
+        if on_ci():
+            pytest.fail(msg)
+        pytest.skip(msg)
+    py = proc.stdout.strip().splitlines()[-1]
+    assert Path(py).exists(), py
+    return py
+
+
+def run_module(python: str, module: str, *args: str, timeout: float) -> None:
+    """Runs ``python -m module args...`` from the repository with the suite's two import roots (the
+    repository and scripts/) on its path: how a module of this package runs under an ORT venv."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(SCRIPTS)]))
+    subprocess.run(
+        [python, "-m", module, *args],
+        cwd=REPO,
+        env=env,
+        check=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @dataclass
@@ -188,6 +212,24 @@ class Oracle:
 def read_dump(path: Path | str) -> Dump:
     meta, arrays = oracle_formats.read_dump(path)
     return Dump(meta, arrays)
+
+
+def make_state(ortckpt, case: dict[str, Any]):
+    """ortckpt's CheckpointState of a case of tests/ort/ort_cases.py (the kwargs ORT writes from)."""
+    optimizer = None
+    if case.get("optimizer"):
+        optimizer = {
+            g: ortckpt.OptimizerGroup(
+                step=v["step"], initial_learning_rate=v["initial_learning_rate"], states=v["states"]
+            )
+            for g, v in case["optimizer"].items()
+        }
+    return ortckpt.CheckpointState(
+        case.get("trainable"),
+        frozen=case.get("frozen"),
+        properties=case.get("properties"),
+        optimizer=optimizer,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,28 @@
+"""Where the test inputs are: one definition for the whole Python suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+#: Small checkpoints written by ORT 1.19.2 (scripts/make_fixtures.py), committed with the repository.
+DATA = REPO / "tests" / "data"
+#: The shared corpus of ORT-written checkpoints and their JSON manifests, beside the repository (the
+#: Rust side's twin is ``test_support::corpus_dir`` in rust/core). Tests that need it skip when it is
+#: absent.
+CORPUS_DIR = REPO.parent / "shared" / "corpus"
+
+
+def corpus_files() -> list[Path]:
+    """Every ``*.ckpt`` of the corpus, sorted; empty when the corpus is absent."""
+    return sorted(CORPUS_DIR.glob("*.ckpt")) if CORPUS_DIR.is_dir() else []
+
+
+def fixture_files(pattern: str = "*.ckpt") -> list[Path]:
+    """The checkpoints of tests/data matching ``pattern``, sorted."""
+    return sorted(DATA.glob(pattern))
+
+
+def ort_written_files() -> list[Path]:
+    """The corpus, then tests/data: every checkpoint ORT wrote that the suite has."""
+    return corpus_files() + fixture_files()

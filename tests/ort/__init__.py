@@ -1,0 +1,1 @@
+"""Tests against the real ONNX Runtime (the oracle), which runs in side virtualenvs."""
