@@ -80,6 +80,7 @@ class Config:
     tensors_c: int
     repeats: int
     startup_repeats: int
+    ort_repeats: int
     quick: bool
     tmpdir: str | None
     ort_python: str | None
@@ -423,7 +424,7 @@ def ort_rows(
 
     def run(row: Row, pairs: dict[str, tuple[str, str]], ckpt: str) -> None:
         row.times = {k: [] for k in pairs}
-        for _ in range(cfg.repeats):
+        for _ in range(cfg.ort_repeats):
             for key, (python, op) in pairs.items():
                 os.sync()
                 try:
@@ -584,7 +585,8 @@ def run(cfg: Config, out: Callable[[str], None] = print) -> dict[str, Any]:
         out(
             "each ratio: ortckpt / baseline, median / median and min / min of "
             f"{cfg.repeats} interleaved rounds "
-            f"(startup: {cfg.startup_repeats} processes per command); warm cache except goal 7"
+            f"(startup: {cfg.startup_repeats} processes per command; ORT rows: {cfg.ort_repeats} rounds); "
+            "warm cache except goal 7"
             + ("" if cfg.repeats >= GOAL_REPEATS else f"; FEWER THAN {GOAL_REPEATS} ROUNDS: not goal figures")
         )
         out(f"load average before: {load_before}")
@@ -691,6 +693,12 @@ def main(argv: list[str] | None = None) -> int:
         "--startup-repeats", type=int, help="processes per start-up command (default 30; 10 with --quick)"
     )
     ap.add_argument(
+        "--ort-repeats",
+        type=int,
+        help="rounds of the informational ORT rows (default: --repeats; 3 with --quick: ORT's load of "
+        "shape C alone takes ~10 s here)",
+    )
+    ap.add_argument(
         "--ort-python", help="python of the ORT 1.19.2 side venv (default: $ORTCKPT_ORT_VENV, .ort-venv)"
     )
     ap.add_argument("--tmpdir", help="where the temporary files go (default: the system's)")
@@ -706,12 +714,13 @@ def main(argv: list[str] | None = None) -> int:
         tensors_c=args.tensors_c,
         repeats=args.repeats or (5 if args.quick else 7),
         startup_repeats=args.startup_repeats or (10 if args.quick else 30),
+        ort_repeats=args.ort_repeats or (3 if args.quick else args.repeats or 7),
         quick=args.quick,
         tmpdir=args.tmpdir,
         ort_python=args.ort_python,
         verbose=args.verbose,
     )
-    if min(cfg.size_mib, cfg.tensors_b, cfg.tensors_c, cfg.repeats, cfg.startup_repeats) < 1:
+    if min(cfg.size_mib, cfg.tensors_b, cfg.tensors_c, cfg.repeats, cfg.startup_repeats, cfg.ort_repeats) < 1:
         ap.error("sizes, counts and repeats must be >= 1")
     result = run(cfg)
     if args.json:
