@@ -627,24 +627,24 @@ def run(cfg: Config, out: Callable[[str], None] = print) -> dict[str, Any]:
                 prepared["error"] = f"preparing the files: {_one_line(e)}"
                 raise
 
-        steps: list[tuple[list[str], Callable[[], None]]] = [
-            (["1"], lambda: goal_save_a(cfg, tmp, rows)),
-            (["2"], lambda: goal_save_memory(cfg, tmp, rows)),
-            (["3"], lambda: goal_save_c(cfg, tmp, rows)),
-            (["4"], lambda: (prepare(), goal_load_c(cfg, files, rows))[1]),
-            (["5"], lambda: (prepare(), goal_bulk_a(cfg, files, rows))[1]),
-            (["6", "i-floor"], lambda: (prepare(), goal_bulk_c(cfg, files, rows))[1]),
-            (["7", "i-evict"], lambda: (prepare(), goal_cold_b(cfg, files, rows))[1]),
-            (["8", "9"], lambda: goal_startup(cfg, rows)),
-            (
-                ["i-ort-load", "i-ort-save"],
-                lambda: (prepare(), ort_rows(cfg, files, tmp, rows, ort_py, ort_status))[1],
-            ),
+        # (rows it fills, needs the prepared files, the step)
+        steps: list[tuple[list[str], bool, Callable[[], None]]] = [
+            (["1"], False, lambda: goal_save_a(cfg, tmp, rows)),
+            (["2"], False, lambda: goal_save_memory(cfg, tmp, rows)),
+            (["3"], False, lambda: goal_save_c(cfg, tmp, rows)),
+            (["4"], True, lambda: goal_load_c(cfg, files, rows)),
+            (["5"], True, lambda: goal_bulk_a(cfg, files, rows)),
+            (["6", "i-floor"], True, lambda: goal_bulk_c(cfg, files, rows)),
+            (["7", "i-evict"], True, lambda: goal_cold_b(cfg, files, rows)),
+            (["8", "9"], False, lambda: goal_startup(cfg, rows)),
+            (["i-ort-load", "i-ort-save"], True, lambda: ort_rows(cfg, files, tmp, rows, ort_py, ort_status)),
         ]
-        order, done, shown = list(rows), set(), 0
-        for keys, step in steps:
+        order, done, shown = list(rows), set[str](), 0
+        for keys, needs_files, step in steps:
             t0 = time.perf_counter()
             try:
+                if needs_files:
+                    prepare()
                 step()
             except Exception as e:
                 for k in keys:
