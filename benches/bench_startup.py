@@ -33,29 +33,40 @@ def _run_ms(argv: list[str]) -> tuple[float, float]:
     return wall, cpu
 
 
-def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 30
-    py = sys.executable
+def cases(py: str = sys.executable) -> dict[str, list[str]]:
+    """The command lines compared: the interpreter alone, numpy's import, ortckpt's import and
+    ``ortckpt --help`` (the console script next to ``py``, else ``py -m ortckpt``)."""
     script = Path(py).with_name("ortckpt")
     cli = [str(script)] if script.exists() else [py, "-m", "ortckpt"]
     if shutil.which(cli[0]) is None and not Path(cli[0]).exists():
         cli = [py, "-m", "ortckpt"]
-    cases = {
+    return {
         "python -c pass": [py, "-c", "pass"],
         "import numpy": [py, "-c", "import numpy"],
         "import ortckpt": [py, "-c", "import ortckpt"],
         "ortckpt --help": [*cli, "--help"],
     }
-    # interleave the cases round by round so that machine load affects them alike
-    for argv in cases.values():
-        subprocess.run(argv, check=True, capture_output=True)  # warm the page cache
-    wall: dict[str, list[float]] = {k: [] for k in cases}
-    cpu: dict[str, list[float]] = {k: [] for k in cases}
+
+
+def measure(n: int, py: str = sys.executable) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Runs every case ``n`` times, interleaved round by round so that machine load affects them
+    alike, after one untimed run each (warms the page cache). Returns (wall, cpu) times in ms."""
+    argvs = cases(py)
+    for argv in argvs.values():
+        subprocess.run(argv, check=True, capture_output=True)
+    wall: dict[str, list[float]] = {k: [] for k in argvs}
+    cpu: dict[str, list[float]] = {k: [] for k in argvs}
     for _ in range(n):
-        for name, argv in cases.items():
+        for name, argv in argvs.items():
             w, c = _run_ms(argv)
             wall[name].append(w)
             cpu[name].append(c)
+    return wall, cpu
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    wall, cpu = measure(n)
     for label, samples in (("wall", wall), ("cpu", cpu)):
         med = {k: statistics.median(v) for k, v in samples.items()}
         print(f"-- {label} time, median of {n}")

@@ -47,3 +47,51 @@ def test_save_benchmark_smoke_run(tmp_path: Path) -> None:
     assert report["a"]["ratio"] > 0 and report["a"]["ratio_write"] > 0
     assert set(report["c"]["times"]) >= {"ortckpt_save", "build_spec", "native_save"}
     assert "ratio save / (tofile + fsync)" in proc.stdout
+
+
+def test_goals_benchmark_smoke_run(tmp_path: Path) -> None:
+    """benches/bench_goals.py runs every goal of issue 8 on tiny shapes: one table row per goal,
+    each with finite figures and a verdict against its bound (whatever the timings are)."""
+    import math
+
+    import ortckpt
+
+    bench = BENCH.parent / "bench_goals.py"
+    out = tmp_path / "goals.json"
+    tiny = ["--size-mib", "4", "--tensors-b", "40", "--tensors-c", "400"]
+    rounds = ["--repeats", "1", "--startup-repeats", "1", "--ort-repeats", "1"]
+    proc = subprocess.run(
+        [sys.executable, str(bench), *tiny, *rounds, "--json", str(out), "--tmpdir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    rows = {row["key"]: row for row in report["rows"]}
+    goals = [key for key in rows if not key.startswith("i-")]
+    assert goals == [str(i) for i in range(1, 10)]
+    bounds = {"1": 1.15, "2": 64, "3": 1.2, "4": 1.2, "5": 1.1, "6": 2.0, "7": 1.5, "8": 10, "9": 1.5}
+    table = proc.stdout.split("\n\n")[1].splitlines()
+    # Goals 5 and 6 time CheckpointState.to_numpy(); until the library has it they print "failed".
+    pending = set() if hasattr(ortckpt.CheckpointState, "to_numpy") else {"5", "6"}
+    for key in goals:
+        row = rows[key]
+        lines = [line for line in table if line.split(maxsplit=1)[0] == key]
+        assert len(lines) == 1, (key, table)
+        assert row["bound"] == bounds[key]
+        if key in pending:
+            assert row["error"].startswith("failed: AttributeError"), row
+            assert lines[0].endswith(row["error"])
+            continue
+        assert row["error"] is None, row
+        assert math.isfinite(row["median"]) and math.isfinite(row["minimum"]), row
+        if key != "8":  # ratios and memory; goal 8 is a difference of times, either sign
+            assert row["median"] >= 0 and row["minimum"] >= 0, row
+        assert row["verdict"] == ("MET" if row["median"] <= row["bound"] else "NOT MET")
+        assert lines[0].endswith(row["verdict"])
+    # the cold-open goal really ran cold: its eviction check saw major faults, then none warm
+    evict = rows["i-evict"]["extra"]
+    assert evict["cold_majflt"] > 0 and evict["warm_majflt"] == 0, evict
+    assert rows["i-floor"]["median"] > 0
+    assert "load average before" in proc.stdout and "load average after" in proc.stdout
