@@ -54,8 +54,6 @@ def test_goals_benchmark_smoke_run(tmp_path: Path) -> None:
     each with finite figures and a verdict against its bound (whatever the timings are)."""
     import math
 
-    import ortckpt
-
     bench = BENCH.parent / "bench_goals.py"
     out = tmp_path / "goals.json"
     tiny = ["--size-mib", "4", "--tensors-b", "40", "--tensors-c", "400"]
@@ -73,17 +71,11 @@ def test_goals_benchmark_smoke_run(tmp_path: Path) -> None:
     assert goals == [str(i) for i in range(1, 10)]
     bounds = {"1": 1.15, "2": 64, "3": 1.2, "4": 1.2, "5": 1.1, "6": 2.0, "7": 1.5, "8": 10, "9": 1.5}
     table = proc.stdout.split("\n\n")[1].splitlines()
-    # Goals 5 and 6 time CheckpointState.to_numpy(); until the library has it they print "failed".
-    pending = set() if hasattr(ortckpt.CheckpointState, "to_numpy") else {"5", "6"}
     for key in goals:
         row = rows[key]
         lines = [line for line in table if line.split(maxsplit=1)[0] == key]
         assert len(lines) == 1, (key, table)
         assert row["bound"] == bounds[key]
-        if key in pending:
-            assert row["error"].startswith("failed: AttributeError"), row
-            assert lines[0].endswith(row["error"])
-            continue
         assert row["error"] is None, row
         assert math.isfinite(row["median"]) and math.isfinite(row["minimum"]), row
         if key != "8":  # ratios and memory; goal 8 is a difference of times, either sign
