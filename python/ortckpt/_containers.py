@@ -13,20 +13,20 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
-from numpy.typing import ArrayLike, NDArray
-
 from ._optimizer import OptimizerGroup
-from ._parameter import Parameter
+from ._parameter import Parameter, tensor_of
 from ._scalars import check_name
 from ._sorted_map import SortedMap
 
 if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+
     from ._native import Index, TensorRecord
 
-#: Makes the ``Parameter`` for one index record (the loader supplies it: it knows the buffers).
-ParameterMaker = Callable[["TensorRecord"], Parameter]
-#: The values of every indexed parameter not named in the given set, sorted by name, in one pass.
-ArraysMaker = Callable[[AbstractSet[str]], dict[str, NDArray[Any]]]
+    #: Makes the ``Parameter`` for one index record (the loader supplies it: it knows the buffers).
+    ParameterMaker = Callable[[TensorRecord], Parameter]
+    #: The values of every indexed parameter not named in the given set, sorted by name, in one pass.
+    ArraysMaker = Callable[[AbstractSet[str]], dict[str, NDArray[Any]]]
 
 
 class ParameterStore(MutableMapping[str, Parameter]):
@@ -131,7 +131,7 @@ class ParameterStore(MutableMapping[str, Parameter]):
 def _own(param: Parameter, trainable: bool | None = None) -> Parameter:
     """A state-owned wrapper sharing ``param``'s (immutable) tensor."""
     flag = param.trainable if trainable is None else trainable
-    return Parameter._from_tensor(param.name, param._tensor, flag, param.doc_string)
+    return Parameter._from_tensor(param.name, tensor_of(param), flag, param.doc_string)
 
 
 class ParameterMap(SortedMap[Parameter]):

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, MutableMapping
-from typing import Any
-
-from numpy.typing import ArrayLike, NDArray
+from typing import TYPE_CHECKING, Any
 
 from ._dtypes import type_name
 from ._scalars import check_name, to_float32, to_int64
 from ._sorted_map import SortedMap
 from ._tensor import Tensor, from_array
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
 
-class Momentums(MutableMapping[str, NDArray[Any]]):
+
+class Momentums(MutableMapping[str, "NDArray[Any]"]):  # a string: numpy.typing only for type checkers
     """Momentum name -> read-only numpy array for one parameter (arrays materialize lazily).
 
     Assigning an array stores a copy. Iterates sorted by name, as ORT writes them.
