@@ -395,8 +395,10 @@ def goal_startup(cfg: Config, rows: dict[str, Row]) -> None:
     secs = {k: [v / 1e3 for v in vs] for k, vs in wall.items()}
     imp.times = secs
     hlp.times = secs
-    imp.median = statistics.median(wall["import ortckpt"]) - statistics.median(wall["import numpy"])
-    imp.minimum = min(wall["import ortckpt"]) - min(wall["import numpy"])
+    inside = bench_startup.import_after_numpy(cfg.startup_repeats)
+    imp.extra["import_after_numpy_ms"] = inside
+    imp.median = statistics.median(inside)
+    imp.minimum = min(inside)
     hlp.median = statistics.median(wall["ortckpt --help"]) / statistics.median(wall["import numpy"])
     hlp.minimum = min(wall["ortckpt --help"]) / min(wall["import numpy"])
     med = {k: statistics.median(v) for k, v in wall.items()}
@@ -404,6 +406,10 @@ def goal_startup(cfg: Config, rows: dict[str, Row]) -> None:
     imp.extra["cpu_ms"] = cpu
     hlp.extra["cpu_ms"] = cpu
     imp.details = [
+        f"import ortckpt timed in {cfg.startup_repeats} fresh processes that imported numpy first: "
+        f"median {imp.median:.1f} ms, min {imp.minimum:.1f} ms",
+        "whole processes, wall: import ortckpt - import numpy = "
+        f"{med['import ortckpt'] - med['import numpy']:+.1f} ms (noisier: two start-ups)",
         f"{cfg.startup_repeats} fresh processes each, wall medians: "
         + ", ".join(f"{k} {v:.1f} ms" for k, v in med.items()),
         "CPU time (user + system) medians: " + ", ".join(f"{k} {v:.1f} ms" for k, v in cmed.items()),

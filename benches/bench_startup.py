@@ -71,6 +71,23 @@ def measure(n: int, py: str = sys.executable) -> tuple[dict[str, list[float]], d
     return wall, cpu
 
 
+_IMPORT_AFTER_NUMPY = (
+    "import time, numpy; t0 = time.perf_counter(); import ortckpt; print(time.perf_counter() - t0)"
+)
+
+
+def import_after_numpy(n: int, py: str = sys.executable) -> list[float]:
+    """``import ortckpt`` timed inside ``n`` fresh processes that imported numpy first, in ms: what
+    ortckpt adds to a program that uses numpy, without the noise of two whole process start-ups
+    (numpy's own import varies by tens of ms from run to run on a busy machine)."""
+    argv = [py, "-c", _IMPORT_AFTER_NUMPY]
+    subprocess.run(argv, check=True, capture_output=True, env=CHILD_ENV)  # writes the .pyc files
+    return [
+        float(subprocess.run(argv, check=True, capture_output=True, text=True, env=CHILD_ENV).stdout) * 1000
+        for _ in range(n)
+    ]
+
+
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 30
     wall, cpu = measure(n)
