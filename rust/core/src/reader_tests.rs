@@ -380,10 +380,14 @@ fn mutate(bytes: &[u8], rng: &mut Rng) -> Vec<u8> {
     m
 }
 
+/// Mutants per base checkpoint: `ORTCKPT_ORACLE_ROUNDS`, 4,000 by default.
+fn mutation_rounds() -> usize {
+    std::env::var("ORTCKPT_ORACLE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(4000)
+}
+
 #[test]
 fn reader_agrees_with_the_flatbuffers_oracle() {
-    let rounds: usize =
-        std::env::var("ORTCKPT_ORACLE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(4000);
+    let rounds = mutation_rounds();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let (mut compared, mut accepted) = (0, 0);
     for bytes in bases() {
@@ -591,8 +595,7 @@ fn a_deferred_range_must_still_lie_inside_the_buffer() {
 
 #[test]
 fn deferred_and_eager_length_checks_agree() {
-    let rounds: usize =
-        std::env::var("ORTCKPT_ORACLE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(4000);
+    let rounds = mutation_rounds();
     let mut rng = Rng(0x51f1_5eed_d00d_f00d);
     let (mut compared, mut deferred_some) = (0, 0);
     for bytes in bases() {
