@@ -157,19 +157,26 @@ def expand(url: str, storage_options: StorageOptions = None) -> list[str]:
 
 
 @contextlib.contextmanager
+def _staging(url: str, storage_options: StorageOptions, default_name: str) -> Iterator[tuple[Any, str, str]]:
+    """``(filesystem, remote path, local path)`` for a URL: the local path is in a temporary
+    directory removed when the block ends."""
+    import tempfile  # URL paths only: `import ortckpt` stays fast (tempfile, shutil: ~7 ms)
+
+    fs, remote = _filesystem(url, storage_options)
+    with tempfile.TemporaryDirectory(prefix="ortckpt-") as tmp:
+        yield fs, remote, os.path.join(tmp, os.path.basename(remote.rstrip("/")) or default_name)
+
+
+@contextlib.contextmanager
 def local_input(path: StrPath, storage_options: StorageOptions = None) -> Iterator[str]:
     """A local path holding ``path``'s content: the path itself, or a temporary copy of a URL
     (copied in chunks, so memory stays bounded)."""
     if not is_url(path):
         yield local_path(path)
         return
-    import shutil  # URL paths only: `import ortckpt` stays fast (tempfile, shutil: ~7 ms)
-    import tempfile
+    import shutil
 
-    url = str(path)
-    fs, remote = _filesystem(url, storage_options)
-    with tempfile.TemporaryDirectory(prefix="ortckpt-") as tmp:
-        local = os.path.join(tmp, os.path.basename(remote.rstrip("/")) or "input")
+    with _staging(str(path), storage_options, "input") as (fs, remote, local):
         with fs.open(remote, "rb") as src, open(local, "wb") as dst:
             shutil.copyfileobj(src, dst, _COPY_CHUNK)
         yield local
@@ -182,12 +189,7 @@ def local_output(path: StrPath, storage_options: StorageOptions = None) -> Itera
     if not is_url(path):
         yield local_path(path)
         return
-    import tempfile  # URL paths only, as above
-
-    url = str(path)
-    fs, remote = _filesystem(url, storage_options)
-    with tempfile.TemporaryDirectory(prefix="ortckpt-") as tmp:
-        local = os.path.join(tmp, os.path.basename(remote.rstrip("/")) or "output")
+    with _staging(str(path), storage_options, "output") as (fs, remote, local):
         yield local
         fs.put_file(local, remote)
         if os.path.exists(external_data_path(local)):
