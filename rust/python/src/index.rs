@@ -1,13 +1,12 @@
 //! `Index`: the core's checkpoint index held in Rust, handed to Python one record at a time, so a
 //! checkpoint of 400k tensors costs no Python object per tensor until one is asked for.
 
+use std::collections::HashMap;
 use std::ops::Range;
 
+use numpy::PyArrayDescr;
 use ortckpt_core::{CheckpointIndex, ParamKind, PropertyValue, Storage, TensorRef};
 use pyo3::prelude::*;
-use std::collections::HashMap;
-
-use numpy::PyArrayDescr;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::arrays::view;
@@ -145,23 +144,16 @@ impl Index {
     /// Compares the stored lengths of the tensors at `positions` that loading left for first use
     /// (`ortckpt_core::LengthCheck`); a no-op for the others.
     fn check_lengths(&self, py: Python<'_>, positions: Range<usize>) -> PyResult<()> {
-        let buffer = self.buffer.bind(py);
-        let result = if let Ok(file) = buffer.cast::<MappedFile>() {
-            let bytes = file.get().core().bytes();
-            positions.into_iter().try_for_each(|position| {
-                // SAFETY: `self.buffer` holds the MappedFile, which keeps its mapping alive for
-                // the whole call; its contents may change (another program), which the raw
-                // reader allows.
-                unsafe { self.index.check_inline_length_raw(position, bytes.as_ptr(), bytes.len()) }
+        let bytes = Bytes::of(self.buffer.bind(py))?;
+        positions
+            .into_iter()
+            .try_for_each(|position| {
+                // SAFETY: `self.buffer` holds the bytes (a `bytes` object or a MappedFile, which
+                // keeps its mapping alive) for the whole call; a mapping's contents may change
+                // (another program), which the raw reader allows.
+                unsafe { self.index.check_inline_length_raw(position, bytes.base, bytes.len) }
             })
-        } else if let Ok(bytes) = buffer.cast::<PyBytes>() {
-            let bytes = bytes.as_bytes();
-            positions.into_iter().try_for_each(|position| self.index.check_inline_length(position, bytes))
-        } else {
-            // `index_checkpoint` accepts only bytes and MappedFiles.
-            Ok(())
-        };
-        result.map_err(|e| core_error(&self.source, GuardedError::Core(e)))
+            .map_err(|e| core_error(&self.source, GuardedError::Core(e)))
     }
 
     /// `prepare` for every parameter at once: one check of each file, every length left for
@@ -170,8 +162,7 @@ impl Index {
         let checkpoint = self.buffer.bind(py).cast::<MappedFile>().ok().cloned();
         for file in [checkpoint, self.external_file(py)].into_iter().flatten() {
             let file = file.get();
-            file.ensure_unchanged()?;
-            file.core().advise_normal(0, file.core().bytes().len());
+            file.prepare_range(0, file.core().bytes().len())?;
         }
         self.check_lengths(py, 0..self.index.parameter_count())
     }
@@ -192,23 +183,18 @@ impl Index {
         let Some(tensor) = self.index.tensor(position) else { return Ok(()) };
         match tensor.storage {
             Storage::Inline { offset, len, length_checked } => {
-                let file = self.buffer.bind(py).cast::<MappedFile>().ok().cloned();
-                if let Some(file) = &file {
-                    file.get().ensure_unchanged()?;
+                if let Ok(file) = self.buffer.bind(py).cast::<MappedFile>() {
+                    file.get().prepare_range(offset, len)?;
                 }
                 if !length_checked {
                     self.check_lengths(py, position..position + 1)?;
                 }
-                if let Some(file) = file {
-                    file.get().core().advise_normal(offset, len);
-                }
             }
             Storage::External { offset, len } => {
                 if let Some(file) = self.external_file(py) {
-                    file.get().ensure_unchanged()?;
-                    if let (Ok(offset), Ok(len)) = (usize::try_from(offset), usize::try_from(len)) {
-                        file.get().core().advise_normal(offset, len);
-                    }
+                    // A range past usize gets no readahead (advice only); the file check still runs.
+                    let (offset, len) = (usize::try_from(offset), usize::try_from(len));
+                    file.get().prepare_range(offset.unwrap_or(usize::MAX), len.unwrap_or(0))?;
                 }
             }
             Storage::Strings(_) | Storage::Nominal => {}

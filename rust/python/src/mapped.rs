@@ -29,9 +29,14 @@ impl MappedFile {
         &self.inner
     }
 
-    /// `check_unchanged` with the error mapped for Python.
-    pub(crate) fn ensure_unchanged(&self) -> PyResult<()> {
-        self.inner.check_unchanged().map_err(|e| core_error(&show(self.inner.path()), GuardedError::Core(e)))
+    /// Before `len` bytes at `offset` are used: CheckpointChangedError when the file was
+    /// modified on disk since it was opened, then normal readahead for the range.
+    pub(crate) fn prepare_range(&self, offset: usize, len: usize) -> PyResult<()> {
+        self.inner
+            .check_unchanged()
+            .map_err(|e| core_error(&show(self.inner.path()), GuardedError::Core(e)))?;
+        self.inner.advise_normal(offset, len);
+        Ok(())
     }
 }
 
@@ -117,9 +122,7 @@ impl MappedFile {
     /// Before `length` bytes at `offset` are used for the first time: `check_unchanged`, then
     /// `advise_normal`.
     fn prepare(&self, offset: usize, length: usize) -> PyResult<()> {
-        self.ensure_unchanged()?;
-        self.inner.advise_normal(offset, length);
-        Ok(())
+        self.prepare_range(offset, length)
     }
 
     fn __len__(&self) -> usize {
