@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import _dtypes
+from ._remote import open_state
 from .state import CheckpointState
 
 #: dtypes whose values are averaged: real floats (bfloat16/float8 included) and complex
@@ -240,22 +241,6 @@ class SourceReport:
     reason: str | None = None
 
 
-def open_source(src: Any, max_bytes: int | None, storage_options: Any) -> CheckpointState:
-    """Load one upload: a state, a checkpoint's bytes, or a local path / fsspec URL (memory-mapped
-    when local). Bytes are validated by the core like any file."""
-    from ._remote import SourceTooLargeError, load
-    from .io import load_bytes
-
-    if isinstance(src, CheckpointState):
-        return src
-    if isinstance(src, (bytes, bytearray, memoryview)):
-        size = memoryview(src).nbytes
-        if max_bytes is not None and size > max_bytes:
-            raise SourceTooLargeError(f"upload of {size} bytes exceeds the size limit of {max_bytes} bytes")
-        return load_bytes(src)
-    return load(src, max_bytes=max_bytes, storage_options=storage_options)
-
-
 def visit(
     index: int,
     client: str,
@@ -269,7 +254,7 @@ def visit(
     """Load, check and (when it passes) add one upload to ``acc``. Never raises for a bad upload:
     whatever is wrong with it is returned as a rejection."""
     try:
-        state = open_source(src, max_bytes, storage_options)
+        state = open_state(src, max_bytes=max_bytes, storage_options=storage_options)
         check(state, spec)
         w = weight_of(state, weight)
         acc.add(state, spec, w)

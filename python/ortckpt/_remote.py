@@ -146,6 +146,27 @@ def load(
     return load_local(name, mmap=mmap)
 
 
+def open_state(
+    src: CheckpointState | bytes | bytearray | memoryview | StrPath,
+    *,
+    max_bytes: int | None = None,
+    storage_options: StorageOptions = None,
+) -> CheckpointState:
+    """A state from what callers of the server-side functions pass: a state (as it is), a
+    checkpoint's bytes, or a local path / fsspec URL (as ``load``: memory-mapped when local).
+    Bytes are validated by the core like any file; ``max_bytes`` applies to them too."""
+    from .state import CheckpointState
+
+    if isinstance(src, CheckpointState):
+        return src
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        size = memoryview(src).nbytes
+        if max_bytes is not None and size > max_bytes:
+            raise SourceTooLargeError(f"upload of {size} bytes exceeds the size limit of {max_bytes} bytes")
+        return load_bytes(src)
+    return load(src, max_bytes=max_bytes, storage_options=storage_options)
+
+
 def expand(url: str, storage_options: StorageOptions = None) -> list[str]:
     """The URLs matching a glob pattern URL (``s3://bucket/round7/*.ckpt``), sorted; a URL without
     ``*?[`` (or matching nothing) as it is. The shell expands local patterns, not remote ones."""

@@ -20,14 +20,13 @@ from ._fedavg import (
     PartialSum,
     SourceReport,
     check,
-    open_source,
     rejection,
     spec_of,
     visit,
     weight_of,
 )
 from ._progress import progress as progress_bar
-from ._remote import local_output
+from ._remote import local_output, open_state
 from ._types import StrPath
 from .errors import CheckpointError
 from .io import save
@@ -179,7 +178,7 @@ def _try_reference(
     """The upload as the reference (it loads, can be averaged, has finite values and a weight),
     or the report rejecting it."""
     try:
-        state = open_source(src, max_bytes, storage_options)
+        state = open_state(src, max_bytes=max_bytes, storage_options=storage_options)
         spec = spec_of(state, include_optimizer_state)
         check(state, spec)
         weight_of(state, rule)
@@ -292,7 +291,7 @@ def average(
     items = _items(sources, weights)
     run = _Run(include_optimizer_state, max_bytes, opts)
     if reference is not None:
-        given = open_source(reference, None, opts)
+        given = open_state(reference, storage_options=opts)
         is_bytes = isinstance(reference, (bytes, bytearray, memoryview))
         run.set_reference(
             given, spec_of(given, include_optimizer_state), "<bytes>" if is_bytes else _label(-1, reference)

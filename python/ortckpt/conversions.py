@@ -23,7 +23,7 @@ import numpy as np
 
 from . import _native, _npz, _safetensors
 from ._layout import ConversionError, array_of, build_state, momentum_key, tensors_of
-from ._remote import StorageOptions, is_url, load, local_input, local_output
+from ._remote import is_url, load, local_input, local_output, open_state
 from ._types import StrPath
 from .io import load_bytes, save
 from .state import CheckpointState
@@ -58,14 +58,6 @@ def format_of(path: StrPath) -> str:
     return "ckpt"
 
 
-def _state(src: Source, storage_options: StorageOptions = None) -> CheckpointState:
-    if isinstance(src, CheckpointState):
-        return src
-    if isinstance(src, (bytes, bytearray, memoryview)):
-        return load_bytes(src)
-    return load(src, storage_options=storage_options)
-
-
 def to_safetensors(
     src: Source,
     out: StrPath,
@@ -83,7 +75,7 @@ def to_safetensors(
     for bit. safetensors cannot hold string or complex128 tensors: ``ConversionError`` names them
     (``.npz`` holds every dtype). ``progress`` shows a bar on a terminal.
     """
-    state = _state(src, storage_options)
+    state = open_state(src, storage_options=storage_options)
     with local_output(out, storage_options) as path:
         _safetensors.write(
             state, path, include_optimizer_state=include_optimizer_state, show_progress=progress
@@ -125,7 +117,7 @@ def to_npz(
     tensors are stored as raw ``uint16``/``uint8`` views and string tensors as numpy unicode arrays,
     both restored by ``from_npz`` (strings ending in NUL cannot be stored: ``ConversionError``).
     """
-    state = _state(src, storage_options)
+    state = open_state(src, storage_options=storage_options)
     with local_output(out, storage_options) as path:
         _npz.write(state, path, include_optimizer_state=include_optimizer_state, show_progress=progress)
 
@@ -157,7 +149,7 @@ def to_state_dict(src: Source, *, include_optimizer_state: bool = False) -> dict
     ``numpy.savez`` take the result as it is; ``to_torch`` gives torch tensors for
     ``safetensors.torch``.
     """
-    state = _state(src)
+    state = open_state(src)
     items, _ = tensors_of(state, include_optimizer_state)
     return {key: array_of(state, provider) for key, provider in items}
 
@@ -232,7 +224,7 @@ def to_nominal(src: Source, *, keep_properties: bool = True) -> CheckpointState:
     without shapes or values (what ORT's ``generate_artifacts(..., nominal_checkpoint=True)``
     writes), to ship a model's structure to devices without its weights. Optimizer state is
     dropped; properties are kept unless ``keep_properties`` is False."""
-    state = _state(src)
+    state = open_state(src)
     trainable: list[Any] = []
     frozen: list[Any] = []
     for name, param in state.parameters.items():
