@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use ortckpt_core::test_support::raw::{RawCheckpoint, RawGroup, RawTensor};
-use ortckpt_core::test_support::{checkpoint_files, ort_corpus_dir, test_data_dir};
+use ortckpt_core::test_support::{bytes_tensor, checkpoint_files, ort_corpus_dir, test_data_dir};
 use ortckpt_core::{
     check_external_ranges, index_checkpoint, serialize_checkpoint, CheckpointSpec, DataType,
     OptimizerGroupSpec, ParameterStateSpec, Property, PropertyValue, Storage, TensorPayload, TensorSpec,
@@ -40,13 +40,7 @@ fn crafted_checkpoints_pass_the_oracle() {
 }
 
 fn t<'a>(name: &str, dims: &[i64], bytes: &'a [u8]) -> TensorSpec<'a> {
-    TensorSpec {
-        name: name.into(),
-        data_type: DataType::Float,
-        dims: dims.to_vec(),
-        data: TensorPayload::Bytes(bytes),
-        doc_string: None,
-    }
+    bytes_tensor(name, DataType::Float, dims, bytes)
 }
 
 #[test]

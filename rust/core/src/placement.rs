@@ -97,20 +97,10 @@ pub(crate) fn plan(tensors: &[(Role, &TensorSpec<'_>)], is_nominal: bool, option
 mod tests {
     use super::*;
     use crate::spec::{tensors_in_file_order, CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec};
-    use crate::DataType;
+    use crate::test_support::u8_tensor as tensor;
 
     fn plan(spec: &CheckpointSpec<'_>, options: &SaveOptions) -> Plan {
         super::plan(&tensors_in_file_order(spec), spec.is_nominal, options)
-    }
-
-    fn tensor<'a>(name: &str, bytes: &'a [u8]) -> TensorSpec<'a> {
-        TensorSpec {
-            name: name.into(),
-            data_type: DataType::Uint8,
-            dims: vec![bytes.len() as i64],
-            data: TensorPayload::Bytes(bytes),
-            doc_string: None,
-        }
     }
 
     fn spec<'a>(big: &'a [u8], small: &'a [u8]) -> CheckpointSpec<'a> {

@@ -243,16 +243,7 @@ fn validate_tensor(t: &TensorSpec<'_>, nominal_allowed: bool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn tensor(name: &str, bytes: &'static [u8]) -> TensorSpec<'static> {
-        TensorSpec {
-            name: name.into(),
-            data_type: DataType::Uint8,
-            dims: vec![bytes.len() as i64],
-            data: TensorPayload::Bytes(bytes),
-            doc_string: None,
-        }
-    }
+    use crate::test_support::u8_tensor as tensor;
 
     fn validate(spec: &CheckpointSpec<'_>) -> Result<()> {
         super::validate(spec, &tensors_in_file_order(spec))

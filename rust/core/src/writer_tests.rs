@@ -6,6 +6,7 @@ use crate::index::{Property, PropertyValue};
 use crate::placement::{Place, SaveOptions};
 use crate::schema::fbs;
 use crate::spec::{CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec, TensorPayload, TensorSpec};
+use crate::test_support::bytes_tensor;
 use crate::writer::{plan_and_layout, serialize_checkpoint, DATA_ALIGNMENT};
 use crate::DataType;
 
@@ -333,13 +334,7 @@ fn negative_zero_and_defaults() {
 fn large_tensors_are_borrowed_not_copied() {
     let big = vec![7u8; 1 << 20];
     let spec = CheckpointSpec {
-        trainable: vec![TensorSpec {
-            name: "w".into(),
-            data_type: DataType::Float,
-            dims: vec![1 << 18],
-            data: TensorPayload::Bytes(&big),
-            doc_string: None,
-        }],
+        trainable: vec![bytes_tensor("w", DataType::Float, &[1 << 18], &big)],
         ..Default::default()
     };
     let layout = plan_and_layout(&spec, &SaveOptions::default()).unwrap();
@@ -352,13 +347,7 @@ fn large_tensors_are_borrowed_not_copied() {
 fn more_than_2_gib_inline_is_too_large_and_external_fits() {
     // calloc'd: the layout never reads tensor bytes, so these pages are never touched.
     let big = vec![0u8; 1 << 30];
-    let tensor = |name: &str| TensorSpec {
-        name: name.into(),
-        data_type: DataType::Uint8,
-        dims: vec![1 << 30],
-        data: TensorPayload::Bytes(&big),
-        doc_string: None,
-    };
+    let tensor = |name: &str| bytes_tensor(name, DataType::Uint8, &[1 << 30], &big);
     let spec = CheckpointSpec { trainable: vec![tensor("a"), tensor("b")], ..Default::default() };
     let inline = SaveOptions { external_data_threshold: None, external_momentums: false };
     let e = plan_and_layout(&spec, &inline).unwrap_err();

@@ -1,20 +1,15 @@
 //! External data: saving with a threshold, the file layout, and the range checks on reading.
 
+use ortckpt_core::test_support::bytes_tensor;
 use ortckpt_core::test_support::raw::{RawCheckpoint, RawGroup, RawTensor};
 use ortckpt_core::{
     check_external_ranges, external_data_path, index_checkpoint, save_checkpoint, CheckpointSpec, DataType,
-    Error, ErrorKind, OptimizerGroupSpec, ParameterStateSpec, SaveOptions, Storage, TensorPayload,
-    TensorSpec, EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES,
+    Error, ErrorKind, OptimizerGroupSpec, ParameterStateSpec, SaveOptions, Storage, TensorSpec,
+    EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES,
 };
 
 fn tensor<'a>(name: &str, dims: &[i64], bytes: &'a [u8]) -> TensorSpec<'a> {
-    TensorSpec {
-        name: name.into(),
-        data_type: DataType::Uint8,
-        dims: dims.to_vec(),
-        data: TensorPayload::Bytes(bytes),
-        doc_string: None,
-    }
+    bytes_tensor(name, DataType::Uint8, dims, bytes)
 }
 
 fn threshold(bytes: Option<u64>) -> SaveOptions {

@@ -1,21 +1,11 @@
 //! Writer → reader round trips through the public API, and ORT's own files when present.
 
-use ortckpt_core::test_support::{checkpoint_files, ort_corpus_dir, spec_from_index};
+use ortckpt_core::test_support::{bytes_tensor as tensor, checkpoint_files, ort_corpus_dir, spec_from_index};
 use ortckpt_core::{
     index_checkpoint, save_checkpoint, serialize_checkpoint, CheckpointIndex, CheckpointSpec, DataType,
     Error, OptimizerGroupSpec, ParameterStateSpec, Property, PropertyValue, Storage, TensorPayload,
     TensorRef, TensorSpec, DATA_ALIGNMENT, WRITTEN_VERSION,
 };
-
-fn tensor<'a>(name: &str, data_type: DataType, dims: &[i64], bytes: &'a [u8]) -> TensorSpec<'a> {
-    TensorSpec {
-        name: name.into(),
-        data_type,
-        dims: dims.to_vec(),
-        data: TensorPayload::Bytes(bytes),
-        doc_string: None,
-    }
-}
 
 fn inline<'b>(buf: &'b [u8], storage: &Storage<'_>) -> &'b [u8] {
     match *storage {

@@ -1,17 +1,12 @@
 //! Writing format version 1 (what ORT 1.16-1.17 read).
 
+use ortckpt_core::test_support::bytes_tensor;
 use ortckpt_core::{
     index_checkpoint, serialize_checkpoint, CheckpointSpec, DataType, Error, TensorPayload, TensorSpec,
 };
 
 fn weight(data: &[u8]) -> TensorSpec<'_> {
-    TensorSpec {
-        name: "w".into(),
-        data_type: DataType::Float,
-        dims: vec![2],
-        data: TensorPayload::Bytes(data),
-        doc_string: None,
-    }
+    bytes_tensor("w", DataType::Float, &[2], data)
 }
 
 #[test]

@@ -12,7 +12,7 @@ pub mod oracle;
 pub mod raw;
 mod spec;
 
-pub use spec::spec_from_index;
+pub use spec::{bytes_tensor, spec_from_index, u8_tensor};
 
 use std::path::{Path, PathBuf};
 

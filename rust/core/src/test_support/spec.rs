@@ -1,9 +1,25 @@
-//! The one index → spec converter of the tests.
+//! The one index → spec converter of the tests, and the tests' tensor spec constructors.
 
 use crate::{
-    CheckpointIndex, CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec, Storage, TensorPayload,
-    TensorRef, TensorSpec,
+    CheckpointIndex, CheckpointSpec, DataType, OptimizerGroupSpec, ParameterStateSpec, Storage,
+    TensorPayload, TensorRef, TensorSpec,
 };
+
+/// A tensor spec whose values are `bytes` (no doc string): the tests' way to write a tensor.
+pub fn bytes_tensor<'a>(name: &str, data_type: DataType, dims: &[i64], bytes: &'a [u8]) -> TensorSpec<'a> {
+    TensorSpec {
+        name: name.into(),
+        data_type,
+        dims: dims.to_vec(),
+        data: TensorPayload::Bytes(bytes),
+        doc_string: None,
+    }
+}
+
+/// A 1-D uint8 tensor spec holding `bytes`.
+pub fn u8_tensor<'a>(name: &str, bytes: &'a [u8]) -> TensorSpec<'a> {
+    bytes_tensor(name, DataType::Uint8, &[bytes.len() as i64], bytes)
+}
 
 /// The spec that writes `index` back: inline bytes taken from `buf` (the buffer `index` was read
 /// from), an external tensor's bytes from `external(offset, len)`.
