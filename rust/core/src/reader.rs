@@ -26,12 +26,12 @@
 pub use crate::assemble::SUPPORTED_VERSIONS;
 use crate::assemble::{Assembler, RawData, Role, TensorFields};
 use crate::input::Input;
-use crate::schema::fbs;
+use crate::schema::{fbs, field_count, field_id};
 use crate::shape::byte_size;
 use crate::{CheckpointIndex, DataType, Error, PropertyValue, Result};
 
-/// The flatbuffer file identifier of ORT training checkpoints.
-pub const FILE_IDENTIFIER: &[u8; 4] = b"ODTC";
+/// The flatbuffer file identifier of ORT training checkpoints (from the generated code).
+pub const FILE_IDENTIFIER: &[u8; 4] = crate::schema::FILE_IDENTIFIER;
 
 /// A root offset (4 bytes) and the file identifier (4 bytes).
 const HEADER_LEN: usize = 8;
@@ -85,10 +85,9 @@ struct Table<const N: usize> {
 }
 
 impl<const N: usize> Table<N> {
-    /// Position of the field in vtable slot `slot` (4 + 2 × field id), `None` when absent.
+    /// Position of the field at vtable offset `slot` (a generated `VT_*`), `None` when absent.
     fn field(&self, slot: u16) -> Option<usize> {
-        let i = usize::from(slot).checked_sub(4)? / 2;
-        match self.fields.get(i) {
+        match self.fields.get(field_id(slot)) {
             Some(&off) if off != 0 => Some(self.pos.saturating_add(usize::from(off))),
             _ => None,
         }
@@ -310,7 +309,7 @@ impl Parser<'_> {
 
     fn tensor(&mut self, pos: usize, role: Role, asm: &mut Assembler, s: &mut Scratch) -> Result<()> {
         use fbs::Tensor as T;
-        let t: Table<7> = self.table(pos)?;
+        let t: Table<{ field_count::TENSOR }> = self.table(pos)?;
         let name = self.string_field(&t, T::VT_NAME, &mut s.name)?;
         let doc = self.string_field(&t, T::VT_DOC_STRING, &mut s.doc)?;
         s.dims.clear();
@@ -370,7 +369,7 @@ impl Parser<'_> {
 
     fn module_state(&mut self, pos: usize, asm: &mut Assembler, s: &mut Scratch) -> Result<()> {
         use fbs::ModuleState as T;
-        let t: Table<4> = self.table(pos)?;
+        let t: Table<{ field_count::MODULE_STATE }> = self.table(pos)?;
         let is_nominal = self.bool_field(&t, T::VT_IS_NOMINAL_STATE)?;
         let has_external_data = self.bool_field(&t, T::VT_HAS_EXTERNAL_DATA)?;
         asm.module_state(is_nominal, has_external_data);
@@ -381,14 +380,14 @@ impl Parser<'_> {
 
     fn optimizer_group(&mut self, pos: usize, asm: &mut Assembler, s: &mut Scratch) -> Result<()> {
         use fbs::OptimizerGroup as T;
-        let t: Table<4> = self.table(pos)?;
+        let t: Table<{ field_count::OPTIMIZER_GROUP }> = self.table(pos)?;
         let name = self.string_field(&t, T::VT_GROUP_NAME, &mut s.name)?;
         let step = self.scalar(&t, T::VT_STEP, 0, i64::from_le_bytes)?;
         let lr = self.scalar(&t, T::VT_INITIAL_LEARNING_RATE, 0.0, f32::from_le_bytes)?;
         asm.begin_group(name.map(|p| utf8(&s.name, p)).transpose()?, step, lr)?;
         self.each_table(&t, T::VT_OPTIMIZER_STATES, |p, pos| {
             use fbs::ParameterOptimizerState as S;
-            let state: Table<2> = p.table(pos)?;
+            let state: Table<{ field_count::PARAMETER_STATE }> = p.table(pos)?;
             let name = p.string_field(&state, S::VT_PARAM_NAME, &mut s.name)?;
             asm.begin_state(name.map(|at| utf8(&s.name, at)).transpose()?)?;
             p.tensors(&state, S::VT_MOMENTUMS, Role::Momentum, asm, s)?;
@@ -399,13 +398,13 @@ impl Parser<'_> {
 
     fn property_bag(&mut self, pos: usize, asm: &mut Assembler, s: &mut Scratch) -> Result<()> {
         use fbs::PropertyBag as T;
-        // The three property tables put `name` and `value` in the same slots (tested below).
+        // The three property tables put `name` and `value` in the same slots (tested in schema.rs).
         const NAME: u16 = fbs::IntProperty::VT_NAME;
         const VALUE: u16 = fbs::IntProperty::VT_VALUE;
-        let bag: Table<3> = self.table(pos)?;
+        let bag: Table<{ field_count::PROPERTY_BAG }> = self.table(pos)?;
         for (slot, kind) in [(T::VT_INTS, "int"), (T::VT_FLOATS, "float"), (T::VT_STRINGS, "string")] {
             self.each_table(&bag, slot, |p, pos| {
-                let t: Table<2> = p.table(pos)?;
+                let t: Table<{ field_count::PROPERTY }> = p.table(pos)?;
                 let name = p.string_field(&t, NAME, &mut s.name)?;
                 let value = match slot {
                     T::VT_INTS => Some(PropertyValue::Int(p.scalar(&t, VALUE, 0, i64::from_le_bytes)?)),
@@ -441,7 +440,7 @@ fn parse(input: Input<'_>, lengths: LengthCheck) -> Result<CheckpointIndex> {
 
     use fbs::Checkpoint as T;
     let root_pos = p.deref(0)?;
-    let root: Table<4> = p.table(root_pos)?;
+    let root: Table<{ field_count::CHECKPOINT }> = p.table(root_pos)?;
     let version = p.scalar(&root, T::VT_VERSION, 0, i32::from_le_bytes)?;
     let mut asm = Assembler::new(version)?;
     // ORT writes no module state at all for a state without parameters.
@@ -459,30 +458,4 @@ fn parse(input: Input<'_>, lengths: LengthCheck) -> Result<CheckpointIndex> {
         p.property_bag(pos, &mut asm, &mut s)?;
     }
     asm.finish()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn property_tables_share_slots() {
-        assert_eq!(fbs::IntProperty::VT_NAME, fbs::FloatProperty::VT_NAME);
-        assert_eq!(fbs::IntProperty::VT_NAME, fbs::StringProperty::VT_NAME);
-        assert_eq!(fbs::IntProperty::VT_VALUE, fbs::FloatProperty::VT_VALUE);
-        assert_eq!(fbs::IntProperty::VT_VALUE, fbs::StringProperty::VT_VALUE);
-    }
-
-    #[test]
-    fn tables_hold_every_schema_field() {
-        // Table<N> keeps the first N fields: the largest slot of each table must be within N.
-        let last = |slot: u16, n: u16| assert!((slot - 4) / 2 < n, "slot {slot} beyond {n} fields");
-        last(fbs::Tensor::VT_EXTERNAL_DATA_OFFSET, 7);
-        last(fbs::ModuleState::VT_HAS_EXTERNAL_DATA, 4);
-        last(fbs::OptimizerGroup::VT_OPTIMIZER_STATES, 4);
-        last(fbs::ParameterOptimizerState::VT_MOMENTUMS, 2);
-        last(fbs::PropertyBag::VT_STRINGS, 3);
-        last(fbs::Checkpoint::VT_PROPERTY_BAG, 4);
-        last(fbs::IntProperty::VT_VALUE, 2);
-    }
 }
