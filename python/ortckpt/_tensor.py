@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Union, cast
 
 import numpy as np
 
-from . import _dtypes
+from . import _dtypes, _native
 from ._scalars import check_string
 from .errors import CheckpointError, TensorDataError
 
@@ -326,9 +326,10 @@ def from_array(value: object, name: str, *, like: Tensor | None = None) -> Array
             strings.append(check_string(item, f"tensor {name!r}"))
         return ArrayTensor(_string_array(strings, shape), data_type)
     target = _dtypes.to_numpy(data_type)
-    if not value.flags.writeable and value.flags.c_contiguous and value.dtype == target:
-        # Read-only input (a loaded tensor, np.memmap(mode="r"), ...) cannot change under the
-        # state, so it is kept without a copy: this is how states larger than RAM are built.
+    if value.flags.c_contiguous and value.dtype == target and _native.is_unchanging(value):
+        # Memory that cannot change under the state (a loaded tensor, np.memmap(mode="r"), a
+        # read-only array owning its data; the rule `load_bytes` applies too) is kept without a
+        # copy: this is how states larger than RAM are built.
         return ArrayTensor(value, data_type)
     copy = np.array(value, dtype=target, order="C", copy=True)
     return ArrayTensor(_readonly(copy), data_type)

@@ -82,10 +82,9 @@ def load(path: StrPath, *, mmap: bool = True) -> CheckpointState:
 
 
 def _load_file(path: StrPath, name: str, mmap: bool) -> CheckpointState:
-    data, external = _native.open_checkpoint(path, mmap)
-    # Every external range is checked against the external file's real size before any tensor
-    # is used.
-    return _state(_native.index_checkpoint(data, name, external, external_data_path(path)))
+    # The core opens both files as one pair and checks every external range against the
+    # external file's real size before any tensor is used.
+    return _state(_native.load_checkpoint(path, name, mmap))
 
 
 def _state(index: _native.Index) -> CheckpointState:
@@ -122,31 +121,16 @@ def recover(path: StrPath) -> Recovery:
     return cast("Recovery", _native.recover(path))
 
 
-def _immutable(data: Buffer) -> bytes | _native.MappedFile:
-    """``data`` itself when nothing can change it while the state lives (``bytes``, ortckpt's own
-    read-only mapping), else a private copy taken now, with the GIL held: a read-only view of
-    writable memory (``memoryview(bytearray).toreadonly()``, a non-writeable numpy array over a
-    writable base) can still change under the state."""
-    if isinstance(data, (bytes, _native.MappedFile)):
-        return data
-    view = memoryview(data)
-    whole = view.obj if isinstance(view.obj, (bytes, _native.MappedFile)) else None
-    if whole is not None and view.c_contiguous and view.nbytes == memoryview(whole).nbytes:
-        return whole  # a view of all of an immutable buffer: use the buffer itself
-    return view.tobytes()
-
-
 def load_bytes(data: Buffer, *, external_data: Buffer | None = None) -> CheckpointState:
     """Load a checkpoint from its bytes.
 
-    ``bytes`` are used zero-copy; any other buffer (``bytearray``, ``memoryview``, numpy arrays,
-    even read-only views) is copied first, since the memory behind it could still change and the
-    state must not. ``external_data`` is
-    the content of the external data file, for checkpoints that have one.
+    Memory that cannot change is used zero-copy: ``bytes``, a read-only ``mmap``, read-only numpy
+    arrays that own their data, and read-only views of those. Any other buffer (``bytearray``, a
+    read-only ``memoryview`` or array over writable memory, ...) is copied first, since the state
+    must not change with it. ``external_data`` is the content of the external data file, for
+    checkpoints that have one.
     """
-    buffer = _immutable(data)
-    ext = None if external_data is None else _immutable(external_data)
-    return _state(_native.index_checkpoint(buffer, BYTES_SOURCE, ext, None))
+    return _state(_native.index_checkpoint(data, BYTES_SOURCE, external_data, None))
 
 
 def save(

@@ -29,6 +29,7 @@ mod index;
 mod input;
 mod journal;
 mod legacy_pbseq;
+mod loaded;
 mod mapped;
 mod names;
 mod open;
@@ -53,6 +54,7 @@ pub use legacy_pbseq::{
     classify_legacy_file, pbseq_messages, LegacyFile, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY,
     MAX_PBSEQ_MESSAGE_BYTES,
 };
+pub use loaded::{CheckpointBytes, LoadedCheckpoint, Values};
 pub use mapped::MappedFile;
 pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};
 pub use placement::{SaveOptions, DEFAULT_EXTERNAL_DATA_THRESHOLD, EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};

@@ -198,6 +198,14 @@ impl MappedFile {
         }
     }
 
+    /// Before `len` bytes at `offset` are used for the first time: [`MappedFile::check_unchanged`],
+    /// then [`MappedFile::advise_normal`].
+    pub fn prepare(&self, offset: usize, len: usize) -> Result<()> {
+        self.check_unchanged()?;
+        self.advise_normal(offset, len);
+        Ok(())
+    }
+
     /// The file's bytes (a map may show later changes of the file; see the type's note).
     pub fn bytes(&self) -> &[u8] {
         match &self.contents {

@@ -1,15 +1,15 @@
 //! Conversions between Python objects and the core crate's index and spec types.
 
+use numpy::PyUntypedArray;
 use ortckpt_core::{
     CheckpointSpec, DataType, OptimizerGroupSpec, ParameterStateSpec, Property, PropertyValue, TensorPayload,
     TensorSpec,
 };
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
-
-use crate::mapped::MappedFile;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyMemoryView, PyString, PyTuple};
 
 /// A Python buffer held for as long as Rust reads it.
 pub(crate) struct BorrowedBytes {
@@ -30,14 +30,6 @@ unsafe impl Send for BytesView {}
 unsafe impl Sync for BytesView {}
 
 impl BytesView {
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    pub(crate) fn as_ptr(&self) -> *const u8 {
-        self.ptr
-    }
-
     pub(crate) fn slice(&self) -> &[u8] {
         if self.len == 0 {
             return &[];
@@ -61,21 +53,63 @@ impl BorrowedBytes {
         Ok(BorrowedBytes { buffer })
     }
 
-    /// Like [`BorrowedBytes::get`], for inputs read with the GIL released: only `bytes` and
-    /// ortckpt's own read-only `MappedFile`, whose contents no Python code can change meanwhile.
-    pub(crate) fn get_immutable(obj: &Bound<'_, PyAny>) -> PyResult<BorrowedBytes> {
-        if !(obj.is_instance_of::<PyBytes>() || obj.is_instance_of::<MappedFile>()) {
-            return Err(PyTypeError::new_err(format!(
-                "expected bytes or a MappedFile (copy other buffers first), got {}",
-                obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-            )));
-        }
-        BorrowedBytes::get(obj)
+    /// The bytes' address and length.
+    pub(crate) fn raw(&self) -> (*const u8, usize) {
+        (self.buffer.buf_ptr() as *const u8, self.buffer.len_bytes())
     }
 
     pub(crate) fn view(&self) -> BytesView {
         BytesView { ptr: self.buffer.buf_ptr() as *const u8, len: self.buffer.len_bytes() }
     }
+
+    /// Whether the bytes are read-only as exported (a writable exporter may still be written).
+    fn readonly(&self) -> bool {
+        self.buffer.readonly()
+    }
+}
+
+/// THE rule for "memory that cannot change", shared by loading (`index_checkpoint` keeps such
+/// input zero-copy and copies any other) and states (`from_array` keeps such arrays zero-copy and
+/// copies others; saves then stream them with the GIL released): `obj` itself is read-only, and
+/// the object that owns its memory — found through numpy bases and memoryview owners — is either
+/// an exporter that only ever gives read-only buffers (`bytes`, ortckpt's `MappedFile`, a
+/// read-only `mmap`) or a numpy array that owns its data and is flagged read-only (numpy's own
+/// promise, which only whoever holds that array can break). A read-only view of writable memory
+/// (`memoryview(bytearray).toreadonly()`, a read-only array over a bytearray or a writable array)
+/// can still change. Returns that owner, or `None` when the memory may change.
+pub(crate) fn unchanging_owner<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = obj.py();
+    let mut current = obj.clone();
+    // Each step goes one owner down; numpy collapses chains of views, so a few steps suffice,
+    // and a cycle (impossible for these types) still ends.
+    for _ in 0..64 {
+        let next = if let Ok(array) = current.cast::<PyUntypedArray>() {
+            if array.getattr(intern!(py, "flags"))?.getattr(intern!(py, "writeable"))?.is_truthy()? {
+                return Ok(None);
+            }
+            array.getattr(intern!(py, "base"))?
+        } else if let Ok(view) = current.cast::<PyMemoryView>() {
+            if !BorrowedBytes::get(view.as_any()).is_ok_and(|b| b.readonly()) {
+                return Ok(None);
+            }
+            view.getattr(intern!(py, "obj"))?
+        } else {
+            let readonly = BorrowedBytes::get(&current).is_ok_and(|b| b.readonly());
+            return Ok(readonly.then_some(current));
+        };
+        if next.is_none() {
+            // An array that owns its data (checked read-only above), or a memoryview of raw memory.
+            return Ok(current.cast::<PyUntypedArray>().is_ok().then_some(current));
+        }
+        current = next;
+    }
+    Ok(None)
+}
+
+/// Whether `data`'s memory cannot change while a state holds it ([`unchanging_owner`]).
+#[pyfunction]
+pub(crate) fn is_unchanging(data: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(unchanging_owner(data)?.is_some())
 }
 
 /// A spec whose tensor bytes point into Python buffers that it keeps alive.

@@ -2,14 +2,16 @@
 //! checkpoint of 400k tensors costs no Python object per tensor until one is asked for.
 
 use std::collections::HashMap;
-use std::ops::Range;
 
 use numpy::PyArrayDescr;
-use ortckpt_core::{CheckpointIndex, ParamKind, PropertyValue, Storage, TensorRef};
+use ortckpt_core::{
+    CheckpointBytes, CheckpointIndex, LoadedCheckpoint, ParamKind, PropertyValue, Storage, TensorRef,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::arrays::view;
+use crate::convert::{unchanging_owner, BorrowedBytes};
 use crate::errors::{core_error, GuardedError};
 use crate::mapped::MappedFile;
 
@@ -49,74 +51,79 @@ impl TensorRecord {
     }
 }
 
-/// A buffer an index points into, with its bytes' address and length.
-struct Bytes<'a, 'py> {
-    owner: &'a Bound<'py, PyAny>,
-    base: *const u8,
-    len: usize,
+/// The bytes of a loaded checkpoint as Python holds them: ortckpt's own `MappedFile` (whose
+/// changes on disk the core looks for before first use), or other memory that cannot change
+/// ([`unchanging_owner`]).
+pub(crate) enum Held {
+    Memory { object: Py<PyAny>, bytes: BorrowedBytes },
+    File(Py<MappedFile>),
 }
 
-impl<'a, 'py> Bytes<'a, 'py> {
-    fn of(owner: &'a Bound<'py, PyAny>) -> PyResult<Bytes<'a, 'py>> {
-        let bytes = if let Ok(file) = owner.cast::<MappedFile>() {
-            file.get().core().bytes()
-        } else {
-            // `index_checkpoint` accepts only bytes and MappedFiles.
-            owner.cast::<PyBytes>()?.as_bytes()
-        };
-        Ok(Bytes { owner, base: bytes.as_ptr(), len: bytes.len() })
-    }
-
-    /// The address of `len` bytes at `offset`, when they lie inside the buffer.
-    fn range(&self, offset: usize, len: usize) -> Option<(*const u8, usize, &'a Bound<'py, PyAny>)> {
-        let end = offset.checked_add(len)?;
-        if end > self.len {
-            return None;
+impl Held {
+    /// `data` itself when its memory cannot change ([`unchanging_owner`]; a view of all of a
+    /// `MappedFile` is that file), else a private copy taken now, with the GIL held. A part of a
+    /// mapped file is copied too: its changes on disk could not be looked for.
+    pub(crate) fn of(data: &Bound<'_, PyAny>) -> PyResult<Held> {
+        let py = data.py();
+        let bytes = BorrowedBytes::get(data)?;
+        if let Some(owner) = unchanging_owner(data)? {
+            match owner.cast::<MappedFile>() {
+                Ok(file) if file.get().core().raw() == bytes.raw() => {
+                    return Ok(Held::File(file.clone().unbind()))
+                }
+                Ok(file) if file.get().core().is_mapped() => {} // a part of a map: copied below
+                _ => return Ok(Held::Memory { object: data.clone().unbind(), bytes }),
+            }
         }
-        // SAFETY: `offset <= end <= self.len`: the result points inside the buffer's allocation.
-        let data = unsafe { self.base.add(offset) };
-        Some((data, len, self.owner))
+        let copy = PyBytes::new(py, bytes.view().slice()).into_any();
+        Ok(Held::Memory { bytes: BorrowedBytes::get(&copy)?, object: copy.unbind() })
     }
-}
 
-/// Where the values of a tensor stored as `storage` are: address, length and owning buffer.
-fn locate<'a, 'py>(
-    storage: Storage<'_>,
-    checkpoint: &Bytes<'a, 'py>,
-    external: Option<&Bytes<'a, 'py>>,
-) -> Option<(*const u8, usize, &'a Bound<'py, PyAny>)> {
-    match storage {
-        Storage::Inline { offset, len, .. } => checkpoint.range(offset, len),
-        Storage::External { offset, len } => {
-            external?.range(usize::try_from(offset).ok()?, usize::try_from(len).ok()?)
+    pub(crate) fn file(file: ortckpt_core::MappedFile) -> PyResult<Held> {
+        Python::attach(|py| Ok(Held::File(Py::new(py, MappedFile::wrap(file))?)))
+    }
+
+    /// The Python object holding the bytes.
+    fn object<'py>(&self, py: Python<'py>) -> &Bound<'py, PyAny> {
+        match self {
+            Held::Memory { object, .. } => object.bind(py),
+            Held::File(file) => file.bind(py).as_any(),
         }
-        Storage::Strings(_) | Storage::Nominal => None,
     }
 }
 
-/// A verified checkpoint: the core's index plus the buffers its ranges point into.
+impl CheckpointBytes for Held {
+    fn raw(&self) -> (*const u8, usize) {
+        match self {
+            Held::Memory { bytes, .. } => bytes.raw(),
+            Held::File(file) => file.get().core().raw(),
+        }
+    }
+
+    fn file(&self) -> Option<&ortckpt_core::MappedFile> {
+        match self {
+            Held::Memory { .. } => None,
+            Held::File(file) => Some(file.get().core()),
+        }
+    }
+}
+
+/// A verified checkpoint: the core's loaded checkpoint, over buffers Python holds.
 #[pyclass(frozen, module = "ortckpt._native")]
 pub(crate) struct Index {
-    index: CheckpointIndex,
+    loaded: LoadedCheckpoint<Held>,
     /// The input's name in messages: a path or "<bytes>".
     #[pyo3(get)]
     source: String,
-    /// The checkpoint's bytes (`bytes` or a `MappedFile`): inline ranges point into it.
-    #[pyo3(get)]
-    buffer: Py<PyAny>,
-    /// The external data file's bytes, when the checkpoint has external data.
-    #[pyo3(get)]
-    external: Option<Py<PyAny>>,
 }
 
 impl Index {
-    pub(crate) fn new(
-        index: CheckpointIndex,
-        source: String,
-        buffer: Py<PyAny>,
-        external: Option<Py<PyAny>>,
-    ) -> Index {
-        Index { index, source, buffer, external }
+    pub(crate) fn new(loaded: LoadedCheckpoint<Held>, source: String) -> Index {
+        Index { loaded, source }
+    }
+
+    fn index(&self) -> &CheckpointIndex {
+        self.loaded.index()
     }
 
     fn record(&self, py: Python<'_>, position: usize, tensor: TensorRef<'_>) -> PyResult<TensorRecord> {
@@ -126,7 +133,7 @@ impl Index {
             Storage::Strings(values) => ("strings", 0, 0, Some(PyList::new(py, values)?.unbind())),
             Storage::Nominal => ("nominal", 0, 0, None),
         };
-        let trainable = self.index.param_kind(position).map(|k| k == ParamKind::Trainable);
+        let trainable = self.index().param_kind(position).map(|k| k == ParamKind::Trainable);
         Ok(TensorRecord {
             position,
             name: tensor.name.to_owned(),
@@ -141,35 +148,25 @@ impl Index {
         })
     }
 
-    /// Compares the stored lengths of the tensors at `positions` that loading left for first use
-    /// (`ortckpt_core::LengthCheck`); a no-op for the others.
-    fn check_lengths(&self, py: Python<'_>, positions: Range<usize>) -> PyResult<()> {
-        let bytes = Bytes::of(self.buffer.bind(py))?;
-        positions
-            .into_iter()
-            .try_for_each(|position| {
-                // SAFETY: `self.buffer` holds the bytes (a `bytes` object or a MappedFile, which
-                // keeps its mapping alive) for the whole call; a mapping's contents may change
-                // (another program), which the raw reader allows.
-                unsafe { self.index.check_inline_length_raw(position, bytes.base, bytes.len) }
-            })
-            .map_err(|e| core_error(&self.source, GuardedError::Core(e)))
+    fn error(&self, e: ortckpt_core::Error) -> PyErr {
+        core_error(&self.source, GuardedError::Core(e))
     }
 
-    /// `prepare` for every parameter at once: one check of each file, every length left for
-    /// first use compared, normal readahead over each mapped file.
-    fn prepare_parameters(&self, py: Python<'_>) -> PyResult<()> {
-        let checkpoint = self.buffer.bind(py).cast::<MappedFile>().ok().cloned();
-        for file in [checkpoint, self.external_file(py)].into_iter().flatten() {
-            let file = file.get();
-            file.prepare_range(0, file.core().bytes().len())?;
+    /// The values of the tensor at `position` as a read-only numpy view of `descr`; None when
+    /// they are not bytes or cannot be viewed (empty, misaligned, too many dims).
+    fn view<'py>(
+        &self,
+        py: Python<'py>,
+        position: usize,
+        dims: &[i64],
+        descr: &Bound<'py, PyArrayDescr>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match self.loaded.values(position) {
+            // SAFETY: the core checked the bytes lie inside the buffer held by `owner`, and that
+            // `len` is the shape's element count times the element size.
+            Some(v) => unsafe { view(py, descr, dims, v.data, v.len, v.owner.object(py)) },
+            None => Ok(None),
         }
-        self.check_lengths(py, 0..self.index.parameter_count())
-    }
-
-    /// The external data file, when it is mapped.
-    fn external_file<'py>(&self, py: Python<'py>) -> Option<Bound<'py, MappedFile>> {
-        self.external.as_ref().and_then(|e| e.bind(py).cast::<MappedFile>().ok().cloned())
     }
 }
 
@@ -179,27 +176,8 @@ impl Index {
     /// CheckpointChangedError when its file was modified on disk since it was loaded, compares its
     /// stored length when loading left that for first use (TensorDataError on a mismatch), and
     /// gives a long range of a mapped file normal readahead.
-    fn prepare(&self, py: Python<'_>, position: usize) -> PyResult<()> {
-        let Some(tensor) = self.index.tensor(position) else { return Ok(()) };
-        match tensor.storage {
-            Storage::Inline { offset, len, length_checked } => {
-                if let Ok(file) = self.buffer.bind(py).cast::<MappedFile>() {
-                    file.get().prepare_range(offset, len)?;
-                }
-                if !length_checked {
-                    self.check_lengths(py, position..position + 1)?;
-                }
-            }
-            Storage::External { offset, len } => {
-                if let Some(file) = self.external_file(py) {
-                    // A range past usize gets no readahead (advice only); the file check still runs.
-                    let (offset, len) = (usize::try_from(offset), usize::try_from(len));
-                    file.get().prepare_range(offset.unwrap_or(usize::MAX), len.unwrap_or(0))?;
-                }
-            }
-            Storage::Strings(_) | Storage::Nominal => {}
-        }
-        Ok(())
+    fn prepare(&self, position: usize) -> PyResult<()> {
+        self.loaded.prepare(position).map_err(|e| self.error(e))
     }
 
     /// `prepare(position)`, then the tensor's values as a read-only numpy view of dtype `dtype`;
@@ -211,16 +189,9 @@ impl Index {
         position: usize,
         dtype: &Bound<'py, PyArrayDescr>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.prepare(py, position)?;
-        let Some(tensor) = self.index.tensor(position) else { return Ok(None) };
-        let checkpoint = Bytes::of(self.buffer.bind(py))?;
-        let external = self.external.as_ref().map(|e| Bytes::of(e.bind(py))).transpose()?;
-        match locate(tensor.storage, &checkpoint, external.as_ref()) {
-            // SAFETY: `range` checked the bytes lie inside the buffer held by `owner`, and the
-            // core guarantees `len` is the shape's element count times the element size.
-            Some((data, len, owner)) => unsafe { view(py, dtype, tensor.dims, data, len, owner) },
-            None => Ok(None),
-        }
+        self.prepare(position)?;
+        let Some(tensor) = self.index().tensor(position) else { return Ok(None) };
+        self.view(py, position, tensor.dims, dtype)
     }
 
     /// Every parameter not named in `skip`, sorted by name: `(arrays, others)`, where `arrays`
@@ -233,15 +204,14 @@ impl Index {
         dtype_of: &Bound<'py, PyAny>,
         skip: &Bound<'py, PyAny>,
     ) -> PyResult<(Bound<'py, PyDict>, Vec<String>)> {
-        self.prepare_parameters(py)?;
-        let checkpoint = Bytes::of(self.buffer.bind(py))?;
-        let external = self.external.as_ref().map(|e| Bytes::of(e.bind(py))).transpose()?;
+        self.loaded.prepare_parameters().map_err(|e| self.error(e))?;
         let mut dtypes: HashMap<i32, Bound<'py, PyArrayDescr>> = HashMap::new();
         let arrays = PyDict::new(py);
         let mut others = Vec::new();
         let none = py.None();
-        for &position in self.index.parameters_by_name() {
-            let Some(tensor) = self.index.tensor(position as usize) else { continue };
+        let index = self.index();
+        for &position in index.parameters_by_name() {
+            let Some(tensor) = index.tensor(position as usize) else { continue };
             let name = PyString::new(py, tensor.name);
             if skip.contains(&name)? {
                 continue;
@@ -255,13 +225,7 @@ impl Index {
                     descr
                 }
             };
-            let located = locate(tensor.storage, &checkpoint, external.as_ref());
-            let array = match located {
-                // SAFETY: `range` checked the bytes lie inside the buffer held by `owner`, and the
-                // core guarantees `len` is the shape's element count times the element size.
-                Some((data, len, owner)) => unsafe { view(py, &descr, tensor.dims, data, len, owner) }?,
-                None => None,
-            };
+            let array = self.view(py, position as usize, tensor.dims, &descr)?;
             match array {
                 Some(array) => arrays.set_item(name, array)?,
                 None => {
@@ -273,50 +237,55 @@ impl Index {
         Ok((arrays, others))
     }
 
+    /// The checkpoint's bytes (`bytes` or a `MappedFile`): inline ranges point into it.
+    #[getter]
+    fn buffer(&self, py: Python<'_>) -> Py<PyAny> {
+        self.loaded.checkpoint().object(py).clone().unbind()
+    }
+
+    /// The external data file's bytes, when the checkpoint has external data.
+    #[getter]
+    fn external(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.loaded.external().map(|e| e.object(py).clone().unbind())
+    }
+
     #[getter]
     fn version(&self) -> i32 {
-        self.index.version
+        self.index().version
     }
 
     #[getter]
     fn is_nominal(&self) -> bool {
-        self.index.is_nominal
+        self.index().is_nominal
     }
 
     #[getter]
     fn has_external_data(&self) -> bool {
-        self.index.has_external_data
+        self.index().has_external_data
     }
 
     /// Number of parameters (trainable and frozen).
     fn parameter_count(&self) -> usize {
-        self.index.parameter_count()
-    }
-
-    /// Number of trainable parameters.
-    fn trainable_count(&self) -> usize {
-        self.index.trainable_count()
+        self.index().parameter_count()
     }
 
     /// Every parameter name, sorted.
     fn parameter_names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let names = self
-            .index
-            .parameters_by_name()
-            .iter()
-            .filter_map(|&p| self.index.tensor(p as usize).map(|t| t.name));
+        let index = self.index();
+        let names =
+            index.parameters_by_name().iter().filter_map(|&p| index.tensor(p as usize).map(|t| t.name));
         PyList::new(py, names)
     }
 
     /// Whether `name` is a trainable parameter (None when there is no such parameter).
     fn is_trainable(&self, name: &str) -> Option<bool> {
-        let position = self.index.find_parameter(name)?;
-        self.index.param_kind(position).map(|k| k == ParamKind::Trainable)
+        let position = self.index().find_parameter(name)?;
+        self.index().param_kind(position).map(|k| k == ParamKind::Trainable)
     }
 
     /// The parameter called `name`, or None.
     fn parameter(&self, py: Python<'_>, name: &str) -> PyResult<Option<TensorRecord>> {
-        match self.index.find_parameter(name) {
+        match self.index().find_parameter(name) {
             Some(position) => self.tensor(py, position).map(Some),
             None => Ok(None),
         }
@@ -324,7 +293,7 @@ impl Index {
 
     /// The tensor at `position` (file order).
     fn tensor(&self, py: Python<'_>, position: usize) -> PyResult<TensorRecord> {
-        let tensor = self.index.tensor(position).ok_or_else(|| {
+        let tensor = self.index().tensor(position).ok_or_else(|| {
             pyo3::exceptions::PyIndexError::new_err(format!("no tensor at position {position}"))
         })?;
         self.record(py, position, tensor)
@@ -336,8 +305,8 @@ impl Index {
         &self,
         py: Python<'_>,
     ) -> PyResult<Vec<(String, i64, f64, Vec<(String, Vec<TensorRecord>)>)>> {
-        let mut groups = Vec::with_capacity(self.index.optimizer_groups.len());
-        for g in &self.index.optimizer_groups {
+        let mut groups = Vec::with_capacity(self.index().optimizer_groups.len());
+        for g in &self.index().optimizer_groups {
             let mut states = Vec::with_capacity(g.states.len());
             for s in &g.states {
                 let mut momentums = Vec::with_capacity(s.momentums.len());
@@ -354,7 +323,7 @@ impl Index {
     /// Properties in file order (ints, then floats, then strings).
     fn properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
-        for p in &self.index.properties {
+        for p in &self.index().properties {
             match &p.value {
                 PropertyValue::Int(v) => out.append((&p.name, *v))?,
                 PropertyValue::Float(v) => out.append((&p.name, f64::from(*v)))?,
@@ -368,9 +337,9 @@ impl Index {
         format!(
             "Index({:?}, version {}, {} parameters, {} tensors)",
             self.source,
-            self.index.version,
-            self.index.parameter_count(),
-            self.index.tensor_count()
+            self.index().version,
+            self.index().parameter_count(),
+            self.index().tensor_count()
         )
     }
 }

@@ -8,21 +8,20 @@ mod index;
 mod mapped;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 
-use ortckpt_core::LengthCheck;
+use ortckpt_core::LoadedCheckpoint;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
 use crate::convert::{spec_from_py, BorrowedBytes};
 use crate::errors::{core_error, guarded, GuardedError};
-use crate::index::{Index, TensorRecord};
+use crate::index::{Held, Index, TensorRecord};
 use crate::mapped::{interruptible, path_arg, show, MappedFile};
 
-/// Verifies `data` as a checkpoint and returns its [`Index`]. `data` must be `bytes` or a
-/// `MappedFile`: memory nobody else can change through Python, since it is read with the GIL
-/// released (the Python layer copies any other buffer first). `source` names the input in error
-/// messages. When the checkpoint has external data, `external` must be the external data file's
+/// Verifies `data` (any buffer) as a checkpoint and returns its [`Index`]. Memory that cannot
+/// change (`convert::unchanging_owner`: `bytes`, a `MappedFile`, ...) is used zero-copy; any other
+/// buffer is copied first, since the state must not change with it. `source` names the input in
+/// error messages. When the checkpoint has external data, `external` must be the external data file's
 /// bytes (named `external_source`): every external range is checked against it.
 #[pyfunction]
 #[pyo3(signature = (data, source, external=None, external_source=None))]
@@ -36,38 +35,30 @@ fn index_checkpoint(
     // Names for messages only: lossy, so a non-UTF-8 file name (surrogate escapes) still works.
     let source = source.to_string_lossy().into_owned();
     let external_source = external_source.map(|s| s.to_string_lossy().into_owned());
-    let bytes = BorrowedBytes::get_immutable(data)?;
-    let view = bytes.view();
-    // A mapped file's tensor lengths sit beside their values, one page per tensor: comparing
-    // them on first use (`Index.prepare`) lets loading read the structure alone.
-    let mapped = data.cast::<MappedFile>().is_ok_and(|file| file.get().core().is_mapped());
-    let lengths = if mapped { LengthCheck::OnFirstUse } else { LengthCheck::WhenIndexing };
-    let external_len =
-        external.map(|e| BorrowedBytes::get_immutable(e).map(|b| b.view().len())).transpose()?;
-    let missing = match external_source {
-        Some(name) => format!("its external data file {name} is missing"),
-        None => "no external data was given (pass external_data=)".to_owned(),
-    };
-    let index = py
-        .detach(|| {
-            guarded(|| {
-                // A MappedFile's pages can be rewritten by another process while they are read:
-                // the core's raw entry point reads each byte once, through copies.
-                // SAFETY: `bytes` holds the buffer (and so keeps the range mapped) until this
-                // closure has returned.
-                let index =
-                    unsafe { ortckpt_core::index_checkpoint_raw(view.as_ptr(), view.len(), lengths) }?;
-                if index.has_external_data {
-                    match external_len {
-                        Some(len) => ortckpt_core::check_external_ranges(&index, len as u64)?,
-                        None => return Err(ortckpt_core::Error::ExternalDataMissing { detail: missing }),
-                    }
-                }
-                Ok(index)
-            })
-        })
+    let checkpoint = Held::of(data)?;
+    let external = external.map(Held::of).transpose()?;
+    let loaded = py
+        .detach(|| guarded(|| LoadedCheckpoint::new(checkpoint, external, external_source.as_deref())))
         .map_err(|e| core_error(&source, e))?;
-    Ok(Index::new(index, source, data.clone().unbind(), external.map(|e| e.clone().unbind())))
+    Ok(Index::new(loaded, source))
+}
+
+/// Opens the checkpoint `path` and its external data file (when present) as one consistent
+/// pair, even while other programs save over it — memory-mapped (`mmap=True`) or read fully into
+/// private memory — and verifies them; `source` names it in error messages.
+#[pyfunction]
+#[pyo3(signature = (path, source, mmap=true))]
+fn load_checkpoint(
+    py: Python<'_>,
+    path: &Bound<'_, PyAny>,
+    source: &Bound<'_, PyString>,
+    mmap: bool,
+) -> PyResult<Index> {
+    let path = path_arg(path)?;
+    let source = source.to_string_lossy().into_owned();
+    let mode = if mmap { ortckpt_core::OpenMode::Map } else { ortckpt_core::OpenMode::Read };
+    let loaded = interruptible(py, &source, |keep_going| LoadedCheckpoint::open(&path, mode, keep_going))?;
+    Ok(Index::new(loaded.map_bytes(Held::file)?, source))
 }
 
 /// Serializes a checkpoint spec (see docs/architecture.md) and returns the file's bytes.
@@ -104,23 +95,6 @@ fn save_checkpoint(
     Ok(())
 }
 
-/// Opens a checkpoint and its external data file (when present) as one consistent pair, even
-/// while other programs save over it: memory-mapped (`mmap=True`) or read fully into private
-/// memory. Returns (checkpoint, external or None).
-#[pyfunction]
-#[pyo3(signature = (path, mmap=true))]
-fn open_checkpoint(
-    py: Python<'_>,
-    path: &Bound<'_, PyAny>,
-    mmap: bool,
-) -> PyResult<(MappedFile, Option<MappedFile>)> {
-    let path = path_arg(path)?;
-    let mode = if mmap { ortckpt_core::OpenMode::Map } else { ortckpt_core::OpenMode::Read };
-    let opened =
-        interruptible(py, &show(&path), |keep_going| ortckpt_core::open_checkpoint(&path, mode, keep_going))?;
-    Ok((MappedFile::wrap(opened.checkpoint), opened.external.map(MappedFile::wrap)))
-}
-
 /// Completes or undoes an interrupted save of `path` and removes the files it left; returns
 /// "clean", "leftovers", "new" or "old" (see `ortckpt.recover`).
 #[pyfunction]
@@ -129,17 +103,6 @@ fn recover(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<&'static str> {
     let outcome =
         py.detach(|| guarded(|| ortckpt_core::recover(&path))).map_err(|e| core_error(&show(&path), e))?;
     Ok(outcome.as_str())
-}
-
-/// The helper files (journal, backups, temporary files) of interrupted or running saves of
-/// `path`.
-#[pyfunction]
-fn helper_files(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Vec<OsString>> {
-    let path = path_arg(path)?;
-    let files = py
-        .detach(|| guarded(|| ortckpt_core::helper_files(&path)))
-        .map_err(|e| core_error(&show(&path), e))?;
-    Ok(files.into_iter().map(PathBuf::into_os_string).collect())
 }
 
 /// The `(offset, length)` of every message of an ORT 1.15 `.pbseq` file (its framing only; the
@@ -190,12 +153,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
     m.add_class::<TensorRecord>()?;
     m.add_function(wrap_pyfunction!(index_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::is_unchanging, m)?)?;
     m.add_function(wrap_pyfunction!(serialize_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(save_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(external_data_path, m)?)?;
-    m.add_function(wrap_pyfunction!(open_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(load_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(recover, m)?)?;
-    m.add_function(wrap_pyfunction!(helper_files, m)?)?;
     m.add_function(wrap_pyfunction!(pbseq_messages, m)?)?;
     m.add_function(wrap_pyfunction!(legacy_file_kind, m)?)?;
     m.add("LEGACY_LR_PROPERTY", ortckpt_core::LEGACY_LR_PROPERTY)?;

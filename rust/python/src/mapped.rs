@@ -28,16 +28,6 @@ impl MappedFile {
     pub(crate) fn core(&self) -> &ortckpt_core::MappedFile {
         &self.inner
     }
-
-    /// Before `len` bytes at `offset` are used: CheckpointChangedError when the file was
-    /// modified on disk since it was opened, then normal readahead for the range.
-    pub(crate) fn prepare_range(&self, offset: usize, len: usize) -> PyResult<()> {
-        self.inner
-            .check_unchanged()
-            .map_err(|e| core_error(&show(self.inner.path()), GuardedError::Core(e)))?;
-        self.inner.advise_normal(offset, len);
-        Ok(())
-    }
 }
 
 /// A path argument (str, bytes or os.PathLike) as the file system's bytes, via `os.fsencode`, so a
@@ -106,23 +96,13 @@ impl MappedFile {
         self.inner.is_mapped()
     }
 
-    /// Raises CheckpointChangedError when the file was modified on disk (in place) since it was
-    /// opened; never for bytes read into private memory.
-    fn check_unchanged(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.inner.check_unchanged())
-            .map_err(|e| core_error(&show(self.inner.path()), GuardedError::Core(e)))
-    }
-
-    /// Gives `length` bytes at `offset` normal readahead (the mapping starts with random-access
-    /// advice); call before reading a tensor's values in order. Advice only: never fails.
-    fn advise_normal(&self, offset: usize, length: usize) {
-        self.inner.advise_normal(offset, length);
-    }
-
-    /// Before `length` bytes at `offset` are used for the first time: `check_unchanged`, then
-    /// `advise_normal`.
+    /// Before `length` bytes at `offset` are used for the first time: CheckpointChangedError
+    /// when the file was modified on disk (in place) since it was opened, then normal readahead
+    /// for the range.
     fn prepare(&self, offset: usize, length: usize) -> PyResult<()> {
-        self.prepare_range(offset, length)
+        self.inner
+            .prepare(offset, length)
+            .map_err(|e| core_error(&show(self.inner.path()), GuardedError::Core(e)))
     }
 
     fn __len__(&self) -> usize {

@@ -1,0 +1,268 @@
+//! A checkpoint loaded for use: its index together with the bytes the index's ranges point into,
+//! and every decision about using those bytes — how strictly to verify them (lengths compared
+//! while indexing, or on first use for a mapped file), the external data file's presence and
+//! ranges, the checks before a tensor's bytes are first used (file unchanged since it was opened,
+//! stored length), readahead, and where each tensor's values lie. Bindings only convert types.
+
+use std::path::Path;
+
+use crate::index::{CheckpointIndex, Storage};
+use crate::open::{open_checkpoint, OpenMode};
+use crate::reader::{index_checkpoint_raw, LengthCheck};
+use crate::{check_external_ranges, Error, MappedFile, Result};
+
+/// Bytes a [`LoadedCheckpoint`] points into: a [`MappedFile`], or memory nobody can change while
+/// it lives (a binding's immutable buffer, a byte slice).
+pub trait CheckpointBytes {
+    /// The bytes' address and length, valid for as long as `self` lives. The contents may change
+    /// meanwhile only when they are a mapped file ([`CheckpointBytes::file`]).
+    fn raw(&self) -> (*const u8, usize);
+
+    /// The file the bytes are, when they are one: its changes are looked for before each first use.
+    fn file(&self) -> Option<&MappedFile>;
+}
+
+impl CheckpointBytes for MappedFile {
+    fn raw(&self) -> (*const u8, usize) {
+        let bytes = self.bytes();
+        (bytes.as_ptr(), bytes.len())
+    }
+
+    fn file(&self) -> Option<&MappedFile> {
+        Some(self)
+    }
+}
+
+impl CheckpointBytes for &[u8] {
+    fn raw(&self) -> (*const u8, usize) {
+        (self.as_ptr(), self.len())
+    }
+
+    fn file(&self) -> Option<&MappedFile> {
+        None
+    }
+}
+
+/// Where a tensor's values are: `len` bytes at `data`, inside `owner`'s bytes.
+#[derive(Debug)]
+pub struct Values<'a, B> {
+    /// The buffer holding them (keeps them alive).
+    pub owner: &'a B,
+    /// Address of the first byte.
+    pub data: *const u8,
+    /// Number of bytes: the shape's element count times the element size.
+    pub len: usize,
+}
+
+/// A verified checkpoint: its index and the bytes its ranges point into.
+pub struct LoadedCheckpoint<B> {
+    index: CheckpointIndex,
+    checkpoint: B,
+    external: Option<B>,
+}
+
+impl LoadedCheckpoint<MappedFile> {
+    /// Opens `path` and its external data file as one pair ([`open_checkpoint`]) and verifies
+    /// them ([`LoadedCheckpoint::new`]). `keep_going` is asked between chunks and attempts (false
+    /// stops with [`Error::Interrupted`]).
+    pub fn open(path: &Path, mode: OpenMode, keep_going: &mut dyn FnMut() -> bool) -> Result<Self> {
+        let opened = open_checkpoint(path, mode, keep_going)?;
+        let external_name = opened.external_path.display().to_string();
+        LoadedCheckpoint::new(opened.checkpoint, opened.external, Some(&external_name))
+    }
+}
+
+impl<B: CheckpointBytes> LoadedCheckpoint<B> {
+    /// Verifies `checkpoint` as a checkpoint and, when it has external data, every external range
+    /// against `external` (named `external_name` in the error when it is missing; `None` means the
+    /// bytes were given in memory). The lengths of a mapped file's inline tensors sit beside their
+    /// values, one page per tensor: they are compared on first use ([`LoadedCheckpoint::prepare`])
+    /// so that loading reads the structure alone; every other input is compared while indexing.
+    pub fn new(checkpoint: B, external: Option<B>, external_name: Option<&str>) -> Result<Self> {
+        let mapped = checkpoint.file().is_some_and(MappedFile::is_mapped);
+        let lengths = if mapped { LengthCheck::OnFirstUse } else { LengthCheck::WhenIndexing };
+        let (base, len) = checkpoint.raw();
+        // SAFETY: `checkpoint` keeps its bytes readable while it lives, which outlasts this call;
+        // a mapped file's contents may change meanwhile, which the raw reader allows.
+        let index = unsafe { index_checkpoint_raw(base, len, lengths) }?;
+        if index.has_external_data {
+            match &external {
+                Some(bytes) => check_external_ranges(&index, bytes.raw().1 as u64)?,
+                None => {
+                    let detail = match external_name {
+                        Some(name) => format!("its external data file {name} is missing"),
+                        None => "no external data was given (pass external_data=)".to_owned(),
+                    };
+                    return Err(Error::ExternalDataMissing { detail });
+                }
+            }
+        }
+        Ok(LoadedCheckpoint { index, checkpoint, external })
+    }
+
+    /// The checkpoint's index.
+    pub fn index(&self) -> &CheckpointIndex {
+        &self.index
+    }
+
+    /// The checkpoint's bytes.
+    pub fn checkpoint(&self) -> &B {
+        &self.checkpoint
+    }
+
+    /// The external data file's bytes, when they were given.
+    pub fn external(&self) -> Option<&B> {
+        self.external.as_ref()
+    }
+
+    /// The same checkpoint over other holders of the same bytes (a binding's handles); `f` must
+    /// return a holder of the very bytes it is given.
+    pub fn map_bytes<C, E>(self, mut f: impl FnMut(B) -> Result<C, E>) -> Result<LoadedCheckpoint<C>, E> {
+        let checkpoint = f(self.checkpoint)?;
+        let external = self.external.map(f).transpose()?;
+        Ok(LoadedCheckpoint { index: self.index, checkpoint, external })
+    }
+
+    /// Call before the values of the tensor at `position` are used for the first time: fails with
+    /// [`Error::CheckpointChanged`] when its file was modified on disk since it was opened,
+    /// compares its stored length when indexing left that for first use, and gives a long range of
+    /// a mapped file normal readahead. A no-op for strings, nominal tensors and bad positions.
+    pub fn prepare(&self, position: usize) -> Result<()> {
+        let Some(tensor) = self.index.tensor(position) else { return Ok(()) };
+        match tensor.storage {
+            Storage::Inline { offset, len, length_checked } => {
+                if let Some(file) = self.checkpoint.file() {
+                    file.prepare(offset, len)?;
+                }
+                if !length_checked {
+                    self.check_lengths(position..position + 1)?;
+                }
+            }
+            Storage::External { offset, len } => {
+                if let Some(file) = self.external.as_ref().and_then(CheckpointBytes::file) {
+                    // A range past usize gets no readahead (advice only); the file check still runs.
+                    let (offset, len) = (usize::try_from(offset), usize::try_from(len));
+                    file.prepare(offset.unwrap_or(usize::MAX), len.unwrap_or(0))?;
+                }
+            }
+            Storage::Strings(_) | Storage::Nominal => {}
+        }
+        Ok(())
+    }
+
+    /// [`LoadedCheckpoint::prepare`] for every parameter at once: one check of each file, normal
+    /// readahead over each, every length left for first use compared.
+    pub fn prepare_parameters(&self) -> Result<()> {
+        for bytes in std::iter::once(&self.checkpoint).chain(self.external.as_ref()) {
+            if let Some(file) = bytes.file() {
+                file.prepare(0, file.bytes().len())?;
+            }
+        }
+        self.check_lengths(0..self.index.parameter_count())
+    }
+
+    /// Compares the stored lengths that indexing left for first use, for `positions`.
+    fn check_lengths(&self, positions: std::ops::Range<usize>) -> Result<()> {
+        let (base, len) = self.checkpoint.raw();
+        positions.into_iter().try_for_each(|position| {
+            // SAFETY: `self.checkpoint` keeps its bytes readable for the whole call; a mapped
+            // file's contents may change (another program), which the raw comparison allows.
+            unsafe { self.index.check_inline_length_raw(position, base, len) }
+        })
+    }
+
+    /// Where the values of the tensor at `position` lie, when they are bytes in one of the buffers
+    /// (`None` for strings, nominal tensors and bad positions). Call
+    /// [`LoadedCheckpoint::prepare`] (or `prepare_parameters`) before reading them.
+    pub fn values(&self, position: usize) -> Option<Values<'_, B>> {
+        let (owner, offset, len) = match self.index.tensor(position)?.storage {
+            Storage::Inline { offset, len, .. } => (&self.checkpoint, offset, len),
+            Storage::External { offset, len } => {
+                (self.external.as_ref()?, usize::try_from(offset).ok()?, usize::try_from(len).ok()?)
+            }
+            Storage::Strings(_) | Storage::Nominal => return None,
+        };
+        let (base, size) = owner.raw();
+        if offset.checked_add(len)? > size {
+            return None;
+        }
+        // SAFETY: `offset + len <= size`: the result points inside the buffer's allocation.
+        let data = unsafe { base.add(offset) };
+        Some(Values { owner, data, len })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::bytes_tensor;
+    use crate::{serialize_checkpoint, CheckpointSpec, DataType};
+
+    fn checkpoint(values: &[u8]) -> Vec<u8> {
+        let spec = CheckpointSpec {
+            trainable: vec![bytes_tensor("w", DataType::Uint8, &[values.len() as i64], values)],
+            ..CheckpointSpec::default()
+        };
+        serialize_checkpoint(&spec).unwrap()
+    }
+
+    #[test]
+    fn memory_is_checked_while_indexing_and_located() {
+        let bytes = checkpoint(&[1, 2, 3]);
+        let loaded = LoadedCheckpoint::new(bytes.as_slice(), None, None).unwrap();
+        assert!(!loaded.index().has_unchecked_lengths());
+        loaded.prepare(0).unwrap();
+        loaded.prepare_parameters().unwrap();
+        let values = loaded.values(0).unwrap();
+        // SAFETY: `values` lies inside `bytes`, which outlives this read.
+        assert_eq!(unsafe { std::slice::from_raw_parts(values.data, values.len) }, &[1, 2, 3]);
+        assert!(loaded.values(1).is_none());
+    }
+
+    #[test]
+    fn mapped_files_compare_lengths_on_first_use_and_see_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.ckpt");
+        let mut bytes = checkpoint(&[9; 64]);
+        std::fs::write(&path, &bytes).unwrap();
+        let loaded = LoadedCheckpoint::open(&path, OpenMode::Map, &mut || true).unwrap();
+        assert!(loaded.index().has_unchecked_lengths());
+        loaded.prepare(0).unwrap();
+        let owned = LoadedCheckpoint::open(&path, OpenMode::Read, &mut || true).unwrap();
+        assert!(!owned.index().has_unchecked_lengths());
+
+        // A wrong stored length is found on first use of a map.
+        let Storage::Inline { offset, .. } = loaded.index().tensor(0).unwrap().storage else { panic!() };
+        bytes[offset - 4] = 63;
+        std::fs::write(dir.path().join("b.ckpt"), &bytes).unwrap();
+        let bad = LoadedCheckpoint::open(&dir.path().join("b.ckpt"), OpenMode::Map, &mut || true).unwrap();
+        assert!(matches!(bad.prepare(0), Err(Error::DataLengthMismatch { .. })));
+        assert!(matches!(bad.prepare_parameters(), Err(Error::DataLengthMismatch { .. })));
+
+        // A rewrite in place (size changed) is found before the next first use.
+        std::fs::write(&path, checkpoint(&[9; 65])).unwrap();
+        assert!(matches!(loaded.prepare(0), Err(Error::CheckpointChanged { .. })));
+        owned.prepare(0).unwrap();
+    }
+
+    #[test]
+    fn missing_external_data_names_what_to_pass() {
+        let spec = CheckpointSpec {
+            trainable: vec![bytes_tensor("w", DataType::Uint8, &[4096], &[1; 4096])],
+            ..CheckpointSpec::default()
+        };
+        let options = crate::SaveOptions { external_data_threshold: Some(0), external_momentums: false };
+        let layout = crate::writer::plan_and_layout(&spec, &options).unwrap();
+        let bytes = layout.checkpoint.concat();
+        let err = LoadedCheckpoint::new(bytes.as_slice(), None, None).err().unwrap();
+        assert!(err.to_string().contains("external_data="), "{err}");
+        let err = LoadedCheckpoint::new(bytes.as_slice(), None, Some("x.data")).err().unwrap();
+        assert!(err.to_string().contains("x.data"), "{err}");
+        let data = layout.external.concat();
+        let loaded = LoadedCheckpoint::new(bytes.as_slice(), Some(data.as_slice()), None).unwrap();
+        let values = loaded.values(0).unwrap();
+        assert_eq!((values.len, values.owner.len()), (4096, data.len()));
+        let short = &data[..100];
+        assert!(LoadedCheckpoint::new(bytes.as_slice(), Some(short), None).is_err());
+    }
+}
