@@ -33,9 +33,11 @@ class Parameter:
 
     ``data`` is a read-only numpy array (loaded values are zero-copy views of the file when aligned).
     Assigning ``data`` replaces the values; the new array must have the same shape and dtype. The
-    state keeps its own copy of writable arrays, so later changes to the caller's array do not leak
-    in; read-only C-contiguous little-endian arrays (for example ``np.memmap(..., mode="r")``) are
-    kept as they are, without a copy.
+    state keeps its own copy of memory that can change, so later changes to the caller's array do not
+    leak in; C-contiguous little-endian arrays whose memory cannot change (a loaded tensor,
+    ``np.memmap(..., mode="r")``, a read-only array owning its data; not a read-only view of a
+    writable array or ``bytearray``) are kept as they are, without a copy (the rule ``load_bytes``
+    applies too).
     """
 
     __slots__ = ("_doc", "_name", "_tensor", "_trainable")
