@@ -966,7 +966,7 @@ def test_set_property_then_inspect(
         "epoch = 7  (int)" in text and "lr = 0.5  (float)" in text and "note = 'fine-tuned v2'  (str)" in text
     )
     assert main(["inspect", "--json", str(path)]) == 0
-    props = _strict_json(capsys.readouterr().out)["properties"]
+    props = {k: v["value"] for k, v in _strict_json(capsys.readouterr().out)["properties"].items()}
     assert props["epoch"] == 7 and props["count"] == -3 and props["lr"] == 0.5
     assert props["ratio"] == float(np.float32(1e-3)) and props["ĉefa_ŝlosilo"] == "ŝlosila valoro"
 
