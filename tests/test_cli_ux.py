@@ -513,7 +513,9 @@ def test_convert_format_1_of_external_data_says_what_to_do(
     assert "external_data_threshold=ortckpt.DEFAULT_EXTERNAL_DATA_THRESHOLD" in line
     # the advice works: the data fit inline, and version 1 holds them
     state = ortckpt.load(src)
-    ortckpt.save(state, out, format_version=1, external_data_threshold=ortckpt.DEFAULT_EXTERNAL_DATA_THRESHOLD)
+    ortckpt.save(
+        state, out, format_version=1, external_data_threshold=ortckpt.DEFAULT_EXTERNAL_DATA_THRESHOLD
+    )
     assert ortckpt.load(out).version == 1 and not ortckpt.load(out).has_external_data
 
 
@@ -529,7 +531,9 @@ def test_convert_refuses_names_of_other_formats(
     assert ("to-onnx" if name.endswith(".onnx") else "to_torch") in err
 
 
-def test_inspect_json_keeps_property_types(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_inspect_json_keeps_property_types(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "p.ckpt"
     props = {"f": float("nan"), "s": "nan", "i": float("-inf"), "n": 3, "x": 0.5}
     CheckpointState({"w": np.zeros(1, np.float32)}, properties=props).save(path)
@@ -543,7 +547,10 @@ def test_inspect_json_keeps_property_types(tmp_path: pathlib.Path, capsys: pytes
         "x": {"type": "float", "value": 0.5},
     }
     # each value reads back as what was stored, by its type
-    back = {k: float(v["value"]) if v["type"] == "float" else v["value"] for k, v in _strict_json(out)["properties"].items()}
+    back = {
+        k: float(v["value"]) if v["type"] == "float" else v["value"]
+        for k, v in _strict_json(out)["properties"].items()
+    }
     assert np.isnan(back["f"]) and back["s"] == "nan" and back["i"] == float("-inf")
 
 
@@ -569,7 +576,9 @@ def test_missing_directory_error_from_save(tmp_path: pathlib.Path) -> None:
     assert f"directory {tmp_path / 'missing'} does not exist" in text and ".tmp" not in text
 
 
-def test_one_long_name_does_not_pad_every_row(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_one_long_name_does_not_pad_every_row(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     long_name = "encoder." + "x" * 990 + ".weight"
     path = tmp_path / "long.ckpt"
     CheckpointState({long_name: np.zeros(2, np.float32), "w": np.zeros(3, np.float32)}).save(path)

@@ -24,7 +24,9 @@ from tests.helpers.paths import CORPUS_DIR, DATA, REPO, corpus_files
 DOCS = REPO / "docs"
 API_PAGE = DOCS / "api.md"
 MKDOCS = shutil.which("mkdocs", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-needs_mkdocs = pytest.mark.skipif(MKDOCS is None, reason="mkdocs is not installed (requirements-dev.txt has it)")
+needs_mkdocs = pytest.mark.skipif(
+    MKDOCS is None, reason="mkdocs is not installed (requirements-dev.txt has it)"
+)
 
 
 # -- the docs site -----------------------------------------------------------------------------------
@@ -77,7 +79,7 @@ def test_docs_step_fails_when_a_page_is_dropped_from_the_nav(tmp_path: Path) -> 
     result = _build_docs(tree, tmp_path / "site")
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
-    assert "not included in the \"nav\"" in output and "federated.md" in output
+    assert 'not included in the "nav"' in output and "federated.md" in output
 
 
 @needs_mkdocs
@@ -236,7 +238,8 @@ def test_readme_install_is_true_today() -> None:
 
 def test_readme_says_what_the_test_command_needs() -> None:
     needs = _readme_section("### What `scripts/test.sh` needs and downloads")
-    for fact in ("pyenv", "3.10–3.13", "cargo install cargo-fuzz", "~/.cache", "3 GB", "PyPI", "crates.io"):
+    facts = ("pyenv", "3.10\u20133.13", "cargo install cargo-fuzz", "~/.cache", "3 GB", "PyPI", "crates.io")
+    for fact in facts:
         assert fact in needs, fact
     # the fuzz script installs cargo-fuzz globally, as the README says
     assert "cargo install cargo-fuzz" in (REPO / "scripts" / "fuzz.sh").read_text(encoding="utf-8")
