@@ -6,6 +6,9 @@
 #   * one abi3 wheel (stable ABI, CPython 3.11+: the buffer protocol the native module exports is
 #     in the limited API from 3.11 on), plus a version-specific wheel for CPython 3.10;
 #   * the sdist.
+# Runs from a git checkout, the sdist or any unpacked source tree.
+#   scripts/build_wheels.sh [OUT]              # build (or reuse from the cache) and copy into OUT
+#   scripts/build_wheels.sh --list-sources     # print the files the cache key hashes; build nothing
 # The glibc floor is then checked with auditwheel (the symbol versions the shared library needs).
 # The wheels are cached by the hash of every source file that goes into them
 # (ORTCKPT_WHEEL_CACHE, default ~/.cache/ortckpt/wheels): an unchanged tree is not rebuilt.
@@ -18,10 +21,22 @@ venv="$repo/.venv/bin"
 py310=${ORTCKPT_PY310:-$(ls -d "$HOME"/.pyenv/versions/3.10.*/bin/python3.10 2>/dev/null | tail -1)}
 platform=manylinux2014
 
-# Everything that goes into a wheel or the sdist, hashed: a cache key that changes with the content.
-key=$(git ls-files -co --exclude-standard -- Cargo.toml Cargo.lock pyproject.toml README.md LICENSE CHANGELOG.md \
-        rust/core rust/python python \
-      | grep -v '__pycache__' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+# Everything that goes into a wheel or the sdist: found with `find`, not git, so that the script runs
+# from the sdist or any unpacked tree as well as from a checkout; what .gitignore keeps out of git
+# (build outputs, caches) is left out here too.
+source_files() {
+  { ls -d Cargo.toml Cargo.lock pyproject.toml README.md LICENSE CHANGELOG.md 2>/dev/null || true
+    find rust/core rust/python python -type f \
+      -not -path '*/__pycache__/*' -not -path '*/target/*' -not -path '*.egg-info/*' \
+      -not -path '*/.*_cache/*' -not -name '*.so' -not -name '*.pyd' -not -name '*.pyc'
+  } | LC_ALL=C sort
+}
+if [ "$out" = --list-sources ]; then  # what the cache key hashes, and nothing else
+  source_files
+  exit 0
+fi
+# The cache key: the hash of every such file, so it changes with the content.
+key=$(source_files | xargs sha256sum | sha256sum | cut -c1-16)
 cache=${ORTCKPT_WHEEL_CACHE:-$HOME/.cache/ortckpt/wheels}/$key
 if [ ! -f "$cache/.complete" ]; then
   rm -rf "$cache"

@@ -6,7 +6,7 @@
 # Targets (fuzz/fuzz_targets/): index_bytes (index_checkpoint on arbitrary bytes, then a
 # write/read round trip of what it accepts) and spec_roundtrip (serialize_checkpoint on arbitrary
 # specs, then read back). The corpus grows in fuzz/corpus/TARGET (not in git); it is seeded from
-# tests/data, ../shared/corpus and fuzz/seeds/TARGET. Crashes, timeouts and OOMs land in
+# tests/data, tests/data/corpus and fuzz/seeds/TARGET. Crashes, timeouts and OOMs land in
 # fuzz/artifacts/TARGET and make this script exit non-zero; logs go to fuzz/logs/TARGET.log.
 #
 # Reproduce or minimize a finding (same environment):
@@ -48,7 +48,7 @@ for target in "${targets[@]}"; do
     mkdir -p "$corpus" "$artifacts"
     # The spec target reads its input through `arbitrary`, so checkpoint files are no seeds for it.
     if [ "$target" = index_bytes ]; then
-        for dir in tests/data ../shared/corpus; do
+        for dir in tests/data tests/data/corpus; do
             [ -d "$dir" ] && find "$dir" -maxdepth 1 -name '*.ckpt' -exec cp {} "$corpus/" \;
         done
     fi

@@ -33,8 +33,8 @@ if [ "$fuzz_seconds" -gt 0 ]; then
   echo "== fuzz (${fuzz_seconds}s per target)"
   bash scripts/fuzz.sh "$fuzz_seconds"
 fi
-echo "== docs: mkdocs build --strict"
-NO_MKDOCS_2_WARNING=1 mkdocs build --strict -q -d "$(mktemp -d)"
+echo "== docs: mkdocs build --strict, any warning fails (scripts/build_docs.sh)"
+bash scripts/build_docs.sh
 if [ "${ORTCKPT_SKIP_WHEELS:-0}" != 1 ]; then
   echo "== wheels: manylinux2014 (glibc 2.17) abi3 + cp310, sdist (scripts/build_wheels.sh)"
   bash scripts/build_wheels.sh dist

@@ -1,7 +1,6 @@
 """Shared fixtures for the ortckpt Python tests (the code behind them lives in ``tests.helpers``).
 
-* ``corpus_dir``: ``<repo>/../shared/corpus`` (ORT-written checkpoints + JSON manifests); tests that
-  use it skip when the folder is absent.
+* ``corpus_dir``: ``tests/data/corpus`` (ORT-written checkpoints + JSON manifests, in git).
 * ``corpus_case``: parametrized over every ``*.ckpt`` in the corpus (see ``pytest_generate_tests``).
 * ``sample_state``: a state built in memory with mixed dtypes, optimizer state and properties.
 * ``dtype_arrays``: one array per supported dtype plus 0-d/empty/odd shapes.
@@ -32,8 +31,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture(scope="session")
 def corpus_dir() -> Path:
-    if not CORPUS_DIR.is_dir():
-        pytest.skip(f"corpus folder {CORPUS_DIR} is absent")
     return CORPUS_DIR
 
 

@@ -101,7 +101,12 @@ def test_inspect_json(saved: pathlib.Path, capsys: pytest.CaptureFixture[str]) -
             "states": {"w": {"m0": {"data_type": 11, "dtype": "float64", "shape": [2, 2], "nbytes": 32}}},
         }
     ]
-    assert doc["properties"] == {"epoch": 4, "loss": float(np.float32(0.1)), "note": "✓", "weird": "nan"}
+    assert doc["properties"] == {
+        "epoch": {"type": "int", "value": 4},
+        "loss": {"type": "float", "value": float(np.float32(0.1))},
+        "note": {"type": "str", "value": "✓"},
+        "weird": {"type": "float", "value": "NaN"},
+    }
 
 
 def test_inspect_json_without_values(saved: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -142,7 +147,10 @@ def test_inspect_corpus(corpus_case: pathlib.Path, capsys: pytest.CaptureFixture
     else:
         assert doc["optimizer"] is None
     props = manifest["properties"] or {"ints": [], "floats": [], "strings": []}
-    assert doc["properties"] == {k: v for kind in ("ints", "floats", "strings") for k, v in props[kind]}
+    types = {"ints": "int", "floats": "float", "strings": "str"}
+    assert doc["properties"] == {
+        k: {"type": types[kind], "value": v} for kind in types for k, v in props[kind]
+    }
 
 
 def test_nominal_inspect(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -958,7 +966,7 @@ def test_set_property_then_inspect(
         "epoch = 7  (int)" in text and "lr = 0.5  (float)" in text and "note = 'fine-tuned v2'  (str)" in text
     )
     assert main(["inspect", "--json", str(path)]) == 0
-    props = _strict_json(capsys.readouterr().out)["properties"]
+    props = {k: v["value"] for k, v in _strict_json(capsys.readouterr().out)["properties"].items()}
     assert props["epoch"] == 7 and props["count"] == -3 and props["lr"] == 0.5
     assert props["ratio"] == float(np.float32(1e-3)) and props["ĉefa_ŝlosilo"] == "ŝlosila valoro"
 

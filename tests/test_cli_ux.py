@@ -489,3 +489,122 @@ def test_cli_package_exports_main_only() -> None:
     assert ortckpt.cli.__all__ == ["main"]
     for name in ("diff_states", "parse_property", "to_json", "print_text", "Tolerance", "EXACT"):
         assert not hasattr(ortckpt.cli, name), name
+
+
+# -- issue 21: honest output details ------------------------------------------------------------------
+
+
+def _external_ckpt(path: pathlib.Path) -> pathlib.Path:
+    ortckpt.save(CheckpointState({"w": np.ones((8, 8), np.float32)}), path, external_data_threshold=0)
+    assert pathlib.Path(ortckpt.external_data_path(path)).exists()
+    return path
+
+
+def test_convert_format_1_of_external_data_says_what_to_do(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _external_ckpt(tmp_path / "ext.ckpt")
+    out = tmp_path / "v1.ckpt"
+    code, _, err = _run(["convert", str(src), str(out), "--format-version", "1"], capsys)
+    assert code == 2 and not out.exists()
+    line = err.strip()
+    assert "\n" not in line and "raise the threshold" not in line  # no option the CLI lacks
+    assert "format version 1" in line and "--format-version 2" in line
+    assert "external_data_threshold=ortckpt.DEFAULT_EXTERNAL_DATA_THRESHOLD" in line
+    # the advice works: the data fit inline, and version 1 holds them
+    state = ortckpt.load(src)
+    ortckpt.save(
+        state, out, format_version=1, external_data_threshold=ortckpt.DEFAULT_EXTERNAL_DATA_THRESHOLD
+    )
+    assert ortckpt.load(out).version == 1 and not ortckpt.load(out).has_external_data
+
+
+@pytest.mark.parametrize("name", ["model.pt", "model.PTH", "model.onnx"])
+@pytest.mark.parametrize("dry", [False, True], ids=["write", "dry-run"])
+def test_convert_refuses_names_of_other_formats(
+    name: str, dry: bool, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / name
+    code, stdout, err = _run(["convert", str(ORT_OPTIM), str(out), *(["-n"] if dry else [])], capsys)
+    assert code == 2 and not out.exists() and stdout == ""
+    assert "convert writes an ORT checkpoint" in err and ".ckpt" in err
+    assert ("to-onnx" if name.endswith(".onnx") else "to_torch") in err
+
+
+def test_inspect_json_keeps_property_types(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "p.ckpt"
+    props = {"f": float("nan"), "s": "nan", "i": float("-inf"), "n": 3, "x": 0.5}
+    CheckpointState({"w": np.zeros(1, np.float32)}, properties=props).save(path)
+    code, out, _ = _run(["inspect", "--json", str(path)], capsys)
+    assert code == 0
+    assert _strict_json(out)["properties"] == {
+        "f": {"type": "float", "value": "NaN"},
+        "i": {"type": "float", "value": "-Infinity"},
+        "n": {"type": "int", "value": 3},
+        "s": {"type": "str", "value": "nan"},
+        "x": {"type": "float", "value": 0.5},
+    }
+    # each value reads back as what was stored, by its type
+    back = {
+        k: float(v["value"]) if v["type"] == "float" else v["value"]
+        for k, v in _strict_json(out)["properties"].items()
+    }
+    assert np.isnan(back["f"]) and back["s"] == "nan" and back["i"] == float("-inf")
+
+
+@pytest.mark.parametrize("out_name", ["missing/out.ckpt", "missing/out.safetensors", "missing/out.npz"])
+def test_missing_output_directory_is_named(
+    out_name: str, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if out_name.endswith(".safetensors"):
+        pytest.importorskip("safetensors")
+    out = tmp_path / out_name
+    code, _, err = _run(["convert", str(ORT_OPTIM), str(out)], capsys)
+    assert code == 2
+    line = err.strip()
+    assert "does not exist" in line and "missing" in line and str(out) in line
+    assert ".tmp" not in line and ".ortckpt-" not in line
+
+
+def test_missing_directory_error_from_save(tmp_path: pathlib.Path) -> None:
+    target = tmp_path / "missing" / "x.ckpt"
+    with pytest.raises(FileNotFoundError) as info:
+        ortckpt.save(CheckpointState({"w": np.zeros(1)}), target)
+    text = str(info.value)
+    assert f"directory {tmp_path / 'missing'} does not exist" in text and ".tmp" not in text
+
+
+def test_one_long_name_does_not_pad_every_row(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long_name = "encoder." + "x" * 990 + ".weight"
+    path = tmp_path / "long.ckpt"
+    CheckpointState({long_name: np.zeros(2, np.float32), "w": np.zeros(3, np.float32)}).save(path)
+    code, out, _ = _run(["inspect", str(path)], capsys)
+    assert code == 0
+    rows = [line for line in out.splitlines() if "trainable" in line and "(" not in line]
+    assert len(rows) == 2 and max(len(r) for r in rows) < 110
+    assert any(r.strip().startswith("encoder.") and ".weight " in r and "…" in r for r in rows)
+    assert "--json prints them whole" in out
+    code, out, _ = _run(["inspect", "--json", str(path)], capsys)
+    assert long_name in [p["name"] for p in _strict_json(out)["parameters"]]
+
+
+def test_average_summary_aligned_with_short_client_names(tmp_path: pathlib.Path) -> None:
+    base = tmp_path / "base.ckpt"
+    CheckpointState({"w": np.zeros(3, np.float32)}).save(base)
+    good = CheckpointState({"w": np.ones(3, np.float32)})
+    bad = CheckpointState({"w": np.ones(4, np.float32)})
+    report = ortckpt.average({"a": good, "b": bad, "c": b"junk"}, tmp_path / "out.ckpt", reference=base)
+    lines = report.summary().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.strip().startswith("client"))
+    table = lines[header : header + 1 + len(report.rejected)]
+    assert len(report.rejected) == 2
+    # every column starts at the same offset in the header and in each row
+    reason_at = table[0].index("reason")
+    problem_at = table[0].index("problem")
+    for row in table[1:]:
+        assert row[problem_at - 2 : problem_at] == "  " and row[problem_at] != " ", table
+        assert row[reason_at - 2 : reason_at] == "  " and row[reason_at] != " ", table

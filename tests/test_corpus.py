@@ -1,4 +1,4 @@
-"""Every ORT-written checkpoint in ``<repo>/../shared/corpus`` matches its JSON manifest exactly, through
+"""Every ORT-written checkpoint in ``tests/data/corpus`` matches its JSON manifest exactly, through
 every loader, and keeps matching after being re-saved by ortckpt."""
 
 from __future__ import annotations

@@ -13,7 +13,13 @@ def atomic_path(path: str) -> Iterator[str]:
     """A temporary path next to ``path``; renamed over ``path`` (after fsync) when the block ends
     without error, removed otherwise. Readers never see a half-written file."""
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    except FileNotFoundError:
+        if os.path.isdir(directory):
+            raise
+        # name the missing directory, not the temporary file that could not be made in it
+        raise FileNotFoundError(f"cannot write {path}: directory {directory} does not exist") from None
     os.close(fd)
     try:
         # mkstemp makes the file private (0600); give it the mode a new file (or the old one) has

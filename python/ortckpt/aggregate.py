@@ -74,8 +74,9 @@ class AggregationReport:
         ]
         rejected = self.rejected
         if rejected:
-            width = max(len(s.client) for s in rejected)
-            kind_width = max(len(s.kind or "") for s in rejected)
+            # at least as wide as the headers, so that short client names still line up
+            width = max(len("client"), *(len(s.client) for s in rejected))
+            kind_width = max(len("problem"), *(len(s.kind or "") for s in rejected))
             lines.append(f"rejected {len(rejected)}:")
             lines.append(f"  {'client':<{width}}  {'problem':<{kind_width}}  reason")
             for s in rejected:

@@ -1,6 +1,6 @@
 """Code shared by the test modules (never tests themselves).
 
-* ``paths``: the repository, tests/data and the ORT-written corpus (``../shared/corpus``).
+* ``paths``: the repository, tests/data and the ORT-written corpus (``tests/data/corpus``).
 * ``compare``: bit-exact comparison of arrays and states.
 * ``samples``: arrays of every dtype and a sample state built from them.
 * ``raw_flatbuffer``: the hand-driven flatbuffer builder for crafted (and malformed) checkpoints.

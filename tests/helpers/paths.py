@@ -7,15 +7,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 #: Small checkpoints written by ORT 1.19.2 (scripts/make_fixtures.py), committed with the repository.
 DATA = REPO / "tests" / "data"
-#: The shared corpus of ORT-written checkpoints and their JSON manifests, beside the repository (the
-#: Rust side's twin is ``test_support::corpus_dir`` in rust/core). Tests that need it skip when it is
-#: absent.
-CORPUS_DIR = REPO.parent / "shared" / "corpus"
+#: The corpus of ORT-written checkpoints and their JSON manifests, committed with the repository (the
+#: Rust side's twin is ``test_support::ort_corpus_dir`` in rust/core).
+CORPUS_DIR = DATA / "corpus"
 
 
 def corpus_files() -> list[Path]:
-    """Every ``*.ckpt`` of the corpus, sorted; empty when the corpus is absent."""
-    return sorted(CORPUS_DIR.glob("*.ckpt")) if CORPUS_DIR.is_dir() else []
+    """Every ``*.ckpt`` of the corpus, sorted."""
+    return sorted(CORPUS_DIR.glob("*.ckpt"))
 
 
 def fixture_files(pattern: str = "*.ckpt") -> list[Path]:

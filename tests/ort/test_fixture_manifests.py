@@ -1,6 +1,6 @@
 """ORT-written files checked against the manifests made when ORT wrote them. No ORT needed here:
 the manifests (tests/data/*.json, by scripts/make_fixtures.py) and the corpus dumps
-(../shared/corpus/*.json) record what ORT 1.19.2 saw in each file."""
+(tests/data/corpus/*.json) record what ORT 1.19.2 saw in each file."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 Sources: checkpoints ORT writes here from ort_cases (save_checkpoint of TensorProtos, then
 add_property + save of the loaded state), ORT re-saves of those and of the fixtures, the fixtures
-of tests/data (trained with AdamW/SGD, nominal, edited) and the corpus in ../shared/corpus when it
-exists. Each is dumped by ORT in the same batch and compared with ortckpt's view.
+of tests/data (trained with AdamW/SGD, nominal, edited) and the corpus in tests/data/corpus.
+Each is dumped by ORT in the same batch and compared with ortckpt's view.
 """
 
 from __future__ import annotations

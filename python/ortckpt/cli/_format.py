@@ -1,5 +1,5 @@
-"""Formatting shared by the commands: JSON-safe floats, float32 text, yes/no, file sizes (exact and
-human-readable), natural sort of names."""
+"""Formatting shared by the commands: JSON-safe floats, typed property values, float32 text, yes/no,
+file sizes (exact and human-readable), natural sort of names, long names shortened for tables."""
 
 from __future__ import annotations
 
@@ -21,6 +21,37 @@ _DIGITS = re.compile(r"(\d+)")
 def json_float(x: float) -> JsonValue:
     """``x``, or its text when JSON cannot hold it (inf, nan)."""
     return x if math.isfinite(x) else str(x)
+
+
+#: How ``typed_value`` writes the floats JSON cannot hold (as JavaScript and JSON5 spell them; Python's
+#: ``float()`` reads each back).
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def typed_value(value: int | float | str) -> dict[str, JsonValue]:
+    """A property value with its type, ``{"type": "int" | "float" | "str", "value": ...}``: a float
+    NaN (``{"type": "float", "value": "NaN"}``) stays distinct from the string ``"nan"``
+    (``{"type": "str", "value": "nan"}``). Non-finite floats are ``"NaN"``, ``"Infinity"`` and
+    ``"-Infinity"``, so the document stays standard JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"type": "float", "value": _NON_FINITE[str(value)]}
+    return {"type": type(value).__name__, "value": value}
+
+
+#: The widest a name is shown in a text table; longer names are shortened in the middle.
+NAME_WIDTH = 60
+_ELLIPSIS = "…"
+
+
+def shorten(name: str, width: int = NAME_WIDTH) -> str:
+    """``name``, or when longer than ``width`` its start and end around an ellipsis (the end often
+    tells parameters apart: ``.weight``, ``.bias``), so that one long name does not pad every row of
+    a table. ``--json`` keeps names whole."""
+    if len(name) <= width:
+        return name
+    tail = (width - len(_ELLIPSIS)) // 2
+    head = width - len(_ELLIPSIS) - tail
+    return name[:head] + _ELLIPSIS + name[len(name) - tail :]
 
 
 def f32(value: float) -> str:

@@ -8,11 +8,22 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from .. import _dtypes
+from .. import _dtypes, _native
 from .._optimizer import momentum_tensors
-from ..io import external_data_path, load
+from ..io import load
 from ..state import CheckpointState, Parameter
-from ._format import JsonValue, f32, file_size, human_size, json_float, natural_key, natural_sorted, yes_no
+from ._format import (
+    JsonValue,
+    f32,
+    file_size,
+    human_size,
+    json_float,
+    natural_key,
+    natural_sorted,
+    shorten,
+    typed_value,
+    yes_no,
+)
 from ._output import emit
 
 
@@ -49,7 +60,8 @@ def _parameters(state: CheckpointState) -> list[Parameter]:
 def _sizes(state: CheckpointState, path: str) -> dict[str, JsonValue]:
     """Exact sizes in bytes: the checkpoint file, its external data file (or None) and the total."""
     size = file_size(path)
-    ext_path = external_data_path(path) if state.has_external_data else None
+    # where the load found it (beside a symlink's target when there is no `<path>.data`)
+    ext_path = os.fsdecode(_native.external_data_location(path)) if state.has_external_data else None
     ext_size = None if ext_path is None else file_size(ext_path)
     total = None if size is None or (ext_path is not None and ext_size is None) else size + (ext_size or 0)
     return {
@@ -102,10 +114,7 @@ def to_json(state: CheckpointState, path: str, values: int = 0) -> dict[str, Jso
             )
 
     props = state.properties
-    properties: dict[str, JsonValue] = {
-        k: json_float(v) if isinstance(v, float) else v
-        for k, v in ((k, props[k]) for k in natural_sorted(props))
-    }
+    properties: dict[str, JsonValue] = {k: typed_value(props[k]) for k in natural_sorted(props)}
     return {
         "path": path,
         **_sizes(state, path),
@@ -147,7 +156,7 @@ def print_text(state: CheckpointState, path: str, values: int, out: TextIO) -> N
     if params:
         rows = [
             (
-                p.name,
+                shorten(p.name),
                 "trainable" if p.trainable else "frozen",
                 _dtypes.type_name(p.data_type),
                 "nominal" if p.is_nominal else str(list(p.shape)),
@@ -162,6 +171,8 @@ def print_text(state: CheckpointState, path: str, values: int, out: TextIO) -> N
             head = _head(param, values)
             if head is not None:
                 print(f"    values: {_text_values(head, param.size)}", file=out)
+        if any(shorten(p.name) != p.name for p in params):
+            print("  (long names shortened with …; --json prints them whole)", file=out)
 
     if state.optimizer is None:
         print("\noptimizer: none", file=out)

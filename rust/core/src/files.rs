@@ -230,6 +230,18 @@ pub fn try_lock_orphan(path: &Path) -> Option<File> {
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// The error for a temporary file that could not be created: when its directory is missing (or
+/// not a directory), it names the destination and the directory, not the temporary's inner name.
+fn temp_create_error(dir: &Path, temp: &Path, like: &Path, e: io::Error) -> Error {
+    let problem = match e.raw_os_error() {
+        Some(libc::ENOENT) if !dir.exists() => format!("directory {} does not exist", dir.display()),
+        Some(libc::ENOTDIR) => format!("{} is not a directory", dir.display()),
+        _ => return Error::io(temp, "create temporary file", e),
+    };
+    let detail = io::Error::new(e.kind(), problem);
+    Error::io(like, "write", detail)
+}
+
 /// A temporary file that will replace a destination. While it lives it holds its own `flock`, so a
 /// cleanup of crash leftovers can tell it from an orphan; dropping it unrenamed deletes it.
 pub struct TempFile {
@@ -254,7 +266,7 @@ impl TempFile {
                 .create_new(true)
                 .custom_flags(libc::O_CLOEXEC)
                 .open(&path)
-                .map_err(|e| Error::io(&path, "create temporary file", e))?;
+                .map_err(|e| temp_create_error(dir, &path, like, e))?;
             let mut temp = TempFile { file: None, path, id: FileId { dev: 0, ino: 0 }, armed: true };
             let meta = file.metadata().map_err(|e| Error::io(&temp.path, "read metadata of", e))?;
             temp.id = FileId::of(&meta);

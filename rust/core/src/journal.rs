@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::crash::crash_point;
 use crate::files::{parent_dir, resolve_symlinks, sync_dir, FileId};
-use crate::save::external_data_path;
+use crate::save::external_data_location;
 use crate::{Error, Result};
 
 /// The resolved names of one checkpoint pair and of its helper files.
@@ -53,7 +53,7 @@ impl PairPaths {
                 return Err(Error::io(given, "use", e));
             }
         };
-        let external = resolve_symlinks(&external_data_path(given));
+        let external = resolve_symlinks(&external_data_location(given));
         Ok(PairPaths {
             given: given.to_path_buf(),
             dir: parent_dir(&checkpoint),

@@ -60,7 +60,7 @@ pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};
 pub use placement::{SaveOptions, DEFAULT_EXTERNAL_DATA_THRESHOLD, EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
 pub use reader::{index_checkpoint, index_checkpoint_raw, LengthCheck, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
 pub use recover::{helper_files, recover, Recovery};
-pub use save::{external_data_path, save_checkpoint, SaveSummary};
+pub use save::{external_data_location, external_data_path, save_checkpoint, SaveSummary};
 pub use spec::{
     CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec, TensorPayload, TensorSpec, WRITABLE_VERSIONS,
     WRITTEN_VERSION,

@@ -29,7 +29,7 @@ use std::time::Duration;
 use crate::files::{commit_in_progress, id_of_path, is_absent, open_regular, FileId};
 use crate::journal::{read_journal, Found, PairPaths};
 use crate::mapped::MappedFile;
-use crate::save::external_data_path;
+use crate::save::external_data_location;
 use crate::{Error, Result};
 
 /// How [`open_checkpoint`] makes the bytes available.
@@ -91,7 +91,7 @@ fn not_found(e: &Error) -> bool {
 
 fn try_open(given: &Path, mode: OpenMode, keep_going: &mut dyn FnMut() -> bool) -> Result<Attempt> {
     let paths = PairPaths::new(given)?;
-    let external_path = external_data_path(given);
+    let external_path = external_data_location(given);
     // 1. open both files (their identities are taken from the open files)
     let checkpoint = match open_regular(given) {
         Ok(f) => Some(f),

@@ -7,7 +7,7 @@ use std::io::{IoSlice, Write};
 use std::path::{Path, PathBuf};
 
 use crate::commit::{save_pair, WriteFile};
-use crate::files::TempFile;
+use crate::files::{resolve_symlinks, TempFile};
 use crate::placement::SaveOptions;
 use crate::spec::CheckpointSpec;
 use crate::writer::{plan_and_layout, Pieces};
@@ -27,6 +27,24 @@ pub fn external_data_path(checkpoint: &Path) -> PathBuf {
     let mut s = checkpoint.as_os_str().to_owned();
     s.push(".data");
     PathBuf::from(s)
+}
+
+/// Where loads and saves find the external data of the checkpoint named `given`: `<given>.data`
+/// when that name exists (ORT's rule; also how a store of links, such as a model cache, pairs two
+/// files with different targets); else, when `given` is a symlink, `<target>.data` beside the file
+/// the link leads to, so that a link to a checkpoint finds its data where the target does, and a
+/// save through the link keeps the pair together.
+pub fn external_data_location(given: &Path) -> PathBuf {
+    let beside = external_data_path(given);
+    if std::fs::symlink_metadata(&beside).is_ok() {
+        return beside;
+    }
+    let target = resolve_symlinks(given);
+    if target == given {
+        beside
+    } else {
+        external_data_path(&target)
+    }
 }
 
 /// Writes `spec` to `path`, and tensor data to `external_data_path(path)` when the options call

@@ -144,6 +144,13 @@ fn external_data_path(path: &Bound<'_, PyAny>) -> PyResult<OsString> {
     Ok(ortckpt_core::external_data_path(&path_arg(path)?).into_os_string())
 }
 
+/// Where a load finds the external data of the checkpoint at `path` (beside a symlink's target
+/// when `<path>.data` does not exist).
+#[pyfunction]
+fn external_data_location(path: &Bound<'_, PyAny>) -> PyResult<OsString> {
+    Ok(ortckpt_core::external_data_location(&path_arg(path)?).into_os_string())
+}
+
 // Every class is frozen and every function works on its arguments alone, so the module is safe
 // without the GIL (free-threaded CPython); work on file bytes runs with the GIL released.
 #[pymodule(gil_used = false)]
@@ -158,6 +165,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(save_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(external_data_path, m)?)?;
     m.add_function(wrap_pyfunction!(load_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(external_data_location, m)?)?;
     m.add_function(wrap_pyfunction!(recover, m)?)?;
     m.add_function(wrap_pyfunction!(pbseq_messages, m)?)?;
     m.add_function(wrap_pyfunction!(legacy_file_kind, m)?)?;

@@ -34,10 +34,9 @@ pub fn test_data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data")
 }
 
-/// The shared corpus of ORT-written checkpoints beside the repository (`../shared/corpus`), which
-/// may be absent.
+/// The corpus of ORT-written checkpoints with their JSON manifests (`tests/data/corpus`, in git).
 pub fn ort_corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus")
+    test_data_dir().join("corpus")
 }
 
 /// The `.ckpt` files of `dir`, sorted; none when `dir` does not exist.
