@@ -10,6 +10,9 @@
 //!   bytes (journal, backups, renames; [`recover`] settles an interrupted save).
 //! * [`open_checkpoint`] opens a checkpoint and its external data file as one pair, even while
 //!   other processes save over it; only regular files are opened, never blocking.
+//! * [`LoadedCheckpoint`] holds a verified checkpoint with the bytes its ranges point into and
+//!   makes every decision about using them (checks before first use, readahead, value ranges),
+//!   so that bindings only convert types.
 //!
 //! Writing runs in one line: `spec` (the input model) ← `placement` (inline or external) ←
 //! `writer` (the flatbuffer layout, as pieces) ← `save` (the files, through `commit`).

@@ -175,7 +175,12 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
     /// (`None` for strings, nominal tensors and bad positions). Call
     /// [`LoadedCheckpoint::prepare`] (or `prepare_parameters`) before reading them.
     pub fn values(&self, position: usize) -> Option<Values<'_, B>> {
-        let (owner, offset, len) = match self.index.tensor(position)?.storage {
+        self.locate(self.index.tensor(position)?.storage)
+    }
+
+    /// [`LoadedCheckpoint::values`] of a tensor already looked up (`storage` from this index).
+    pub fn locate(&self, storage: Storage<'_>) -> Option<Values<'_, B>> {
+        let (owner, offset, len) = match storage {
             Storage::Inline { offset, len, .. } => (&self.checkpoint, offset, len),
             Storage::External { offset, len } => {
                 (self.external.as_ref()?, usize::try_from(offset).ok()?, usize::try_from(len).ok()?)

@@ -187,7 +187,7 @@ impl MappedFile {
     }
 
     /// Restores normal readahead for `len` bytes at `offset`, before they are read in order.
-    /// Advice only: out-of-range requests, ranges under [`READAHEAD_MIN`] bytes and owned
+    /// Advice only: out-of-range requests, ranges under `READAHEAD_MIN` bytes and owned
     /// contents are ignored.
     pub fn advise_normal(&self, offset: usize, len: usize) {
         if let Contents::Mapped(Some(map)) = &self.contents {

@@ -79,8 +79,8 @@ impl Held {
         Ok(Held::Memory { bytes: BorrowedBytes::get(&copy)?, object: copy.unbind() })
     }
 
-    pub(crate) fn file(file: ortckpt_core::MappedFile) -> PyResult<Held> {
-        Python::attach(|py| Ok(Held::File(Py::new(py, MappedFile::wrap(file))?)))
+    pub(crate) fn file(py: Python<'_>, file: ortckpt_core::MappedFile) -> PyResult<Held> {
+        Ok(Held::File(Py::new(py, MappedFile::wrap(file))?))
     }
 
     /// The Python object holding the bytes.
@@ -152,19 +152,18 @@ impl Index {
         core_error(&self.source, GuardedError::Core(e))
     }
 
-    /// The values of the tensor at `position` as a read-only numpy view of `descr`; None when
+    /// The values of `tensor` (of this index) as a read-only numpy view of `descr`; None when
     /// they are not bytes or cannot be viewed (empty, misaligned, too many dims).
     fn view<'py>(
         &self,
         py: Python<'py>,
-        position: usize,
-        dims: &[i64],
+        tensor: &TensorRef<'_>,
         descr: &Bound<'py, PyArrayDescr>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match self.loaded.values(position) {
+        match self.loaded.locate(tensor.storage) {
             // SAFETY: the core checked the bytes lie inside the buffer held by `owner`, and that
             // `len` is the shape's element count times the element size.
-            Some(v) => unsafe { view(py, descr, dims, v.data, v.len, v.owner.object(py)) },
+            Some(v) => unsafe { view(py, descr, tensor.dims, v.data, v.len, v.owner.object(py)) },
             None => Ok(None),
         }
     }
@@ -191,7 +190,7 @@ impl Index {
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         self.prepare(position)?;
         let Some(tensor) = self.index().tensor(position) else { return Ok(None) };
-        self.view(py, position, tensor.dims, dtype)
+        self.view(py, &tensor, dtype)
     }
 
     /// Every parameter not named in `skip`, sorted by name: `(arrays, others)`, where `arrays`
@@ -225,7 +224,7 @@ impl Index {
                     descr
                 }
             };
-            let array = self.view(py, position as usize, tensor.dims, &descr)?;
+            let array = self.view(py, &tensor, &descr)?;
             match array {
                 Some(array) => arrays.set_item(name, array)?,
                 None => {

@@ -58,7 +58,7 @@ fn load_checkpoint(
     let source = source.to_string_lossy().into_owned();
     let mode = if mmap { ortckpt_core::OpenMode::Map } else { ortckpt_core::OpenMode::Read };
     let loaded = interruptible(py, &source, |keep_going| LoadedCheckpoint::open(&path, mode, keep_going))?;
-    Ok(Index::new(loaded.map_bytes(Held::file)?, source))
+    Ok(Index::new(loaded.map_bytes(|file| Held::file(py, file))?, source))
 }
 
 /// Serializes a checkpoint spec (see docs/architecture.md) and returns the file's bytes.
