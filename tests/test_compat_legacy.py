@@ -139,9 +139,10 @@ def write(folder: Path, name: str, data: bytes) -> None:
         (varint(2**40), ortckpt.InvalidCheckpointError, "larger than ORT allows"),
         (b"\x80" * 11, ortckpt.InvalidCheckpointError, "longer than 10 bytes"),
         (b"\xff" * 11, ortckpt.InvalidCheckpointError, "does not fit in 64 bits"),
-        (pbseq(b"\x00") + b"\x00", ortckpt.InvalidCheckpointError, "follow the last"),
-        (pbseq(b"\xff\xff\xff\xff"), ortckpt.TensorDataError, "not a serialized onnx.TensorProto"),
-        (pbseq(b""), ortckpt.InvalidCheckpointError, "no name"),
+        (pbseq(proto("w", np.zeros(2, np.float32))) + b"\x00", ortckpt.InvalidCheckpointError, "follow the last"),
+        (pbseq(b"\xff\xff\xff\xff"), ortckpt.InvalidCheckpointError, "message 0 ends inside the field key"),
+        (pbseq(b"\x00\x00"), ortckpt.InvalidCheckpointError, "not a serialized onnx.TensorProto"),
+        (pbseq(b""), ortckpt.InvalidCheckpointError, "name of message 0 is missing"),
     ],
 )
 def test_bad_framing_and_garbage(folder: Path, data: bytes, error: type[Exception], words: str) -> None:
@@ -164,7 +165,7 @@ def test_bad_tensors(folder: Path) -> None:
     t = numpy_helper.from_array(np.zeros(4, np.float32), "w")
     t.dims[:] = [5]  # 20 bytes needed, 16 present
     write(folder, TRAIN, pbseq(t.SerializeToString()))
-    with pytest.raises(ortckpt.TensorDataError, match="'w'"):
+    with pytest.raises(ortckpt.TensorDataError, match='"w": shape'):
         _ = ortckpt.load(folder).parameters["w"].data
     t.dims[:] = [-4]
     write(folder, TRAIN, pbseq(t.SerializeToString()))
@@ -204,7 +205,7 @@ def test_bad_properties(folder: Path) -> None:
     with pytest.raises(ortckpt.InvalidCheckpointError, match="2 values"):
         ortckpt.load(folder)
     write(folder, "custom_properties.pbseq", pbseq(proto("p", np.array(1, np.int32))))
-    with pytest.raises(ortckpt.InvalidCheckpointError, match="int32"):
+    with pytest.raises(ortckpt.InvalidCheckpointError, match="INT32"):
         ortckpt.load(folder)
 
 
@@ -224,8 +225,8 @@ def test_symlinks_and_special_files(folder: Path, tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         ortckpt.load(folder)
     os.unlink(folder / TRAIN)
-    os.mkfifo(folder / TRAIN)  # would block a naive reader
-    with pytest.raises(ortckpt.InvalidCheckpointError, match="not a regular file"):
+    os.mkfifo(folder / TRAIN)  # would block a naive reader: refused by the core's open, unopened
+    with pytest.raises(OSError, match="FIFO"):
         ortckpt.load(folder)
 
 

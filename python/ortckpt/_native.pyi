@@ -13,8 +13,6 @@ from typing_extensions import Buffer
 __all__ = [
     "CRASH_STEPS",
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",
-    "LEGACY_LR_PROPERTY",
-    "LEGACY_STEP_PROPERTY",
     "SUPPORTED_VERSIONS",
     "WRITABLE_VERSIONS",
     "WRITTEN_VERSION",
@@ -32,9 +30,8 @@ __all__ = [
     "external_data_path",
     "helper_files",
     "index_checkpoint",
-    "legacy_file_kind",
     "open_checkpoint",
-    "pbseq_messages",
+    "read_legacy_folder",
     "recover",
     "save_checkpoint",
     "serialize_checkpoint",
@@ -156,14 +153,11 @@ def open_checkpoint(path: PathArg, mmap: bool = True) -> tuple[MappedFile, Mappe
 def recover(path: PathArg) -> str: ...
 def helper_files(path: PathArg) -> list[str]: ...
 def external_data_path(path: PathArg) -> str: ...
-def pbseq_messages(data: Buffer, source: str) -> list[tuple[int, int]]: ...
-def legacy_file_kind(name: str, source: str) -> tuple[str, str | None, str | None] | None: ...
+def read_legacy_folder(path: PathArg) -> Index | None: ...
 
 WRITTEN_VERSION: int
 WRITABLE_VERSIONS: list[int]
 SUPPORTED_VERSIONS: list[int]
-LEGACY_LR_PROPERTY: str
-LEGACY_STEP_PROPERTY: str
 DEFAULT_EXTERNAL_DATA_THRESHOLD: int
 CRASH_STEPS: list[str]
 
