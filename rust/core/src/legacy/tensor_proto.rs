@@ -20,14 +20,17 @@ use super::stream::{bad, Bound, Stream};
 use crate::shape::element_count;
 use crate::{DataType, Error, Result};
 
-/// What decoding may hold in memory: a multiple of the bytes read, plus a small allowance (typed
-/// fields expand: a one-byte varint of `int64_data` becomes eight bytes).
+/// What decoding a folder may hold in memory: a multiple of its files' size plus a small
+/// allowance. Charged: every value byte (raw or decoded from a typed field, where a one-byte varint
+/// of `int64_data` becomes eight bytes), the typed values of the message being decoded, strings,
+/// names, dims, and each tensor's index entry. Raw data alone never exceeds it; many tiny tensors
+/// or typed fields of small numbers can, and are refused.
 pub(crate) struct Budget {
     left: u64,
 }
 
 /// Bytes of memory allowed per byte of input, and the allowance on top of it.
-pub(crate) const BUDGET_PER_INPUT_BYTE: u64 = 2;
+pub(crate) const BUDGET_PER_INPUT_BYTE: u64 = 4;
 pub(crate) const BUDGET_ALLOWANCE: u64 = 1 << 16;
 
 impl Budget {
@@ -40,8 +43,9 @@ impl Budget {
             bad(
                 at,
                 format!(
-                    "the tensors decode to more than {BUDGET_PER_INPUT_BYTE} bytes of memory per byte of \
-                     the folder's files; ORT stores values as raw_data, which decodes byte for byte"
+                    "the tensors need more than {BUDGET_PER_INPUT_BYTE} bytes of memory per byte of the \
+                     folder's files (tiny tensors by the million, or typed values of small numbers); ORT \
+                     writes values as raw_data, which needs one byte per byte"
                 ),
             )
         })?;
@@ -192,7 +196,7 @@ impl TensorProto {
     ) -> Result<()> {
         self.clear();
         let values_start = out.len();
-        let result = self.read_fields(s, bound, message, out, budget).and_then(|()| self.finish(message, out));
+        let result = self.read_fields(s, bound, message, out, budget).and_then(|()| self.finish(message, out, budget));
         if result.is_err() {
             out.truncate(values_start);
         }
@@ -229,6 +233,7 @@ impl TensorProto {
                 }
                 (NAME, LEN) => {
                     let n = s.varint(bound, "name length")?;
+                    s.check_len(n, bound, "name")?;
                     budget.charge(n, at)?;
                     self.name_bytes.clear();
                     s.read_into(n, bound, "name", &mut self.name_bytes)?;
@@ -242,11 +247,14 @@ impl TensorProto {
                         out.truncate(previous.start);
                     }
                     let start = out.len();
+                    s.check_len(n, bound, "raw_data")?;
+                    budget.charge(n, at)?;
                     s.read_into(n, bound, "raw_data", out)?;
                     self.raw = Some(start..out.len());
                 }
                 (STRING_DATA, LEN) => {
                     let n = s.varint(bound, "string length")?;
+                    s.check_len(n, bound, "string")?;
                     // A string costs its bytes and a `String` in the index.
                     budget.charge(n.saturating_add(32), at)?;
                     s.read_into(n, bound, "string", &mut self.string_bytes)?;
@@ -343,7 +351,7 @@ impl TensorProto {
     }
 
     /// Applies the rules to what was read and puts the values in place.
-    fn finish(&mut self, message: u64, out: &mut Vec<u8>) -> Result<()> {
+    fn finish(&mut self, message: u64, out: &mut Vec<u8>, budget: &mut Budget) -> Result<()> {
         let bytes = std::mem::take(&mut self.name_bytes);
         let name = match std::str::from_utf8(&bytes) {
             Ok(n) if self.has_name && !n.is_empty() => n,
@@ -430,6 +438,10 @@ impl TensorProto {
             ));
         }
         let start = out.len();
+        // The values' bytes (at most 8 per value: charged already for the values read, charged
+        // again for the copy made here).
+        let bytes = count.saturating_mul(per_element).saturating_mul(data_type.element_size().unwrap_or(0) / per_element.max(1));
+        budget.charge(bytes, 0)?;
         if let Err(detail) = unpack(data_type, &self.words32, &self.words64, out) {
             return fail(detail);
         }
