@@ -44,7 +44,9 @@ def field(number: int, payload: bytes) -> bytes:
     return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
-def tensor(name: bytes, data_type: int, dims: list[int], raw: bytes | None = None, extra: bytes = b"") -> bytes:
+def tensor(
+    name: bytes, data_type: int, dims: list[int], raw: bytes | None = None, extra: bytes = b""
+) -> bytes:
     """A serialized onnx.TensorProto: dims (1), data_type (2), name (8), raw_data (9)."""
     out = b"".join(varint(1 << 3) + varint(d) for d in dims)
     out += varint(2 << 3) + varint(data_type) + field(8, name) + extra
@@ -154,9 +156,13 @@ def test_memory_is_a_small_multiple_of_the_files(tmp_path: Path, make, loads: bo
     folder = folder_with(tmp_path, {TRAIN: data})
     result = measure(folder)
     grown = int(result["grown"])  # type: ignore[call-overload]
-    print(f"{make.__name__}: {len(data) / MIB:.0f} MiB file, peak grew by {grown / MIB:.0f} MiB: {result['outcome']}")
+    print(
+        f"{make.__name__}: {len(data) / MIB:.0f} MiB, peak grew by {grown / MIB:.0f} MiB: {result['outcome']}"
+    )
     assert str(result["outcome"]).startswith("loaded" if loads else "InvalidCheckpointError"), result
-    assert grown <= 4 * len(data) + 16 * MIB, f"peak grew by {grown / MIB:.0f} MiB for {len(data) / MIB:.0f} MiB"
+    assert grown <= 4 * len(data) + 16 * MIB, (
+        f"peak grew by {grown / MIB:.0f} MiB for {len(data) / MIB:.0f} MiB"
+    )
 
 
 @needs_proc
@@ -293,7 +299,10 @@ NO_ONNX = textwrap.dedent(
 
 def test_reading_a_folder_does_not_need_onnx() -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", NO_ONNX, str(DATA / "adamw_trained")], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", NO_ONNX, str(DATA / "adamw_trained")],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "fc1.bias" in proc.stdout

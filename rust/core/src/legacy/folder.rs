@@ -50,7 +50,10 @@ pub struct LegacyInput<'a> {
 /// folder"). `None` when the directory holds none of the folder's files (an empty or unrelated
 /// directory). `keep_going` is asked between messages and chunks of long reads; `false` stops the
 /// read with [`Error::Interrupted`].
-pub fn read_legacy_folder(dir: &Path, keep_going: &mut dyn FnMut() -> bool) -> Result<Option<LegacyCheckpoint>> {
+pub fn read_legacy_folder(
+    dir: &Path,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<Option<LegacyCheckpoint>> {
     let real_dir = fs::canonicalize(dir).map_err(|e| Error::io(dir, "open", e))?;
     let mut names: Vec<OsString> = Vec::new();
     for entry in fs::read_dir(dir).map_err(|e| Error::io(dir, "list", e))? {
@@ -159,7 +162,9 @@ pub fn read_legacy_files(
             Some(LegacyFile::Momentum { group, momentum }) => {
                 groups.entry(group).or_default().momentums.insert(momentum, i);
             }
-            Some(LegacyFile::GroupProperties { group }) => groups.entry(group).or_default().properties = Some(i),
+            Some(LegacyFile::GroupProperties { group }) => {
+                groups.entry(group).or_default().properties = Some(i)
+            }
         }
     }
     if trainable.is_empty() && frozen.is_empty() && custom.is_empty() && groups.is_empty() {
@@ -307,7 +312,9 @@ impl FolderReader<'_> {
                 (other, _) => {
                     return Err(in_file(
                         &file,
-                        Error::BadLegacyFolder { detail: format!("unexpected optimizer group property {other:?}") },
+                        Error::BadLegacyFolder {
+                            detail: format!("unexpected optimizer group property {other:?}"),
+                        },
                     ))
                 }
             }
@@ -348,9 +355,15 @@ impl FolderReader<'_> {
             while i < order.len() && scratch.name_at(order[i]) == param {
                 let position = order[i];
                 let momentum = momentum_names[momentum_of[position] as usize];
-                if i > 0 && scratch.name_at(order[i - 1]) == param && momentum_of[order[i - 1]] == momentum_of[position] {
+                if i > 0
+                    && scratch.name_at(order[i - 1]) == param
+                    && momentum_of[order[i - 1]] == momentum_of[position]
+                {
                     let file = &inputs[files.momentums[momentum]].name;
-                    return Err(in_file(file, Error::DuplicateName { kind: "parameter", name: param.to_owned() }));
+                    return Err(in_file(
+                        file,
+                        Error::DuplicateName { kind: "parameter", name: param.to_owned() },
+                    ));
                 }
                 let Some(t) = scratch.tensor(position) else { break };
                 let (raw_data, string_count) = match t.storage {
@@ -425,8 +438,14 @@ fn property_value(t: &TensorProto, buffer: &[u8]) -> Result<PropertyValue> {
         Some(Values::Bytes(r)) => buffer.get(r.clone()).unwrap_or_default(),
         _ => &[],
     };
-    let missing = || wrong(format!("has {} bytes of data; one {} needs {}", bytes.len(), data_type.name(),
-        data_type.element_size().unwrap_or(0)));
+    let missing = || {
+        wrong(format!(
+            "has {} bytes of data; one {} needs {}",
+            bytes.len(),
+            data_type.name(),
+            data_type.element_size().unwrap_or(0)
+        ))
+    };
     match data_type {
         DataType::Float => {
             let b: [u8; 4] = bytes.try_into().map_err(|_| missing())?;

@@ -164,7 +164,9 @@ impl<'a> Stream<'a> {
         if size > left {
             return Err(bad(
                 start,
-                format!("message {i} of {count} needs {size} bytes but only {left} are left (truncated file?)"),
+                format!(
+                    "message {i} of {count} needs {size} bytes but only {left} are left (truncated file?)"
+                ),
             ));
         }
         Ok(Bound { end: self.pos + size, what: Within::Message(i) })
@@ -191,7 +193,10 @@ impl<'a> Stream<'a> {
     pub(crate) fn check_len(&self, n: u64, bound: Bound, what: &str) -> Result<()> {
         let left = bound.end.saturating_sub(self.pos);
         if n > left {
-            return Err(bad(self.pos, format!("the {what} needs {n} bytes but {} has {left} left", bound.what)));
+            return Err(bad(
+                self.pos,
+                format!("the {what} needs {n} bytes but {} has {left} left", bound.what),
+            ));
         }
         Ok(())
     }

@@ -196,7 +196,8 @@ impl TensorProto {
     ) -> Result<()> {
         self.clear();
         let values_start = out.len();
-        let result = self.read_fields(s, bound, message, out, budget).and_then(|()| self.finish(message, out, budget));
+        let result =
+            self.read_fields(s, bound, message, out, budget).and_then(|()| self.finish(message, out, budget));
         if result.is_err() {
             out.truncate(values_start);
         }
@@ -381,8 +382,8 @@ impl TensorProto {
             return fail("segmented TensorProtos are not supported".into());
         }
         let code = self.data_type;
-        let data_type =
-            DataType::from_code(code).ok_or_else(|| Error::UnknownDataType { tensor: name.to_owned(), code })?;
+        let data_type = DataType::from_code(code)
+            .ok_or_else(|| Error::UnknownDataType { tensor: name.to_owned(), code })?;
         if self.raw.is_some() && !self.typed.is_empty() || self.typed.len() > 1 {
             let mut places: Vec<&str> = self.raw.iter().map(|_| "raw_data").collect();
             places.extend(self.typed.iter().map(|t| t.field_name()));
@@ -407,7 +408,9 @@ impl TensorProto {
                 let text = self.string_bytes.get(start..end).unwrap_or_default();
                 match std::str::from_utf8(text) {
                     Ok(t) => self.strings.push(t.to_owned()),
-                    Err(_) => return fail(format!("element {i} is not valid UTF-8 (checkpoints store text)")),
+                    Err(_) => {
+                        return fail(format!("element {i} is not valid UTF-8 (checkpoints store text)"))
+                    }
                 }
                 start = end;
             }
@@ -438,10 +441,8 @@ impl TensorProto {
             ));
         }
         let start = out.len();
-        // The values' bytes (at most 8 per value: charged already for the values read, charged
-        // again for the copy made here).
-        let bytes = count.saturating_mul(per_element).saturating_mul(data_type.element_size().unwrap_or(0) / per_element.max(1));
-        budget.charge(bytes, 0)?;
+        // The values' bytes (the values read were charged already; this is the copy made here).
+        budget.charge(count.saturating_mul(data_type.element_size().unwrap_or(0)), 0)?;
         if let Err(detail) = unpack(data_type, &self.words32, &self.words64, out) {
             return fail(detail);
         }
