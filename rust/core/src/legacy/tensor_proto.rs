@@ -127,7 +127,7 @@ pub(crate) enum Values {
 }
 
 /// The reusable state of the tensor being decoded (buffers kept from message to message).
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(crate) struct TensorProto {
     pub(crate) name: String,
     pub(crate) dims: Vec<i64>,
@@ -497,4 +497,113 @@ fn unpack(data_type: DataType, words32: &[u32], words64: &[u64], out: &mut Vec<u
         String => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn varint(mut v: u64, out: &mut Vec<u8>) {
+        loop {
+            let byte = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+
+    fn key(field: u64, wire: u64, out: &mut Vec<u8>) {
+        varint(field << 3 | wire, out);
+    }
+
+    fn bytes_field(field: u64, payload: &[u8], out: &mut Vec<u8>) {
+        key(field, LEN, out);
+        varint(payload.len() as u64, out);
+        out.extend_from_slice(payload);
+    }
+
+    /// Decodes `message` as message 0 with `budget` bytes of budget: the tensor and its values.
+    fn decode(message: &[u8], budget: u64) -> Result<(TensorProto, Vec<u8>)> {
+        let mut reader = message;
+        let mut go = || true;
+        let mut s = Stream::new(&mut reader, message.len() as u64, Path::new("t"), &mut go);
+        let bound = Bound { end: message.len() as u64, what: super::super::stream::Within::Message(0) };
+        let mut t = TensorProto::default();
+        let mut out = Vec::new();
+        t.decode(&mut s, bound, 0, &mut out, &mut Budget { left: budget })?;
+        Ok((t, out))
+    }
+
+    fn float_tensor(name: &[u8], raw: &[u8]) -> Vec<u8> {
+        let mut m = Vec::new();
+        key(DIMS, VARINT, &mut m);
+        varint((raw.len() / 4) as u64, &mut m);
+        key(DATA_TYPE, VARINT, &mut m);
+        varint(1, &mut m);
+        bytes_field(NAME, name, &mut m);
+        bytes_field(RAW_DATA, raw, &mut m);
+        m
+    }
+
+    #[test]
+    fn raw_data_and_skipped_fields() {
+        let mut m = float_tensor(b"w", &[1, 2, 3, 4]);
+        bytes_field(12, b"a doc string", &mut m); // skipped
+        key(99, VARINT, &mut m); // an unknown field
+        varint(5, &mut m);
+        key(98, FIXED64, &mut m);
+        m.extend_from_slice(&[0; 8]);
+        bytes_field(RAW_DATA, &[9, 9, 9, 9], &mut m); // the last raw_data wins
+        bytes_field(NAME, b"v", &mut m); // the last name wins
+        let (t, out) = decode(&m, 1 << 20).unwrap();
+        assert_eq!((t.name.as_str(), t.dims.as_slice(), t.data_type), ("v", &[1i64][..], 1));
+        assert_eq!(t.values, Some(Values::Bytes(0..4)));
+        assert_eq!(out, [9, 9, 9, 9]);
+    }
+
+    #[test]
+    fn malformed_messages_are_refused() {
+        let refused = |m: &[u8]| decode(m, 1 << 20).map(|_| ()).unwrap_err().to_string();
+        let mut wrong_wire = Vec::new();
+        key(DATA_TYPE, LEN, &mut wrong_wire);
+        varint(0, &mut wrong_wire);
+        assert!(refused(&wrong_wire).contains("wire type 2"), "{}", refused(&wrong_wire));
+        let mut group = Vec::new();
+        key(50, START_GROUP, &mut group);
+        assert!(refused(&group).contains("group"));
+        assert!(refused(&[0]).contains("field number 0"));
+        let mut past = Vec::new();
+        key(RAW_DATA, LEN, &mut past);
+        varint(100, &mut past);
+        assert!(refused(&past).contains("raw_data needs 100 bytes"));
+        let no_name = float_tensor(b"", &[0; 4]);
+        assert!(refused(&no_name).contains("tensor name of message 0 is missing"));
+        let bad_name = float_tensor(b"\xff", &[0; 4]);
+        assert!(refused(&bad_name).contains("not valid UTF-8"));
+        let mut external = float_tensor(b"w", &[0; 4]);
+        key(DATA_LOCATION, VARINT, &mut external);
+        varint(1, &mut external);
+        assert!(refused(&external).contains("hold their data inline"));
+    }
+
+    #[test]
+    fn the_budget_bounds_typed_values() {
+        // 1000 int64 zeros: 1000 bytes of message, 8000 bytes of values (plus the copy)
+        let mut m = Vec::new();
+        key(DIMS, VARINT, &mut m);
+        varint(1000, &mut m);
+        key(DATA_TYPE, VARINT, &mut m);
+        varint(7, &mut m);
+        bytes_field(NAME, b"i", &mut m);
+        bytes_field(INT64_DATA, &[0; 1000], &mut m);
+        let (t, out) = decode(&m, 17_000).unwrap();
+        assert_eq!((t.values, out.len()), (Some(Values::Bytes(0..8000)), 8000));
+        let err = decode(&m, 10_000).unwrap_err();
+        assert!(err.to_string().contains("bytes of memory per byte"), "{err}");
+    }
 }
