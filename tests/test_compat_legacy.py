@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 import ortckpt
+from tests.helpers.pbseq import pbseq as pbseq_of
+from tests.helpers.pbseq import varint
 
 pytest.importorskip("onnx")
 
@@ -93,19 +95,8 @@ def test_cli_inspects_and_converts_a_folder(tmp_path: Path, capsys: pytest.Captu
 # -- malformed folders ---------------------------------------------------------------------------
 
 
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value == 0:
-            out.append(byte)
-            return bytes(out)
-        out.append(byte | 0x80)
-
-
 def pbseq(*messages: bytes) -> bytes:
-    return varint(len(messages)) + b"".join(varint(len(m)) + m for m in messages)
+    return pbseq_of(list(messages))
 
 
 def proto(name: str, arr: np.ndarray) -> bytes:

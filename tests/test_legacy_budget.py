@@ -3,8 +3,8 @@ multiple of the files (measured in a subprocess, and under an address-space limi
 and bad names give ortckpt's errors, and every truncation or mutation of a real folder gives a
 ``CheckpointError`` — never a hang, an abort, ``UnicodeEncodeError`` or ``TypeError``.
 
-The files are written byte by byte here (no ``onnx`` needed): a TensorProto is a few protobuf
-fields, and the loader itself does not need ``onnx`` either (tested below).
+The files are written byte by byte (tests/helpers/pbseq.py, no ``onnx`` needed), and the loader
+itself does not need ``onnx`` either (tested below).
 """
 
 from __future__ import annotations
@@ -22,41 +22,11 @@ import numpy as np
 import pytest
 
 import ortckpt
+from tests.helpers.pbseq import field, pbseq, tensor, varint
 
 DATA = Path(__file__).parent / "data" / "ort115"
 TRAIN = "paramtrain_tensors.pbseq"
 MIB = 1 << 20
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value == 0:
-            out.append(byte)
-            return bytes(out)
-        out.append(byte | 0x80)
-
-
-def field(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field."""
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
-
-
-def tensor(
-    name: bytes, data_type: int, dims: list[int], raw: bytes | None = None, extra: bytes = b""
-) -> bytes:
-    """A serialized onnx.TensorProto: dims (1), data_type (2), name (8), raw_data (9)."""
-    out = b"".join(varint(1 << 3) + varint(d) for d in dims)
-    out += varint(2 << 3) + varint(data_type) + field(8, name) + extra
-    if raw is not None:
-        out += field(9, raw)
-    return out
-
-
-def pbseq(messages: list[bytes]) -> bytes:
-    return varint(len(messages)) + b"".join(varint(len(m)) + m for m in messages)
 
 
 def folder_with(tmp_path: Path, files: dict[str | bytes, bytes]) -> Path:

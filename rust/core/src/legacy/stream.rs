@@ -248,10 +248,11 @@ impl<'a> Stream<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn varint(mut v: u64, out: &mut Vec<u8>) {
+    /// Appends `v` as a protobuf varint (the decoder's tests build messages with it too).
+    pub(crate) fn varint(mut v: u64, out: &mut Vec<u8>) {
         loop {
             let byte = (v & 0x7f) as u8;
             v >>= 7;

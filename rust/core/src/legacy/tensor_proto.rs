@@ -503,19 +503,9 @@ fn unpack(data_type: DataType, words32: &[u32], words64: &[u64], out: &mut Vec<u
 mod tests {
     use std::path::Path;
 
+    use super::super::stream::tests::varint;
+    use super::super::stream::Within;
     use super::*;
-
-    fn varint(mut v: u64, out: &mut Vec<u8>) {
-        loop {
-            let byte = (v & 0x7f) as u8;
-            v >>= 7;
-            if v == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
 
     fn key(field: u64, wire: u64, out: &mut Vec<u8>) {
         varint(field << 3 | wire, out);
@@ -532,7 +522,7 @@ mod tests {
         let mut reader = message;
         let mut go = || true;
         let mut s = Stream::new(&mut reader, message.len() as u64, Path::new("t"), &mut go);
-        let bound = Bound { end: message.len() as u64, what: super::super::stream::Within::Message(0) };
+        let bound = Bound { end: message.len() as u64, what: Within::Message(0) };
         let mut t = TensorProto::default();
         let mut out = Vec::new();
         t.decode(&mut s, bound, 0, &mut out, &mut Budget { left: budget })?;
