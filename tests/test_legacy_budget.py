@@ -304,3 +304,25 @@ def test_typed_fields_decode_as_ort_unpacks_them(tmp_path: Path) -> None:
     both = tensor(b"w", FLOAT, [1], b"\0\0\0\0", extra=field(4, b"\0\0\0\0"))
     with pytest.raises(ortckpt.TensorDataError, match="more than one place"):
         ortckpt.load(folder_with(tmp_path / "3", {TRAIN: pbseq([both])}))
+
+
+FEW_DESCRIPTORS = textwrap.dedent(
+    """
+    import resource, sys, ortckpt
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    print(len(ortckpt.load(sys.argv[1]).parameters))
+    """
+)
+
+
+def test_a_folder_of_many_files_holds_one_descriptor_at_a_time(tmp_path: Path) -> None:
+    # each file is opened when it is read and closed after: 300 files under a limit of 64 descriptors
+    files = {
+        f"paramtrain_{i:03d}.pbseq": pbseq([tensor(b"w%d" % i, FLOAT, [1], b"\0\0\0\0")]) for i in range(300)
+    }
+    folder = folder_with(tmp_path, files)
+    proc = subprocess.run(
+        [sys.executable, "-c", FEW_DESCRIPTORS, str(folder)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["300"]

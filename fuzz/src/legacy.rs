@@ -5,10 +5,13 @@
 //! to a flatbuffer checkpoint that reads back with the same contents (what `ortckpt convert
 //! folder/ out.ckpt` does).
 
+use std::io::Read;
 use std::path::Path;
 
 use ortckpt_core::test_support::spec_from_index;
-use ortckpt_core::{read_legacy_files, serialize_checkpoint, LegacyCheckpoint, LegacyInput, WRITTEN_VERSION};
+use ortckpt_core::{
+    read_legacy_files, serialize_checkpoint, LegacyCheckpoint, LegacyInput, OpenLegacyFile, WRITTEN_VERSION,
+};
 
 use crate::{check_index_invariants, check_written};
 
@@ -32,14 +35,12 @@ fn arrangements(data: &[u8]) -> Vec<Vec<(&'static str, &[u8])>> {
 
 /// Reads the files `files` as a folder.
 pub fn read(files: &[(&str, &[u8])]) -> ortckpt_core::Result<Option<LegacyCheckpoint>> {
-    let mut readers: Vec<&[u8]> = files.iter().map(|f| f.1).collect();
     let inputs = files
         .iter()
-        .zip(readers.iter_mut())
-        .map(|(&(name, bytes), reader)| LegacyInput {
-            name: name.to_owned(),
-            reader,
-            len: bytes.len() as u64,
+        .map(|&(name, bytes)| {
+            let len = bytes.len() as u64;
+            let open: OpenLegacyFile<'_> = Box::new(move || Ok((Box::new(bytes) as Box<dyn Read>, len)));
+            LegacyInput { name: name.to_owned(), len, open: Some(open) }
         })
         .collect();
     read_legacy_files(inputs, Path::new("fuzz"), &mut || true)

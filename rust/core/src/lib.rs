@@ -53,7 +53,7 @@ pub use index::{
 };
 pub use legacy::{
     classify_legacy_file, read_legacy_files, read_legacy_folder, LegacyCheckpoint, LegacyFile, LegacyInput,
-    LEGACY_FOLDER_VERSION, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY, MAX_PBSEQ_MESSAGE_BYTES,
+    OpenLegacyFile, LEGACY_FOLDER_VERSION, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY, MAX_PBSEQ_MESSAGE_BYTES,
 };
 pub use mapped::MappedFile;
 pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};

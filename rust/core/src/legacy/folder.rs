@@ -35,15 +35,19 @@ pub struct LegacyCheckpoint {
     pub values: Vec<u8>,
 }
 
-/// One file of a folder given to [`read_legacy_files`]: its name, its bytes, and its size as
-/// known when it was opened (what its lengths are checked against).
+/// Opens one file of a folder: its bytes, and its size as opened (what its lengths are checked
+/// against).
+pub type OpenLegacyFile<'a> = Box<dyn FnOnce() -> Result<(Box<dyn Read + 'a>, u64)> + 'a>;
+
+/// One file of a folder given to [`read_legacy_files`], opened only when it is read (so a folder
+/// of many files holds one descriptor and one read buffer at a time).
 pub struct LegacyInput<'a> {
     /// The file's name in the folder (e.g. `paramtrain_tensors.pbseq`).
     pub name: String,
-    /// Its bytes.
-    pub reader: &'a mut dyn Read,
-    /// Its size.
+    /// Its size as listed: the folder's memory budget is computed from the sizes of its files.
     pub len: u64,
+    /// Opens it; called at most once.
+    pub open: Option<OpenLegacyFile<'a>>,
 }
 
 /// Reads the ORT 1.15 checkpoint folder `dir` (see docs/format.md, "The ORT 1.15 checkpoint
@@ -60,27 +64,24 @@ pub fn read_legacy_folder(
         names.push(entry.map_err(|e| Error::io(dir, "list", e))?.file_name());
     }
     names.sort();
-    let mut files = Vec::new();
+    let mut inputs = Vec::new();
     for name in names {
         let path = dir.join(&name);
         let Some(name) = checkpoint_file_name(&name, &path)? else { continue };
         // ORT skips subdirectories (a link to one too); metadata does not open anything.
-        if fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+        let listed = fs::metadata(&path);
+        if listed.as_ref().is_ok_and(|m| m.is_dir()) {
             continue;
         }
         check_inside(&path, &real_dir, &name)?;
-        files.push((name, path));
+        let open: OpenLegacyFile<'static> = Box::new(move || {
+            // Non-blocking and regular files only: a FIFO or device is refused unread.
+            let file = open_regular(&path)?;
+            let len = file.metadata().map_err(|e| Error::io(&path, "read metadata of", e))?.len();
+            Ok((Box::new(BufReader::with_capacity(1 << 16, file)) as Box<dyn Read>, len))
+        });
+        inputs.push(LegacyInput { name, len: listed.map_or(0, |m| m.len()), open: Some(open) });
     }
-    let mut opened = Vec::with_capacity(files.len());
-    for (name, path) in files {
-        let file = open_regular(&path)?;
-        let len = file.metadata().map_err(|e| Error::io(&path, "read metadata of", e))?.len();
-        opened.push((name, BufReader::with_capacity(1 << 16, file), len));
-    }
-    let inputs = opened
-        .iter_mut()
-        .map(|(name, reader, len)| LegacyInput { name: name.clone(), reader, len: *len })
-        .collect();
     read_legacy_files(inputs, dir, keep_going)
 }
 
@@ -244,7 +245,12 @@ impl FolderReader<'_> {
         each: &mut VisitTensor<'_>,
     ) -> Result<()> {
         let path = self.folder.join(&input.name);
-        let mut stream = Stream::new(&mut *input.reader, input.len, &path, &mut *self.keep_going);
+        let open = input.open.take().ok_or_else(|| Error::Internal {
+            detail: format!("the folder file {} was read twice", input.name),
+        })?;
+        // The file stays open (one descriptor, one read buffer) while it is read, no longer.
+        let (mut reader, len) = open()?;
+        let mut stream = Stream::new(&mut *reader, len, &path, &mut *self.keep_going);
         let (asm, scratch, budget) = (&mut self.asm, &mut self.scratch, &mut self.budget);
         let mut run = || {
             let count = stream.message_count()?;

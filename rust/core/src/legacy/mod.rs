@@ -14,7 +14,8 @@ mod stream;
 mod tensor_proto;
 
 pub use folder::{
-    read_legacy_files, read_legacy_folder, LegacyCheckpoint, LegacyInput, LEGACY_FOLDER_VERSION,
+    read_legacy_files, read_legacy_folder, LegacyCheckpoint, LegacyInput, OpenLegacyFile,
+    LEGACY_FOLDER_VERSION,
 };
 pub use names::{classify_legacy_file, LegacyFile, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY};
 pub use stream::MAX_PBSEQ_MESSAGE_BYTES;
