@@ -16,7 +16,7 @@
 
 use std::ops::Range;
 
-use super::stream::{bad, Bound, Stream};
+use super::stream::{Bound, Stream};
 use crate::shape::element_count;
 use crate::{DataType, Error, Result};
 
@@ -39,15 +39,12 @@ impl Budget {
     }
 
     pub(crate) fn charge(&mut self, n: u64, at: u64) -> Result<()> {
-        self.left = self.left.checked_sub(n).ok_or_else(|| {
-            bad(
-                at,
-                format!(
-                    "the tensors need more than {BUDGET_PER_INPUT_BYTE} bytes of memory per byte of the \
-                     folder's files (tiny tensors by the million, or typed values of small numbers); ORT \
-                     writes values as raw_data, which needs one byte per byte"
-                ),
-            )
+        self.left = self.left.checked_sub(n).ok_or_else(|| Error::BadLegacyFolder {
+            detail: format!(
+                "at byte {at}, the tensors need more than {BUDGET_PER_INPUT_BYTE} bytes of memory per byte of \
+                 the folder's files (tiny tensors by the million, or typed values of small numbers); ORT \
+                 writes values as raw_data, which needs one byte per byte"
+            ),
         })?;
         Ok(())
     }
