@@ -4,8 +4,9 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     # SECONDS per target, default 60; default: every target
 #
 # Targets (fuzz/fuzz_targets/): index_bytes (index_checkpoint on arbitrary bytes, then a
-# write/read round trip of what it accepts) and spec_roundtrip (serialize_checkpoint on arbitrary
-# specs, then read back). The corpus grows in fuzz/corpus/TARGET (not in git); it is seeded from
+# write/read round trip of what it accepts), spec_roundtrip (serialize_checkpoint on arbitrary
+# specs, then read back) and legacy_folder (the ORT 1.15 folder decoder on arbitrary .pbseq bytes,
+# in every role; seeded from tests/data/ort115). The corpus grows in fuzz/corpus/TARGET (not in git); it is seeded from
 # tests/data, tests/data/corpus and fuzz/seeds/TARGET. Crashes, timeouts and OOMs land in
 # fuzz/artifacts/TARGET and make this script exit non-zero; logs go to fuzz/logs/TARGET.log.
 #
@@ -50,6 +51,11 @@ for target in "${targets[@]}"; do
     if [ "$target" = index_bytes ]; then
         for dir in tests/data tests/data/corpus; do
             [ -d "$dir" ] && find "$dir" -maxdepth 1 -name '*.ckpt' -exec cp {} "$corpus/" \;
+        done
+    fi
+    if [ "$target" = legacy_folder ]; then
+        for file in tests/data/ort115/*/*.pbseq; do
+            cp "$file" "$corpus/$(basename "$(dirname "$file")")-$(basename "$file")"
         done
     fi
     if [ -d "fuzz/seeds/$target" ]; then

@@ -5,6 +5,7 @@
 //!   returns, `check_external_ranges`, and a write → read round trip of whatever it accepted.
 //! * [`check_spec`]: `serialize_checkpoint` on arbitrary specs ([`gen::FuzzSpec`]); whatever it
 //!   writes must read back with the same contents, and it must accept exactly the valid specs.
+//! * [`legacy::check_legacy`]: the ORT 1.15 folder decoder on arbitrary `.pbseq` bytes.
 //!
 //! Issues these oracles found, all fixed in ortckpt-core since (tests/oracles.rs keeps repros):
 //! empty tensors of a nominal checkpoint read back as nominal (momentums too, which the writer then
@@ -21,6 +22,7 @@ use ortckpt_core::{
 
 pub mod craft;
 pub mod gen;
+pub mod legacy;
 
 /// External tensors of a fuzzed input are re-serialized inline with zero bytes; beyond this many
 /// bytes in total the round trip is skipped instead (an external range can claim up to 2^63 bytes).

@@ -13,8 +13,6 @@ from typing_extensions import Buffer
 __all__ = [
     "CRASH_STEPS",
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",
-    "LEGACY_LR_PROPERTY",
-    "LEGACY_STEP_PROPERTY",
     "SUPPORTED_VERSIONS",
     "WRITABLE_VERSIONS",
     "WRITTEN_VERSION",
@@ -33,9 +31,8 @@ __all__ = [
     "external_data_path",
     "index_checkpoint",
     "is_unchanging",
-    "legacy_file_kind",
     "load_checkpoint",
-    "pbseq_messages",
+    "read_legacy_folder",
     "recover",
     "save_checkpoint",
     "serialize_checkpoint",
@@ -155,14 +152,11 @@ def save_checkpoint(
 def recover(path: PathArg) -> str: ...
 def external_data_path(path: PathArg) -> str: ...
 def external_data_location(path: PathArg) -> str: ...
-def pbseq_messages(data: Buffer, source: str) -> list[tuple[int, int]]: ...
-def legacy_file_kind(name: str, source: str) -> tuple[str, str | None, str | None] | None: ...
+def read_legacy_folder(path: PathArg) -> Index | None: ...
 
 WRITTEN_VERSION: int
 WRITABLE_VERSIONS: list[int]
 SUPPORTED_VERSIONS: list[int]
-LEGACY_LR_PROPERTY: str
-LEGACY_STEP_PROPERTY: str
 DEFAULT_EXTERNAL_DATA_THRESHOLD: int
 CRASH_STEPS: list[str]
 

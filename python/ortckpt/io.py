@@ -75,9 +75,9 @@ def load(path: StrPath, *, mmap: bool = True) -> CheckpointState:
     name = path_str(path)
     if os.path.isdir(name):
         # ORT 1.15 wrote a checkpoint as a folder of .pbseq files
-        from ._legacy import load_folder
+        from ._legacy import read_folder
 
-        return load_folder(name)
+        return _state(read_folder(name))
     return _load_file(path, name, mmap)
 
 

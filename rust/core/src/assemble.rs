@@ -87,6 +87,13 @@ impl Assembler {
         Ok(Assembler { index: CheckpointIndex::empty(version), group: None, state: None })
     }
 
+    /// An assembler for the ORT 1.15 checkpoint folder (`legacy/folder.rs`): version 0, which no
+    /// flatbuffer file may have, inline values only.
+    pub(crate) fn for_legacy_folder() -> Assembler {
+        let index = CheckpointIndex::empty(crate::legacy::LEGACY_FOLDER_VERSION);
+        Assembler { index, group: None, state: None }
+    }
+
     /// Whether the checkpoint is nominal (known once its module state was read).
     pub(crate) fn is_nominal(&self) -> bool {
         self.index.is_nominal

@@ -192,6 +192,32 @@ pub enum Error {
         /// The file's name.
         name: String,
     },
+    /// A message of an ORT 1.15 `.pbseq` file is not a TensorProto a checkpoint can hold.
+    BadTensorProto {
+        /// The message's position in its file.
+        message: u64,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A TensorProto's values cannot be a checkpoint tensor's (where they are, how many).
+    TensorProtoValues {
+        /// The tensor's name.
+        tensor: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// An ORT 1.15 checkpoint folder breaks a rule of the folder (file names, links, properties).
+    BadLegacyFolder {
+        /// What is wrong.
+        detail: String,
+    },
+    /// `error` was found in the file `file` of a checkpoint folder.
+    InFile {
+        /// The file's name in the folder.
+        file: String,
+        /// What is wrong with it.
+        error: Box<Error>,
+    },
     /// An operating system error on `path`.
     Io {
         /// The file or directory.
@@ -246,7 +272,10 @@ impl Error {
             | Malformed { .. }
             | MissingField { .. }
             | BadMessageSequence { .. }
-            | BadLegacyFileName { .. } => ErrorKind::InvalidCheckpoint,
+            | BadLegacyFileName { .. }
+            | BadLegacyFolder { .. }
+            | BadTensorProto { .. } => ErrorKind::InvalidCheckpoint,
+            InFile { error, .. } => error.kind(),
             UnsupportedVersion { .. } => ErrorKind::UnsupportedVersion,
             UnknownDataType { .. }
             | NegativeDim { .. }
@@ -255,6 +284,7 @@ impl Error {
             | StringCountMismatch { .. }
             | WrongStorage { .. }
             | InlineAndExternal { .. }
+            | TensorProtoValues { .. }
             | TooLarge { .. }
             | InvalidSpec { .. } => ErrorKind::TensorData,
             BadExternalOffset { .. }
@@ -287,7 +317,9 @@ impl Error {
             | InlineAndExternal { tensor }
             | BadExternalOffset { tensor, .. }
             | ExternalWithoutFlag { tensor }
-            | ExternalOutOfRange { tensor, .. } => Some(tensor),
+            | ExternalOutOfRange { tensor, .. }
+            | TensorProtoValues { tensor, .. } => Some(tensor),
+            InFile { error, .. } => error.tensor(),
             ExternalOverlap { second, .. } => Some(second),
             DuplicateName { kind, name } if *kind == "parameter" || *kind == "momentum" => Some(name),
             _ => None,
@@ -379,6 +411,12 @@ impl fmt::Display for Error {
                 "{name:?} is not an optimizer state file name (expected optim_<group>_<momentum>_tensors.pbseq \
                  or optim_<group>_properties.pbseq, names without '_')"
             ),
+            BadTensorProto { message, detail } => {
+                write!(f, "message {message} is not a serialized onnx.TensorProto a checkpoint can hold: {detail}")
+            }
+            TensorProtoValues { tensor, detail } => write!(f, "tensor {tensor:?}: {detail}"),
+            BadLegacyFolder { detail } => f.write_str(detail),
+            InFile { file, error } => write!(f, "{file}: {error}"),
             Io { path, action, source } => {
                 write!(f, "cannot {action} {}: {source}", path.display())
             }

@@ -8,6 +8,8 @@
 //! * [`serialize_checkpoint`] / [`save_checkpoint`] turn a [`CheckpointSpec`] into a checkpoint
 //!   ORT loads (deterministically ordered) and save it crash-consistently, streaming the tensor
 //!   bytes (journal, backups, renames; [`recover`] settles an interrupted save).
+//! * [`read_legacy_folder`] reads the checkpoint folder ORT 1.15 wrote into the same index,
+//!   streamed and bounded (`legacy/`).
 //! * [`open_checkpoint`] opens a checkpoint and its external data file as one pair, even while
 //!   other processes save over it; only regular files are opened, never blocking.
 //! * [`LoadedCheckpoint`] holds a verified checkpoint with the bytes its ranges point into and
@@ -31,7 +33,7 @@ mod files;
 mod index;
 mod input;
 mod journal;
-mod legacy_pbseq;
+mod legacy;
 mod loaded;
 mod mapped;
 mod names;
@@ -53,9 +55,9 @@ pub use index::{
     CheckpointIndex, OptimizerGroupIndex, ParamKind, ParameterStateIndex, Property, PropertyValue, Storage,
     TensorRef,
 };
-pub use legacy_pbseq::{
-    classify_legacy_file, pbseq_messages, LegacyFile, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY,
-    MAX_PBSEQ_MESSAGE_BYTES,
+pub use legacy::{
+    classify_legacy_file, read_legacy_files, read_legacy_folder, LegacyCheckpoint, LegacyFile, LegacyInput,
+    OpenLegacyFile, LEGACY_FOLDER_VERSION, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY, MAX_PBSEQ_MESSAGE_BYTES,
 };
 pub use loaded::{CheckpointBytes, LoadedCheckpoint, Values};
 pub use mapped::MappedFile;

@@ -100,6 +100,24 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
         Ok(LoadedCheckpoint { index, checkpoint, external })
     }
 
+    /// A checkpoint the core indexed from another format (an ORT 1.15 folder) over `values`, the
+    /// buffer its inline ranges point into. Each range is checked against the buffer once more,
+    /// so that no index handed out can point past its bytes.
+    pub fn from_index(index: CheckpointIndex, values: B) -> Result<Self> {
+        let len = values.raw().1;
+        for tensor in index.tensors() {
+            if let Storage::Inline { offset, len: n, .. } = tensor.storage {
+                if offset.checked_add(n).is_none_or(|end| end > len) {
+                    return Err(Error::Internal { detail: format!(
+                        "tensor {:?}: values at {offset}+{n} lie outside the {len}-byte buffer",
+                        tensor.name
+                    ) });
+                }
+            }
+        }
+        Ok(LoadedCheckpoint { index, checkpoint: values, external: None })
+    }
+
     /// The checkpoint's index.
     pub fn index(&self) -> &CheckpointIndex {
         &self.index

@@ -5,6 +5,7 @@ mod arrays;
 mod convert;
 mod errors;
 mod index;
+mod legacy;
 mod mapped;
 
 use std::ffi::OsString;
@@ -13,8 +14,8 @@ use ortckpt_core::LoadedCheckpoint;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
-use crate::convert::{spec_from_py, BorrowedBytes};
-use crate::errors::{core_error, guarded, GuardedError};
+use crate::convert::spec_from_py;
+use crate::errors::{core_error, guarded};
 use crate::index::{Held, Index, TensorRecord};
 use crate::mapped::{interruptible, path_arg, show, MappedFile};
 
@@ -105,39 +106,6 @@ fn recover(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<&'static str> {
     Ok(outcome.as_str())
 }
 
-/// The `(offset, length)` of every message of an ORT 1.15 `.pbseq` file (its framing only; the
-/// messages are serialized TensorProtos). `source` names the file in error messages.
-#[pyfunction]
-fn pbseq_messages(py: Python<'_>, data: &Bound<'_, PyAny>, source: &str) -> PyResult<Vec<(usize, usize)>> {
-    let bytes = BorrowedBytes::get(data)?;
-    let view = bytes.view();
-    let ranges = py
-        .detach(|| guarded(|| ortckpt_core::pbseq_messages(view.slice())))
-        .map_err(|e| core_error(source, e))?;
-    Ok(ranges.into_iter().map(|r| (r.start, r.len())).collect())
-}
-
-/// (kind, group, momentum) of a file of an ORT 1.15 checkpoint folder.
-type LegacyFileKind = (&'static str, Option<String>, Option<String>);
-
-/// What the file `name` of an ORT 1.15 checkpoint folder holds: `None` (not part of the
-/// checkpoint), `("trainable"|"frozen"|"custom_properties", None, None)`,
-/// `("momentum", group, momentum)` or `("group_properties", group, None)`. `source` (the folder)
-/// names the input in error messages.
-#[pyfunction]
-fn legacy_file_kind(name: &str, source: &str) -> PyResult<Option<LegacyFileKind>> {
-    use ortckpt_core::LegacyFile::*;
-    let kind =
-        ortckpt_core::classify_legacy_file(name).map_err(|e| core_error(source, GuardedError::Core(e)))?;
-    Ok(kind.map(|k| match k {
-        Trainable => ("trainable", None, None),
-        Frozen => ("frozen", None, None),
-        CustomProperties => ("custom_properties", None, None),
-        Momentum { group, momentum } => ("momentum", Some(group), Some(momentum)),
-        GroupProperties { group } => ("group_properties", Some(group), None),
-    }))
-}
-
 /// ORT's `ExternalCheckpointDataPath`: the checkpoint path with ".data" appended.
 #[pyfunction]
 fn external_data_path(path: &Bound<'_, PyAny>) -> PyResult<OsString> {
@@ -167,10 +135,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(external_data_location, m)?)?;
     m.add_function(wrap_pyfunction!(recover, m)?)?;
-    m.add_function(wrap_pyfunction!(pbseq_messages, m)?)?;
-    m.add_function(wrap_pyfunction!(legacy_file_kind, m)?)?;
-    m.add("LEGACY_LR_PROPERTY", ortckpt_core::LEGACY_LR_PROPERTY)?;
-    m.add("LEGACY_STEP_PROPERTY", ortckpt_core::LEGACY_STEP_PROPERTY)?;
+    m.add_function(wrap_pyfunction!(legacy::read_legacy_folder, m)?)?;
     m.add("CRASH_STEPS", ortckpt_core::CRASH_STEPS.to_vec())?;
     errors::register(m)?;
     m.add("WRITTEN_VERSION", ortckpt_core::WRITTEN_VERSION)?;
