@@ -35,8 +35,11 @@ __all__ = [
     "legacy_file_kind",
     "open_checkpoint",
     "pbseq_messages",
+    "read_adapter",
+    "read_adapter_bytes",
     "recover",
     "save_checkpoint",
+    "serialize_adapter",
     "serialize_checkpoint",
 ]
 
@@ -158,6 +161,15 @@ def helper_files(path: PathArg) -> list[str]: ...
 def external_data_path(path: PathArg) -> str: ...
 def pbseq_messages(data: Buffer, source: str) -> list[tuple[int, int]]: ...
 def legacy_file_kind(name: str, source: str) -> tuple[str, str | None, str | None] | None: ...
+
+# ORT adapter files: (format_version, adapter_version, model_version, [(name, data type code, dims, values)])
+AdapterContents: TypeAlias = tuple[int, int, int, list[tuple[str, int, list[int], bytes]]]
+
+def read_adapter(path: PathArg) -> AdapterContents: ...
+def read_adapter_bytes(data: Buffer, source: str) -> AdapterContents: ...
+def serialize_adapter(
+    parameters: Sequence[tuple[str, int, Sequence[int], Buffer]], adapter_version: int, model_version: int
+) -> bytes: ...
 
 WRITTEN_VERSION: int
 WRITABLE_VERSIONS: list[int]

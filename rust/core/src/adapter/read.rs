@@ -57,11 +57,9 @@ pub struct AdapterFile {
 }
 
 impl AdapterFile {
-    /// The values of `parameter` (one of `self.index.parameters`), or an empty slice for a
-    /// parameter of another file.
-    pub fn bytes_of(&self, parameter: &AdapterParameter) -> &[u8] {
-        let end = parameter.offset.saturating_add(parameter.len);
-        self.file.bytes().get(parameter.offset..end).unwrap_or_default()
+    /// The whole file; each parameter's values are `offset..offset + len` of it.
+    pub fn bytes(&self) -> &[u8] {
+        self.file.bytes()
     }
 }
 
