@@ -9,13 +9,14 @@
 //!
 //! Beyond the verifier, the rules ORT relies on without checking them (it builds tensors straight
 //! over the bytes, see `CreateOrtValueOverLoraParameter`): every parameter has a unique non-empty
-//! name, dims with no negative entry, a numeric data type, and exactly the `raw_data` bytes its
-//! dims and type call for. The format version must be one ORT reads.
+//! name, at least one dim and no negative one, a data type ORT maps (numeric, not bool or complex),
+//! and exactly the `raw_data` bytes its dims and type call for. The format version must be one
+//! ORT reads.
 
 use std::path::Path;
 
 use super::schema::fbs;
-use super::{ADAPTER_FILE_IDENTIFIER, ADAPTER_FORMAT_VERSION};
+use super::{check_parameter, ADAPTER_FILE_IDENTIFIER, ADAPTER_FORMAT_VERSION};
 use crate::files::open_regular;
 use crate::input::Input;
 use crate::shape::byte_size;
@@ -223,10 +224,9 @@ impl Parser<'_> {
         let code = self.i32_field(&t, P::VT_DATA_TYPE)?;
         let data_type =
             DataType::from_code(code).ok_or_else(|| Error::UnknownDataType { tensor: name.clone(), code })?;
-        let Some(expected) = byte_size(&name, data_type, &dims)? else {
-            let detail = "holds strings, which an adapter cannot store (raw_data only)";
-            return Err(Error::WrongStorage { tensor: name, detail });
-        };
+        check_parameter(&name, data_type, &dims)?;
+        // Strings were refused just above: every other type has an element size.
+        let expected = byte_size(&name, data_type, &dims)?.unwrap_or(u64::MAX);
         let (offset, len) = self
             .vector(&t, P::VT_RAW_DATA, 1)?
             .ok_or_else(|| malformed("a parameter has no raw_data", pos))?;

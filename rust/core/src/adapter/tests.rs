@@ -7,13 +7,13 @@ fn floats(values: &[f32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
-/// Two parameters (one 2×2 float, one int64 scalar) and an empty one.
+/// Three parameters: a 2×2 float, a one-element int64 and an empty float16.
 fn sample() -> Vec<u8> {
     let a = floats(&[1.0, -2.5, 3.0, 4.25]);
     let b = 7i64.to_le_bytes();
     let specs = [
         AdapterParameterSpec { name: "lora_A", data_type: DataType::Float, dims: &[2, 2], data: &a },
-        AdapterParameterSpec { name: "step", data_type: DataType::Int64, dims: &[], data: &b },
+        AdapterParameterSpec { name: "step", data_type: DataType::Int64, dims: &[1], data: &b },
         AdapterParameterSpec { name: "empty", data_type: DataType::Float16, dims: &[0, 3], data: &[] },
     ];
     serialize_adapter(&specs, 3, 9).unwrap()
@@ -141,6 +141,14 @@ fn writer_refuses_what_the_reader_would() {
         serialize_adapter(&[spec("a", DataType::Float, &[-1], &f)], 0, 0),
         Err(Error::NegativeDim { .. })
     ));
+    // What ONNX Runtime 1.32 refuses to load: scalars, bool and complex values.
+    for (data_type, dims) in
+        [(DataType::Float, &[][..]), (DataType::Bool, &[4][..]), (DataType::Complex64, &[][..])]
+    {
+        let err = serialize_adapter(&[spec("a", data_type, dims, &f)], 0, 0).unwrap_err();
+        assert!(matches!(err, Error::WrongStorage { .. }), "{err}");
+        assert!(err.to_string().contains("ONNX Runtime refuses"), "{err}");
+    }
 }
 
 #[test]

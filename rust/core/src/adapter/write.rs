@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 
 use super::schema::fbs;
-use super::{ADAPTER_FILE_IDENTIFIER, ADAPTER_FORMAT_VERSION};
+use super::{check_parameter, ADAPTER_FILE_IDENTIFIER, ADAPTER_FORMAT_VERSION};
 use crate::shape::byte_size;
 use crate::{DataType, Error, Result};
 
@@ -88,10 +88,9 @@ fn check(parameters: &[AdapterParameterSpec<'_>]) -> Result<u64> {
         if !names.insert(p.name) {
             return Err(Error::DuplicateName { kind: "parameter", name: p.name.to_owned() });
         }
-        let Some(expected) = byte_size(p.name, p.data_type, p.dims)? else {
-            let detail = "holds strings, which an adapter cannot store (raw_data only)";
-            return Err(Error::WrongStorage { tensor: p.name.to_owned(), detail });
-        };
+        check_parameter(p.name, p.data_type, p.dims)?;
+        // Strings were refused just above: every other type has an element size.
+        let expected = byte_size(p.name, p.data_type, p.dims)?.unwrap_or(u64::MAX);
         if expected != p.data.len() as u64 {
             return Err(Error::DataLengthMismatch {
                 tensor: p.name.to_owned(),
