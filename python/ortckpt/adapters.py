@@ -36,12 +36,12 @@ def _selected(state: CheckpointState, parameters: str | Iterable[str] | None) ->
     if isinstance(parameters, str):
         chosen = [n for n in names if fnmatch.fnmatchcase(n, parameters)]
         if not chosen:
-            raise KeyError(f"no parameter matches {parameters!r} (the checkpoint has {len(names)})")
+            raise ValueError(f"no parameter matches {parameters!r} (the checkpoint has {len(names)})")
         return chosen
     wanted = list(parameters)
     missing = [n for n in wanted if n not in state.parameters]
     if missing:
-        raise KeyError(f"the checkpoint has no parameter {missing[0]!r}")
+        raise ValueError(f"the checkpoint has no parameter {missing[0]!r}")
     return wanted
 
 
@@ -54,11 +54,11 @@ def _version(value: int | None, state: CheckpointState, prop: str) -> int:
     return int(value)
 
 
-def _little_endian_bytes(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def _little_endian_bytes(array: np.ndarray[Any, Any]) -> memoryview:
     array = np.ascontiguousarray(array)
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
-    return array.reshape(-1).view(np.uint8)
+    return memoryview(array.reshape(-1).view(np.uint8))
 
 
 def _serialize(
@@ -115,7 +115,8 @@ def from_adapter(path: StrPath | bytes | bytearray | memoryview) -> CheckpointSt
         contents = _native.read_adapter(path)
     _format, adapter_version, model_version, tensors = contents
     arrays = {
-        name: np.frombuffer(data, dtype=_dtypes.to_numpy(code)).reshape(dims) for name, code, dims, data in tensors
+        name: np.frombuffer(data, dtype=_dtypes.to_numpy(code)).reshape(dims)
+        for name, code, dims, data in tensors
     }
     properties = {ADAPTER_VERSION_PROPERTY: adapter_version, MODEL_VERSION_PROPERTY: model_version}
     return CheckpointState(arrays, properties=properties)

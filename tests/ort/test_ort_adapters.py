@@ -71,10 +71,14 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = ort_venv_python("current")
     work = tmp_path_factory.mktemp("ort_adapters")
     state = ortckpt.CheckpointState(OURS)
-    assert ortckpt.to_adapter(state, work / "ours.onnx_adapter", adapter_version=3, model_version=-4) == sorted(OURS)
+    assert ortckpt.to_adapter(
+        state, work / "ours.onnx_adapter", adapter_version=3, model_version=-4
+    ) == sorted(OURS)
     weight = RNG.standard_normal((3, 3)).astype(np.float32)
     lora = {"W": weight, "lora_A": OURS["lora_A"], "lora_B": RNG.standard_normal((2, 3)).astype(np.float32)}
-    written = ortckpt.to_adapter(ortckpt.CheckpointState(lora), work / "model_adapter.onnx_adapter", parameters="lora_*")
+    written = ortckpt.to_adapter(
+        ortckpt.CheckpointState(lora), work / "model_adapter.onnx_adapter", parameters="lora_*"
+    )
     assert written == ["lora_A", "lora_B"]
     _model(work / "model.onnx", weight)
     x = RNG.standard_normal((2, 3)).astype(np.float32)
