@@ -58,7 +58,7 @@ def _little_endian_bytes(array: np.ndarray[Any, Any]) -> memoryview:
     array = np.ascontiguousarray(array)
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
-    return memoryview(array.reshape(-1).view(np.uint8))
+    return array.reshape(-1).view(np.uint8).data
 
 
 def _serialize(
