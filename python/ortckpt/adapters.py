@@ -14,6 +14,7 @@ import numpy as np
 
 from . import _atomic, _dtypes, _native
 from ._remote import open_state
+from ._tensor import check_numpy_shape
 from ._types import StrPath, path_str
 from .state import CheckpointState
 
@@ -74,7 +75,9 @@ def _serialize(
     entries = []
     for name in _selected(state, parameters):
         param = state.parameters[name]
-        entries.append((name, param.data_type, list(param.shape), _little_endian_bytes(param.data)))
+        # Strings have no raw bytes: the core refuses them, with the reason, from the type alone.
+        values = b"" if param.data_type == _dtypes.STRING else _little_endian_bytes(param.data)
+        entries.append((name, param.data_type, list(param.shape), values))
     data = _native.serialize_adapter(
         entries,
         _version(adapter_version, state, ADAPTER_VERSION_PROPERTY),
@@ -114,9 +117,11 @@ def from_adapter(path: StrPath | bytes | bytearray | memoryview) -> CheckpointSt
     else:
         contents = _native.read_adapter(path)
     _format, adapter_version, model_version, tensors = contents
-    arrays = {
-        name: np.frombuffer(data, dtype=_dtypes.to_numpy(code)).reshape(dims)
-        for name, code, dims, data in tensors
-    }
+    arrays = {}
+    for name, code, dims, data in tensors:
+        dtype = _dtypes.to_numpy(code)
+        # Shapes the format allows but numpy cannot hold ([0, 2**62]) raise TensorDataError.
+        check_numpy_shape(tuple(dims), dtype.itemsize, name)
+        arrays[name] = np.frombuffer(data, dtype=dtype).reshape(dims)
     properties = {ADAPTER_VERSION_PROPERTY: adapter_version, MODEL_VERSION_PROPERTY: model_version}
     return CheckpointState(arrays, properties=properties)
