@@ -166,3 +166,46 @@ fn every_truncation_and_byte_change_is_an_error_or_the_same_reading() {
         }
     }
 }
+
+/// One parameter `p` of type `data_type` and shape `dims` with `data_len` bytes, as ORT's writer
+/// lays it out.
+fn one_parameter(data_type: fbs::TensorDataType, dims: &[i64], data_len: usize) -> Vec<u8> {
+    let mut b = flatbuffers::FlatBufferBuilder::new();
+    let name = b.create_string("p");
+    let dims = b.create_vector(dims);
+    let raw = b.create_vector(&vec![1u8; data_len]);
+    let args = fbs::ParameterArgs { name: Some(name), dims: Some(dims), data_type, raw_data: Some(raw) };
+    let p = fbs::Parameter::create(&mut b, &args);
+    let parameters = b.create_vector(&[p]);
+    let args = fbs::AdapterArgs {
+        format_version: 1,
+        adapter_version: 0,
+        model_version: 0,
+        parameters: Some(parameters),
+    };
+    let root = fbs::Adapter::create(&mut b, &args);
+    fbs::finish_adapter_buffer(&mut b, root);
+    b.finished_data().to_vec()
+}
+
+#[test]
+fn reader_refuses_what_ort_refuses_to_load() {
+    // ORT 1.32 writes these (its writer does not check) but refuses to load them.
+    for (data_type, dims, len) in [
+        (fbs::TensorDataType::FLOAT, &[][..], 4),
+        (fbs::TensorDataType::BOOL, &[2][..], 2),
+        (fbs::TensorDataType::COMPLEX128, &[1][..], 16),
+        (fbs::TensorDataType::STRING, &[1][..], 0),
+    ] {
+        let err = index_adapter(&one_parameter(data_type, dims, len)).unwrap_err();
+        assert!(matches!(err, Error::WrongStorage { .. }), "{data_type:?}: {err}");
+        assert_eq!(err.tensor(), Some("p"));
+    }
+    let unknown = index_adapter(&one_parameter(fbs::TensorDataType(99), &[1], 1)).unwrap_err();
+    assert!(matches!(unknown, Error::UnknownDataType { code: 99, .. }), "{unknown}");
+    let negative = index_adapter(&one_parameter(fbs::TensorDataType::UINT8, &[-1], 0)).unwrap_err();
+    assert!(matches!(negative, Error::NegativeDim { .. }), "{negative}");
+    // Accepted: every other numeric type, an empty tensor.
+    assert!(index_adapter(&one_parameter(fbs::TensorDataType::BFLOAT16, &[0, 7], 0)).is_ok());
+    assert!(index_adapter(&one_parameter(fbs::TensorDataType::FLOAT8E5M2, &[3], 3)).is_ok());
+}
