@@ -1,5 +1,7 @@
 //! The `adapter_bytes` oracle on its seeds: an adapter ONNX Runtime 1.32 wrote
-//! (`AdapterFormat.export_adapter`) and one ortckpt wrote; both must be accepted.
+//! (`AdapterFormat.export_adapter`), one ortckpt wrote, and the fuzzer's first finding (an
+//! oracle bug: `[int64]` dims on a 4-byte boundary, which ORT's C++ verifier and ortckpt accept
+//! and the Rust verifier refuses); all must be accepted.
 //!
 //! Run with `cargo test --manifest-path fuzz/Cargo.toml` (no sanitizer or nightly flags needed).
 

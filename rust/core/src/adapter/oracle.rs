@@ -1,6 +1,8 @@
 //! The fuzz target's and the tests' oracle for the adapter reader, against the flatbuffers
 //! verifier of the generated code (an independent reading of the same schema).
 
+use flatbuffers::{InvalidFlatbuffer, VerifierOptions};
+
 use super::schema::fbs;
 use super::{index_adapter, serialize_adapter, AdapterIndex, AdapterParameterSpec};
 
@@ -8,8 +10,20 @@ use super::{index_adapter, serialize_adapter, AdapterIndex, AdapterParameterSpec
 /// flatbuffers verifier accepts with the same contents, and it writes back and reads back the same.
 pub fn check_adapter_bytes(data: &[u8]) {
     let Ok(index) = index_adapter(data) else { return };
-    let verified = match fbs::root_as_adapter(data) {
+    check_rewrite(&index, data);
+    // The verifier with the reader's budgets.
+    let opts = VerifierOptions {
+        max_depth: 8,
+        max_tables: data.len() / 4 + 1,
+        max_apparent_size: data.len().saturating_mul(2),
+        ignore_missing_null_terminator: false,
+    };
+    let verified = match fbs::root_as_adapter_with_opts(&opts, data) {
         Ok(adapter) => adapter,
+        // The one documented difference: like ORT's C++ verifier, the reader wants `[int64]` dims
+        // only on the 4-byte boundary of their length, the Rust verifier on an 8-byte one. It
+        // stops there, so nothing else of this buffer can be compared.
+        Err(InvalidFlatbuffer::Unaligned { unaligned_type, .. }) if unaligned_type == "i64" => return,
         Err(e) => panic!("ortckpt accepted an adapter the flatbuffers verifier refuses: {e}"),
     };
     assert_eq!(verified.format_version(), index.format_version);
@@ -24,9 +38,14 @@ pub fn check_adapter_bytes(data: &[u8]) {
         assert_eq!(dims, ours.dims);
         assert_eq!(theirs.raw_data().map(|v| v.bytes()), data.get(ours.offset..ours.offset + ours.len));
     }
-    let again = rewrite(&index, data);
+}
+
+/// What `index_adapter` accepted writes back with `serialize_adapter` (values 8-byte aligned) and
+/// reads back the same.
+fn check_rewrite(index: &AdapterIndex, data: &[u8]) {
+    let again = rewrite(index, data);
     let reread = index_adapter(&again).expect("a rewritten adapter does not read back");
-    assert_eq!(strip(&reread), strip(&index));
+    assert_eq!(strip(&reread), strip(index));
     for (a, b) in reread.parameters.iter().zip(&index.parameters) {
         assert_eq!(again.get(a.offset..a.offset + a.len), data.get(b.offset..b.offset + b.len));
         assert_eq!(a.offset % 8, 0, "values of {:?} are not 8-byte aligned", a.name);
