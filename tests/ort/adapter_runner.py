@@ -7,7 +7,8 @@ Reads ``WORKDIR/ours.onnx_adapter`` (written by ortckpt) with ``AdapterFormat.re
 ``read.npz`` (+ ``read.json``: versions and dtypes); runs ``WORKDIR/model.onnx`` on the ``x`` of
 ``feeds.npz`` with ``model_adapter.onnx_adapter`` active, with its values fed directly, and with
 neither, into ``outputs.npz``;
-writes the arrays of ``theirs_in.npz`` with ``AdapterFormat`` into ``theirs.onnx_adapter``.
+writes the arrays of ``theirs_in.npz`` with ``AdapterFormat`` into ``theirs.onnx_adapter``; reads
+every file of ``WORKDIR/mutants`` into ``mutants.json``.
 """
 
 from __future__ import annotations
@@ -57,9 +58,32 @@ def write(work: Path) -> None:
     adapter.export_adapter(str(work / "theirs.onnx_adapter"))
 
 
+def _hex(value: ort.OrtValue) -> str | None:
+    """The values' bytes in hex; None for types numpy cannot show (the float8 types)."""
+    try:
+        return value.numpy().tobytes().hex()
+    except RuntimeError:
+        return None
+
+
+def mutants(work: Path) -> None:
+    """Each adapter of ``WORKDIR/mutants`` (changed bytes ortckpt accepted), as ORT reads it:
+    ``mutants.json`` maps file name to {parameter: [ORT type, shape, values hex]}, or to the error."""
+    seen: dict[str, object] = {}
+    for path in sorted((work / "mutants").iterdir()):
+        try:
+            params = ort.AdapterFormat.read_adapter(str(path)).get_parameters()
+        except Exception as e:  # ORT refused the file: the test reports it
+            seen[path.name] = f"{type(e).__name__}: {e}"
+            continue
+        seen[path.name] = {name: [v.data_type(), list(v.shape()), _hex(v)] for name, v in params.items()}
+    (work / "mutants.json").write_text(json.dumps(seen))
+
+
 if __name__ == "__main__":
     workdir = Path(sys.argv[1])
     read(workdir)
     run(workdir)
     write(workdir)
+    mutants(workdir)
     (workdir / "versions.json").write_text(json.dumps({"onnxruntime": ort.__version__}))

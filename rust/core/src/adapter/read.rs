@@ -137,9 +137,13 @@ impl Parser<'_> {
         self.input.u32(pos).ok_or_else(|| malformed(OUTSIDE, pos))
     }
 
-    /// Follows the unsigned offset stored at `pos`.
+    /// Follows the unsigned offset stored at `pos`. As ORT's flatbuffers verifier, refuses an
+    /// offset of 0 (an object at its own offset) and one of 2^31 or more (negative as signed).
     fn deref(&mut self, pos: usize) -> Result<usize> {
         let offset = self.u32(pos)?;
+        if offset == 0 || offset > i32::MAX as u32 {
+            return Err(malformed("an offset is 0 or negative", pos));
+        }
         pos.checked_add(offset as usize).ok_or_else(|| malformed("an offset points outside the buffer", pos))
     }
 
@@ -159,7 +163,8 @@ impl Parser<'_> {
             .ok_or_else(|| malformed("a table's vtable lies outside the buffer", pos))?;
         let vtable_len = usize::from(self.u16(vtable)?);
         self.aligned(vtable_len, 2)?;
-        if vtable_len < 4 || !self.input.contains(vtable, vtable_len) {
+        // (A vtable shorter than 4 bytes, without even the table's size, is valid: all fields absent.)
+        if !self.input.contains(vtable, vtable_len) {
             return Err(malformed("a vtable runs past the end of the buffer", vtable));
         }
         self.charge(vtable_len, vtable)?;

@@ -209,3 +209,18 @@ fn reader_refuses_what_ort_refuses_to_load() {
     assert!(index_adapter(&one_parameter(fbs::TensorDataType::BFLOAT16, &[0, 7], 0)).is_ok());
     assert!(index_adapter(&one_parameter(fbs::TensorDataType::FLOAT8E5M2, &[3], 3)).is_ok());
 }
+
+#[test]
+fn offsets_of_zero_or_negative_are_refused_as_by_ort() {
+    // The parameter list offset (at byte 36 of `sample()`'s root table) pointing at itself, a
+    // zero-length list there: ORT's verifier refuses it ("may not point to itself").
+    let bytes = sample();
+    let list_field = 20 + 16;
+    assert_eq!(u32::from_le_bytes(bytes[list_field..list_field + 4].try_into().unwrap()), 4);
+    for offset in [0u32, 0x8000_0000] {
+        let mut changed = bytes.clone();
+        changed[list_field..list_field + 4].copy_from_slice(&offset.to_le_bytes());
+        let err = index_adapter(&changed).unwrap_err();
+        assert!(err.to_string().contains("an offset is 0 or negative"), "{err}");
+    }
+}
