@@ -14,7 +14,10 @@ if [ "$have" != "$want" ]; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$flatc_bin" --rust --gen-all -o "$tmp" -I "$repo/rust/core/schema" "$repo/rust/core/schema/ort_training_checkpoint.fbs"
+# One generated file per root schema: the checkpoint (with ort.fbs) and the ORT adapter format.
+for schema in ort_training_checkpoint.fbs adapter_schema.fbs; do
+  "$flatc_bin" --rust --gen-all -o "$tmp" -I "$repo/rust/core/schema" "$repo/rust/core/schema/$schema"
+done
 mkdir -p "$out"
 rm -f "$out"/*.rs
 for f in "$tmp"/*.rs; do

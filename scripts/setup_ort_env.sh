@@ -14,6 +14,11 @@
 #             wheels stop at 3.11; 3.10 is the interpreter it was tested with here).
 #             DIR defaults to $ORTCKPT_ORT117_VENV, else <repo>/.ort-venv-1.17; the interpreter to
 #             $ORTCKPT_ORT117_PYTHON, else python3.10, else the newest ~/.pyenv/versions/3.10.*.
+#           current: the newest onnxruntime (inference only, >= 1.20: ORT adapters), numpy and onnx
+#             from PyPI, for tests/ort/test_ort_adapters.py. DIR defaults to
+#             $ORTCKPT_ORT_CURRENT_VENV, else <repo>/.ort-venv-current; the interpreter to
+#             $ORTCKPT_ORT_CURRENT_PYTHON, else the first python3.12/3.11/3.13/3.10/python3 found.
+#             Not pinned, by design: it proves ortckpt against what users install today.
 # The venvs are kept apart from the development environment because of numpy<2. ORT 1.15 (the
 # checkpoint folder format) is not installed here: its wheel is 224 MB and needs its own venv, so
 # its output is committed instead (tests/data/ort115, scripts/make_ort115_fixtures.py).
@@ -60,8 +65,16 @@ case "$release" in
     py_candidates=(python3.10 "${pyenv_310[@]}")
     py_min="(3, 10)" py_max="(3, 10)" py_env_name=ORTCKPT_ORT117_PYTHON
     ;;
+current)
+    REQS=("onnxruntime" "numpy" "onnx")
+    MARKER_TEXT="ortckpt-ort-current-env v1: ${REQS[*]}"
+    default_dir="${ORTCKPT_ORT_CURRENT_VENV:-$repo_root/.ort-venv-current}"
+    py_override="${ORTCKPT_ORT_CURRENT_PYTHON:-}"
+    py_candidates=(python3.12 python3.11 python3.13 python3.10 python3)
+    py_min="(3, 10)" py_max="(3, 13)" py_env_name=ORTCKPT_ORT_CURRENT_PYTHON
+    ;;
 *)
-    log "unknown release '$release' (supported: 1.19.2, 1.17.3)"
+    log "unknown release '$release' (supported: 1.19.2, 1.17.3, current)"
     exit 1
     ;;
 esac
@@ -84,9 +97,14 @@ check_env() {
     [ -x "$py" ] || return 1
     "$py" - "$release" "$onnx_pin" <<'PYCHECK' >/dev/null 2>&1
 import sys
-import numpy, onnx, flatbuffers
-from onnxruntime.capi import _pybind_state as C
+import numpy, onnx
 import onnxruntime
+if sys.argv[1] == "current":
+    # Inference-only onnxruntime: the adapter API arrived in 1.20.
+    assert hasattr(onnxruntime, "AdapterFormat"), onnxruntime.__version__
+    sys.exit(0)
+import flatbuffers
+from onnxruntime.capi import _pybind_state as C
 assert onnxruntime.__version__ == sys.argv[1], onnxruntime.__version__
 assert numpy.__version__.split(".")[0] == "1", numpy.__version__
 assert onnx.__version__ == sys.argv[2], onnx.__version__

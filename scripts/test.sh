@@ -17,6 +17,10 @@ bash scripts/setup_ort_env.sh "$ORTCKPT_ORT_VENV" >/dev/null
 ORTCKPT_ORT117_VENV=${ORTCKPT_ORT117_VENV:-$repo/.ort-venv-1.17}
 export ORTCKPT_ORT117_VENV
 bash scripts/setup_ort_env.sh --release 1.17.3 "$ORTCKPT_ORT117_VENV" >/dev/null
+# The newest onnxruntime from PyPI, for ORT adapters (tests/ort/test_ort_adapters.py)
+ORTCKPT_ORT_CURRENT_VENV=${ORTCKPT_ORT_CURRENT_VENV:-$repo/.ort-venv-current}
+export ORTCKPT_ORT_CURRENT_VENV
+bash scripts/setup_ort_env.sh --release current "$ORTCKPT_ORT_CURRENT_VENV" >/dev/null
 # flatc (for the generated-code freshness test) and the linters live in .venv.
 export PATH="$repo/.venv/bin:$PATH"
 

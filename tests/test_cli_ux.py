@@ -22,7 +22,15 @@ from ortckpt.cli._style import Style, use_color
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 ORT_OPTIM = DATA / "mlp_adamw_with_optimizer.ckpt"  # written by ORT 1.19.2: group0 + 4 properties
-WRITING = ("from-onnx", "to-onnx", "set-property", "strip-optimizer", "convert", "strip-values")
+WRITING = (
+    "from-onnx",
+    "to-onnx",
+    "set-property",
+    "strip-optimizer",
+    "convert",
+    "strip-values",
+    "export-adapter",
+)
 
 
 def _strict_json(text: str) -> Any:
@@ -288,6 +296,8 @@ def _dry_argv(command: str, tmp_path: pathlib.Path) -> list[str]:
         return ["convert", str(ckpt), str(tmp_path / "new.npz"), "--include-optimizer-state"]
     if command == "strip-values":
         return ["strip-values", str(ckpt), str(tmp_path / "nominal.ckpt")]
+    if command == "export-adapter":
+        return ["export-adapter", str(ckpt), str(tmp_path / "new.onnx_adapter"), "--parameters", "fc1.*"]
     return ["strip-optimizer", str(ckpt)]
 
 
@@ -357,6 +367,11 @@ def test_writing_commands_json_report(
         assert (doc["output_format"], doc["parameters"], doc["format_version"]) == ("npz", 4, None)
     elif command == "strip-values":
         assert doc["parameters"] == 4 and ortckpt.load(doc["output"]).is_nominal
+    elif command == "export-adapter":
+        assert (
+            doc["parameters"] == ["fc1.bias", "fc1.weight"]
+            and len(ortckpt.from_adapter(doc["output"]).parameters) == 2
+        )
     else:
         assert (doc["replaced"], doc["initializers"], doc["external_data"]) == (1, 4, False)
 

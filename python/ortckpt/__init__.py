@@ -30,6 +30,7 @@ from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, external_data_path, load_bytes,
 from .state import CheckpointState, OptimizerGroup, Parameter, PropertyBag
 
 if _typing.TYPE_CHECKING:
+    from .adapters import from_adapter, to_adapter
     from .aggregate import AggregationError, AggregationReport, SourceReport, average
     from .conversions import (
         ConversionError,
@@ -52,6 +53,7 @@ if _typing.TYPE_CHECKING:
     )
 
 _LAZY = {
+    **dict.fromkeys(("from_adapter", "to_adapter"), "adapters"),
     **dict.fromkeys(("AggregationError", "AggregationReport", "SourceReport", "average"), "aggregate"),
     **dict.fromkeys(
         (
@@ -114,6 +116,7 @@ __all__ = [
     "convert",
     "errors",
     "external_data_path",
+    "from_adapter",
     "from_npz",
     "from_safetensors",
     "from_state_dict",
@@ -126,6 +129,7 @@ __all__ = [
     "save_from_onnx",
     "save_tensor_protos",
     "serialize",
+    "to_adapter",
     "to_nominal",
     "to_npz",
     "to_safetensors",

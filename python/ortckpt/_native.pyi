@@ -32,9 +32,12 @@ __all__ = [
     "index_checkpoint",
     "is_unchanging",
     "load_checkpoint",
+    "read_adapter",
+    "read_adapter_bytes",
     "read_legacy_folder",
     "recover",
     "save_checkpoint",
+    "serialize_adapter",
     "serialize_checkpoint",
 ]
 
@@ -153,6 +156,15 @@ def recover(path: PathArg) -> str: ...
 def external_data_path(path: PathArg) -> str: ...
 def external_data_location(path: PathArg) -> str: ...
 def read_legacy_folder(path: PathArg) -> Index | None: ...
+
+# ORT adapter files: (format_version, adapter_version, model_version, [(name, data type code, dims, values)])
+AdapterContents: TypeAlias = tuple[int, int, int, list[tuple[str, int, list[int], bytes]]]
+
+def read_adapter(path: PathArg) -> AdapterContents: ...
+def read_adapter_bytes(data: Buffer, source: str) -> AdapterContents: ...
+def serialize_adapter(
+    parameters: Sequence[tuple[str, int, Sequence[int], Buffer]], adapter_version: int, model_version: int
+) -> bytes: ...
 
 WRITTEN_VERSION: int
 WRITABLE_VERSIONS: list[int]

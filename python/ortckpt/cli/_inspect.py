@@ -200,6 +200,10 @@ def print_text(state: CheckpointState, path: str, values: int, out: TextIO) -> N
 
 def run_inspect(args: argparse.Namespace, out: TextIO) -> int:
     path = os.fsdecode(args.path)
+    if path.endswith(".onnx_adapter"):  # ORT adapter files: cli/_deploy.py
+        from ._deploy import run_inspect_adapter
+
+        return run_inspect_adapter(args, out)
     state = load(path)
     if args.json:
         emit(args, out, to_json(state, path, args.values), [])

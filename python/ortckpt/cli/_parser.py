@@ -76,7 +76,7 @@ def build_parser() -> Parser:
         "  ortckpt inspect model.ckpt --json | jq '.properties'\n",
         run="_inspect:run_inspect",
     )
-    inspect.add_argument("path", metavar="PATH", help="checkpoint file")
+    inspect.add_argument("path", metavar="PATH", help="checkpoint file (or ORT adapter, *.onnx_adapter)")
     add_output_options(inspect, writes=False)
     inspect.add_argument(
         "--values", type=_non_negative, default=0, metavar="N", help="also print the first N values"
@@ -219,6 +219,7 @@ def build_parser() -> Parser:
     add_output_options(strip, writes=True)
     _add_file_commands(parser, commands)
     _add_server_commands(parser, commands)
+    _add_deploy_commands(parser, commands)
     return parser
 
 
@@ -334,6 +335,34 @@ def _add_server_commands(parser: Parser, commands: Any) -> None:
         help="reject larger uploads (default: 4x the reference's tensor bytes + 1 MiB)",
     )
     add_output_options(average, writes=False)
+
+
+def _add_deploy_commands(parser: Parser, commands: Any) -> None:
+    """export-adapter (docs/deploy.md)."""
+    export_adapter = _command(
+        parser,
+        commands,
+        "export-adapter",
+        "write an ORT adapter file (.onnx_adapter, ORT >= 1.20) from a checkpoint",
+        "Write parameters of CKPT as an ONNX Runtime adapter file (Multi-LoRA, loaded by\n"
+        "onnxruntime, onnxruntime-web and onnxruntime-genai with RunOptions.add_active_adapter).\n"
+        "Every parameter by default, or those matching --parameters. ORT refuses scalar, bool and\n"
+        "complex parameters in adapters, and so does this command.",
+        "  ortckpt export-adapter trained.ckpt user42.onnx_adapter --parameters '*lora*'\n"
+        "  ortckpt export-adapter trained.ckpt a.onnx_adapter --adapter-version 3 --model-version 1\n"
+        "  ortckpt inspect user42.onnx_adapter\n",
+        run="_deploy:run_export_adapter",
+    )
+    export_adapter.add_argument("path", metavar="CKPT", help="checkpoint file (or URL)")
+    export_adapter.add_argument("out", metavar="OUT", help="adapter file to write")
+    export_adapter.add_argument("--parameters", metavar="GLOB", help="only parameters whose names match GLOB")
+    export_adapter.add_argument(
+        "--adapter-version", type=int, metavar="N", help="int32 stored in the file (default 0)"
+    )
+    export_adapter.add_argument(
+        "--model-version", type=int, metavar="N", help="int32 stored in the file (default 0)"
+    )
+    add_output_options(export_adapter, writes=True)
 
 
 def _positive(text: str) -> int:

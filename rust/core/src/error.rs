@@ -260,6 +260,23 @@ pub enum Error {
         /// The file being read.
         path: PathBuf,
     },
+    /// The input is not an ORT adapter file (too short, or another file identifier than `TORT`).
+    NotAnAdapter {
+        /// What was found.
+        detail: String,
+    },
+    /// An adapter's flatbuffer structure is broken: `what` went wrong at byte `offset`.
+    MalformedAdapter {
+        /// What is wrong.
+        what: &'static str,
+        /// Where in the input it was found.
+        offset: usize,
+    },
+    /// The adapter format version is not one ORT (and so ortckpt) reads.
+    UnsupportedAdapterVersion {
+        /// The version in the file.
+        found: i32,
+    },
 }
 
 impl Error {
@@ -274,9 +291,11 @@ impl Error {
             | BadMessageSequence { .. }
             | BadLegacyFileName { .. }
             | BadLegacyFolder { .. }
-            | BadTensorProto { .. } => ErrorKind::InvalidCheckpoint,
+            | BadTensorProto { .. }
+            | NotAnAdapter { .. }
+            | MalformedAdapter { .. } => ErrorKind::InvalidCheckpoint,
             InFile { error, .. } => error.kind(),
-            UnsupportedVersion { .. } => ErrorKind::UnsupportedVersion,
+            UnsupportedVersion { .. } | UnsupportedAdapterVersion { .. } => ErrorKind::UnsupportedVersion,
             UnknownDataType { .. }
             | NegativeDim { .. }
             | SizeOverflow { .. }
@@ -441,11 +460,21 @@ impl fmt::Display for Error {
                 path.display()
             ),
             Interrupted { path } => write!(f, "reading {} was interrupted", path.display()),
+            NotAnAdapter { detail } => write!(f, "not an ORT adapter file: {detail}"),
+            MalformedAdapter { what, offset } => {
+                write!(f, "corrupt ORT adapter flatbuffer: {what} (at byte {offset})")
+            }
+            UnsupportedAdapterVersion { found } => write!(
+                f,
+                "adapter format version {found} is not supported (ONNX Runtime 1.20 and later and \
+                 ortckpt read version {})",
+                crate::ADAPTER_FORMAT_VERSION
+            ),
         }
     }
 }
 
-fn show_identifier(found: &[u8; 4]) -> String {
+pub(crate) fn show_identifier(found: &[u8; 4]) -> String {
     match std::str::from_utf8(found) {
         Ok(s) if s.chars().all(|c| c.is_ascii_graphic()) => format!("{s:?}"),
         _ => format!("{found:02x?}"),

@@ -23,6 +23,7 @@
 
 #![warn(missing_docs)]
 
+mod adapter;
 mod assemble;
 mod commit;
 mod crash;
@@ -47,6 +48,10 @@ mod shape;
 mod spec;
 mod writer;
 
+pub use adapter::{
+    index_adapter, read_adapter_file, serialize_adapter, AdapterFile, AdapterIndex, AdapterParameter,
+    AdapterParameterSpec, ADAPTER_FILE_IDENTIFIER, ADAPTER_FORMAT_VERSION,
+};
 pub use crash::STEPS as CRASH_STEPS;
 pub use dtype::DataType;
 pub use error::{Error, ErrorKind, Result};
@@ -72,6 +77,8 @@ pub use spec::{
 };
 pub use writer::{serialize_checkpoint, DATA_ALIGNMENT};
 
+#[cfg(any(test, feature = "test-support"))]
+pub use adapter::oracle::check_adapter_bytes;
 #[cfg(test)]
 mod reader_tests;
 #[cfg(any(test, feature = "test-support"))]

@@ -1,6 +1,7 @@
 //! `ortckpt._native`: the PyO3 face of `ortckpt-core`. It converts types, releases the GIL for
 //! verification, copies and writes, and maps errors; the format logic lives in the core crate.
 
+mod adapter;
 mod arrays;
 mod convert;
 mod errors;
@@ -124,6 +125,7 @@ fn external_data_location(path: &Bound<'_, PyAny>) -> PyResult<OsString> {
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::silence_panic_output();
+    adapter::register(m)?;
     m.add_class::<MappedFile>()?;
     m.add_class::<Index>()?;
     m.add_class::<TensorRecord>()?;

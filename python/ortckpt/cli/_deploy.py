@@ -1,0 +1,67 @@
+"""``ortckpt export-adapter`` and ``ortckpt inspect`` of ORT adapter files (``.onnx_adapter``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TextIO
+
+from ..adapters import ADAPTER_VERSION_PROPERTY, MODEL_VERSION_PROPERTY, from_adapter, to_adapter
+from ._format import JsonValue, file_size, human_size
+from ._inspect import _head, _json_values, _parameters, _text_values
+from ._output import emit, verb, written
+
+#: The file name ending ``inspect`` reads as an ORT adapter rather than a checkpoint.
+ADAPTER_SUFFIX = ".onnx_adapter"
+
+
+def run_export_adapter(args: argparse.Namespace, out: TextIO) -> int:
+    from ..adapters import _serialize
+
+    src, dest = os.fsdecode(args.path), os.fsdecode(args.out)
+    if args.dry_run:
+        names = _serialize(src, args.parameters, args.adapter_version, args.model_version)[1]
+    else:
+        names = to_adapter(
+            src,
+            dest,
+            parameters=args.parameters,
+            adapter_version=args.adapter_version,
+            model_version=args.model_version,
+        )
+    report: dict[str, JsonValue] = {"input": src, "output": dest, "parameters": list(names)}
+    report.update(written(args, [dest]))
+    emit(args, out, report, [f"{verb(args)} {dest}: ORT adapter of {len(names)} parameters"])
+    return 0
+
+
+def run_inspect_adapter(args: argparse.Namespace, out: TextIO) -> int:
+    path = os.fsdecode(args.path)
+    state = from_adapter(path)
+    params = _parameters(state)
+    versions = {k: state.properties[k] for k in (ADAPTER_VERSION_PROPERTY, MODEL_VERSION_PROPERTY)}
+    entries: list[JsonValue] = []
+    lines = [
+        f"{path}: ORT adapter, adapter_version {versions[ADAPTER_VERSION_PROPERTY]}, "
+        f"model_version {versions[MODEL_VERSION_PROPERTY]}, {human_size(file_size(path))}",
+        f"\nparameters: {len(params)}, {human_size(sum(p.nbytes for p in params))}",
+    ]
+    for p in params:
+        entry: dict[str, JsonValue] = {
+            "name": p.name,
+            "dtype": str(p.dtype),
+            "data_type": p.data_type,
+            "shape": list(p.shape),
+            "nbytes": p.nbytes,
+        }
+        lines.append(f"  {p.name}  {p.dtype}  {list(p.shape)}  {human_size(p.nbytes)}")
+        head = _head(p, args.values)
+        if head is not None:
+            entry["values"] = _json_values(head)
+            lines.append(f"    values: {_text_values(head, p.size)}")
+        entries.append(entry)
+    report: dict[str, JsonValue] = {"path": path, "file_size": file_size(path), "format": "onnx_adapter"}
+    report.update(versions)
+    report["parameters"] = entries
+    emit(args, out, report, lines)
+    return 0

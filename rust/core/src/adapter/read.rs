@@ -1,0 +1,286 @@
+//! Check an ORT adapter file in one pass over its bytes.
+//!
+//! The checkpoint reader's rules (`reader.rs`), for the adapter schema: every structural value is
+//! read exactly once through [`Input`], checked against the input length when it is read, with
+//! checked arithmetic; no allocation is sized by a value not checked against the input length
+//! first; at most `len / 4 + 1` tables and `2 × len` bytes of structure are visited, so buffers
+//! whose objects share or overlap cannot make the work grow; offsets, vtable entries, lengths and
+//! scalars are aligned to their size, as ORT's flatbuffers verifier requires.
+//!
+//! Beyond the verifier, the rules ORT relies on without checking them (it builds tensors straight
+//! over the bytes, see `CreateOrtValueOverLoraParameter`): every parameter has a unique non-empty
+//! name, at least one dim and no negative one, a data type ORT maps (numeric, not bool or complex),
+//! and exactly the `raw_data` bytes its dims and type call for. The format version must be one
+//! ORT reads.
+
+use std::path::Path;
+
+use super::schema::fbs;
+use super::{check_parameter, ADAPTER_FILE_IDENTIFIER, ADAPTER_FORMAT_VERSION};
+use crate::files::open_regular;
+use crate::input::Input;
+use crate::shape::byte_size;
+use crate::{DataType, Error, MappedFile, Result};
+
+/// One tensor of an adapter: its bytes are `offset..offset + len` of the indexed buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdapterParameter {
+    /// The name (the ONNX model input or initializer it replaces).
+    pub name: String,
+    /// The element type.
+    pub data_type: DataType,
+    /// The shape (no negative entry).
+    pub dims: Vec<i64>,
+    /// Where its little-endian values start in the buffer.
+    pub offset: usize,
+    /// How many bytes they take (what `dims` and `data_type` call for).
+    pub len: usize,
+}
+
+/// What [`index_adapter`] found in an adapter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdapterIndex {
+    /// The format version (always [`ADAPTER_FORMAT_VERSION`] once checked).
+    pub format_version: i32,
+    /// The adapter's version, as its writer numbered it.
+    pub adapter_version: i32,
+    /// The version of the model the adapter is for, as its writer numbered it.
+    pub model_version: i32,
+    /// The parameters in file order.
+    pub parameters: Vec<AdapterParameter>,
+}
+
+/// An adapter file read into private memory, with its index.
+pub struct AdapterFile {
+    /// What the file holds.
+    pub index: AdapterIndex,
+    file: MappedFile,
+}
+
+impl AdapterFile {
+    /// The whole file; each parameter's values are `offset..offset + len` of it.
+    pub fn bytes(&self) -> &[u8] {
+        self.file.bytes()
+    }
+}
+
+/// Opens `path` (a regular file, never blocking on FIFOs or devices), reads it into private
+/// memory (so other programs rewriting it cannot change what was checked) and indexes it.
+/// `keep_going` is asked between read chunks; false stops with [`Error::Interrupted`].
+pub fn read_adapter_file(path: &Path, keep_going: &mut dyn FnMut() -> bool) -> Result<AdapterFile> {
+    let file = MappedFile::read(open_regular(path)?, path, keep_going)?;
+    let index = index_adapter(file.bytes())?;
+    Ok(AdapterFile { index, file })
+}
+
+/// Indexes `buf` as an ORT adapter file, every check done.
+pub fn index_adapter(buf: &[u8]) -> Result<AdapterIndex> {
+    parse(Input::from_slice(buf))
+}
+
+fn malformed(what: &'static str, offset: usize) -> Error {
+    Error::MalformedAdapter { what, offset }
+}
+
+const OUTSIDE: &str = "a value lies outside the buffer";
+
+/// A table's position and its 4 vtable entries (both tables of the schema have 4 fields; fields
+/// a newer schema adds are ignored, as flatbuffers readers do).
+struct Table {
+    pos: usize,
+    fields: [u16; 4],
+}
+
+impl Table {
+    /// Position of the field in vtable slot `slot` (4 + 2 × field id), `None` when absent.
+    fn field(&self, slot: u16) -> Option<usize> {
+        let i = usize::from(slot).checked_sub(4)? / 2;
+        match self.fields.get(i) {
+            Some(&off) if off != 0 => Some(self.pos.saturating_add(usize::from(off))),
+            _ => None,
+        }
+    }
+}
+
+struct Parser<'i> {
+    input: Input<'i>,
+    tables_left: usize,
+    bytes_left: usize,
+}
+
+impl Parser<'_> {
+    fn charge(&mut self, n: usize, pos: usize) -> Result<()> {
+        self.bytes_left = self
+            .bytes_left
+            .checked_sub(n)
+            .ok_or_else(|| malformed("objects share or overlap more than an adapter can", pos))?;
+        Ok(())
+    }
+
+    fn aligned(&self, pos: usize, align: usize) -> Result<()> {
+        if pos % align == 0 {
+            Ok(())
+        } else {
+            Err(malformed("a value is not aligned to its size", pos))
+        }
+    }
+
+    fn u16(&mut self, pos: usize) -> Result<u16> {
+        self.aligned(pos, 2)?;
+        self.charge(2, pos)?;
+        self.input.u16(pos).ok_or_else(|| malformed(OUTSIDE, pos))
+    }
+
+    fn u32(&mut self, pos: usize) -> Result<u32> {
+        self.aligned(pos, 4)?;
+        self.charge(4, pos)?;
+        self.input.u32(pos).ok_or_else(|| malformed(OUTSIDE, pos))
+    }
+
+    /// Follows the unsigned offset stored at `pos`. As ORT's flatbuffers verifier, refuses an
+    /// offset of 0 (an object at its own offset) and one of 2^31 or more (negative as signed).
+    fn deref(&mut self, pos: usize) -> Result<usize> {
+        let offset = self.u32(pos)?;
+        if offset == 0 || offset > i32::MAX as u32 {
+            return Err(malformed("an offset is 0 or negative", pos));
+        }
+        pos.checked_add(offset as usize).ok_or_else(|| malformed("an offset points outside the buffer", pos))
+    }
+
+    fn table(&mut self, pos: usize) -> Result<Table> {
+        self.tables_left = self
+            .tables_left
+            .checked_sub(1)
+            .ok_or_else(|| malformed("more tables than the buffer can hold", pos))?;
+        self.aligned(pos, 4)?;
+        self.charge(4, pos)?;
+        let soffset = self.input.i32(pos).ok_or_else(|| malformed("a table lies outside the buffer", pos))?;
+        let vtable = i64::try_from(pos)
+            .ok()
+            .and_then(|p| p.checked_sub(i64::from(soffset)))
+            .and_then(|v| usize::try_from(v).ok())
+            .filter(|&v| v < self.input.len())
+            .ok_or_else(|| malformed("a table's vtable lies outside the buffer", pos))?;
+        let vtable_len = usize::from(self.u16(vtable)?);
+        self.aligned(vtable_len, 2)?;
+        // (A vtable shorter than 4 bytes, without even the table's size, is valid: all fields absent.)
+        if !self.input.contains(vtable, vtable_len) {
+            return Err(malformed("a vtable runs past the end of the buffer", vtable));
+        }
+        self.charge(vtable_len, vtable)?;
+        let mut fields = [0u16; 4];
+        for (i, field) in fields.iter_mut().enumerate() {
+            let slot = 4 + 2 * i;
+            if slot < vtable_len {
+                *field = self.u16(vtable + slot)?;
+            }
+        }
+        Ok(Table { pos, fields })
+    }
+
+    fn i32_field(&mut self, t: &Table, slot: u16) -> Result<i32> {
+        let Some(pos) = t.field(slot) else { return Ok(0) };
+        self.aligned(pos, 4)?;
+        self.charge(4, pos)?;
+        self.input.i32(pos).ok_or_else(|| malformed(OUTSIDE, pos))
+    }
+
+    /// The vector in `slot` of `t` with elements of `size` bytes: (first element, count), `None`
+    /// when absent. The whole vector was checked to lie inside the input.
+    fn vector(&mut self, t: &Table, slot: u16, size: usize) -> Result<Option<(usize, usize)>> {
+        let Some(field) = t.field(slot) else { return Ok(None) };
+        let pos = self.deref(field)?;
+        let count = self.u32(pos)? as usize;
+        let start = pos.saturating_add(4);
+        let bytes = count.checked_mul(size).ok_or_else(|| malformed("a vector is too long", pos))?;
+        if !self.input.contains(start, bytes) {
+            return Err(malformed("a vector runs past the end of the buffer", pos));
+        }
+        self.charge(bytes, pos)?;
+        Ok(Some((start, count)))
+    }
+
+    /// The string in `slot` of `t`, `None` when absent.
+    fn string(&mut self, t: &Table, slot: u16) -> Result<Option<String>> {
+        let Some((start, n)) = self.vector(t, slot, 1)? else { return Ok(None) };
+        let mut bytes = Vec::new();
+        self.input.copy_to(start, n, &mut bytes).ok_or_else(|| malformed(OUTSIDE, start))?;
+        if self.input.u8(start.saturating_add(n)) != Some(0) {
+            return Err(malformed("a string lacks its zero terminator", start));
+        }
+        String::from_utf8(bytes).map(Some).map_err(|_| malformed("a string is not valid UTF-8", start))
+    }
+
+    fn parameter(&mut self, pos: usize) -> Result<AdapterParameter> {
+        use fbs::Parameter as P;
+        let t = self.table(pos)?;
+        let name = self
+            .string(&t, P::VT_NAME)?
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| malformed("a parameter has no name", pos))?;
+        let (start, count) =
+            self.vector(&t, P::VT_DIMS, 8)?.ok_or_else(|| malformed("a parameter has no dims", pos))?;
+        // `count` dims were checked to fit in the input (8 bytes each).
+        let mut dims = Vec::with_capacity(count);
+        for i in 0..count {
+            let at = start + 8 * i;
+            dims.push(self.input.i64(at).ok_or_else(|| malformed(OUTSIDE, at))?);
+        }
+        let code = self.i32_field(&t, P::VT_DATA_TYPE)?;
+        let data_type =
+            DataType::from_code(code).ok_or_else(|| Error::UnknownDataType { tensor: name.clone(), code })?;
+        check_parameter(&name, data_type, &dims)?;
+        // Strings were refused just above: every other type has an element size.
+        let expected = byte_size(&name, data_type, &dims)?.unwrap_or(u64::MAX);
+        let (offset, len) = self
+            .vector(&t, P::VT_RAW_DATA, 1)?
+            .ok_or_else(|| malformed("a parameter has no raw_data", pos))?;
+        if len as u64 != expected {
+            return Err(Error::DataLengthMismatch { tensor: name, dims, expected, found: len as u64 });
+        }
+        Ok(AdapterParameter { name, data_type, dims, offset, len })
+    }
+}
+
+fn parse(input: Input<'_>) -> Result<AdapterIndex> {
+    let len = input.len();
+    // ORT wants more than the 8 header bytes before it looks at the identifier.
+    let found: [u8; 4] = match input.array(4) {
+        Some(found) if len > 8 => found,
+        _ => {
+            return Err(Error::NotAnAdapter {
+                detail: format!("{len} bytes is too short for a flatbuffer header"),
+            })
+        }
+    };
+    if &found != ADAPTER_FILE_IDENTIFIER {
+        let detail =
+            format!("file identifier is {} (expected \"TORT\")", crate::error::show_identifier(&found));
+        return Err(Error::NotAnAdapter { detail });
+    }
+    let mut p = Parser { input, tables_left: len / 4 + 1, bytes_left: len.saturating_mul(2) };
+    use fbs::Adapter as A;
+    let root_pos = p.deref(0)?;
+    let root = p.table(root_pos)?;
+    let format_version = p.i32_field(&root, A::VT_FORMAT_VERSION)?;
+    if format_version != ADAPTER_FORMAT_VERSION {
+        return Err(Error::UnsupportedAdapterVersion { found: format_version });
+    }
+    let adapter_version = p.i32_field(&root, A::VT_ADAPTER_VERSION)?;
+    let model_version = p.i32_field(&root, A::VT_MODEL_VERSION)?;
+    let (start, count) = p
+        .vector(&root, A::VT_PARAMETERS, 4)?
+        .ok_or_else(|| malformed("the adapter has no parameter list", root_pos))?;
+    // `count` offsets were checked to fit in the input (4 bytes each).
+    let mut parameters = Vec::with_capacity(count);
+    let mut names = std::collections::HashSet::with_capacity(count);
+    for i in 0..count {
+        let pos = p.deref(start + 4 * i)?;
+        let parameter = p.parameter(pos)?;
+        if !names.insert(parameter.name.clone()) {
+            return Err(Error::DuplicateName { kind: "parameter", name: parameter.name });
+        }
+        parameters.push(parameter);
+    }
+    Ok(AdapterIndex { format_version, adapter_version, model_version, parameters })
+}
