@@ -15,21 +15,23 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
+from . import _native
 from ._fedavg import (
     ModelSpec,
     PartialSum,
     SourceReport,
-    check,
+    identity,
+    layout_of,
+    open_upload,
     rejection,
     spec_of,
     visit,
-    weight_of,
 )
 from ._progress import progress as progress_bar
-from ._remote import local_output, open_state
+from ._remote import local_output
 from ._types import StrPath
 from .errors import CheckpointError
-from .io import save
+from .io import load_bytes, save
 from .state import CheckpointState, OptimizerGroup, Parameter
 
 #: One upload: a local path or fsspec URL, the checkpoint's bytes, or a loaded state.
@@ -141,20 +143,34 @@ def _default_limit(reference: CheckpointState) -> int:
 
 def _result(reference: CheckpointState, spec: ModelSpec, acc: PartialSum) -> CheckpointState:
     params: list[Parameter] = []
-    for name, (trainable, _, _) in spec.params.items():
+    slot = 0
+    for name, (trainable, _, shape) in spec.params.items():
         ref = reference.parameters[name]
-        params.append(Parameter(name, acc.mean(name, ref.dtype), trainable=True) if trainable else ref)
+        if trainable:
+            params.append(Parameter(name, acc.mean(slot, ref.dtype, shape), trainable=True))
+            slot += 1
+        else:
+            params.append(ref)
     optimizer = None
     if spec.include_optimizer_state:
         assert reference.optimizer is not None
+        slots = {key: slot + i for i, key in enumerate(spec.momentums)}
         optimizer = {}
         for group_name, group in reference.optimizer.items():
             states = {
-                param: {m: acc.momentum_mean((group_name, param, m), arr.dtype) for m, arr in moms.items()}
+                param: {
+                    m: acc.mean(slots[(group_name, param, m)], arr.dtype, tuple(arr.shape))
+                    for m, arr in moms.items()
+                }
                 for param, moms in group.states.items()
             }
             optimizer[group_name] = OptimizerGroup(group.step, group.initial_learning_rate, states)
     return CheckpointState(params, properties=reference.properties, optimizer=optimizer)
+
+
+def _state_of(upload: _native.Upload) -> CheckpointState:
+    """The state over an upload's private bytes (no copy)."""
+    return load_bytes(upload.checkpoint, external_data=upload.external)
 
 
 def _shippable(src: Source) -> Source:
@@ -164,27 +180,6 @@ def _shippable(src: Source) -> Source:
     if isinstance(src, (bytearray, memoryview)):
         return bytes(src)
     return src
-
-
-def _try_reference(
-    index: int,
-    client: str,
-    src: Source,
-    rule: float | str | None,
-    include_optimizer_state: bool,
-    max_bytes: int | None,
-    storage_options: Any,
-) -> tuple[CheckpointState, ModelSpec] | SourceReport:
-    """The upload as the reference (it loads, can be averaged, has finite values and a weight),
-    or the report rejecting it."""
-    try:
-        state = open_state(src, max_bytes=max_bytes, storage_options=storage_options)
-        spec = spec_of(state, include_optimizer_state)
-        check(state, spec)
-        weight_of(state, rule)
-    except Exception as exc:  # a bad upload cannot be the reference; the next one is tried
-        return rejection(index, client, exc)
-    return state, spec
 
 
 _Item = tuple[int, str, Source, float | str | None]
@@ -199,50 +194,91 @@ class _Run:
         self.opts = opts
         self.reference: CheckpointState | None = None
         self.spec: ModelSpec | None = None
+        self.layout: _native.AggregationLayout | None = None
         self.label = "none"
         self.limit = max_bytes
         self.acc = PartialSum()
         self.reports: list[SourceReport] = []
+        self.seen: dict[tuple[Any, ...], str] = {}
 
     def set_reference(self, state: CheckpointState, spec: ModelSpec, label: str) -> None:
         self.reference, self.spec, self.label = state, spec, label
+        self.layout = layout_of(spec)
         if self.max_bytes is None:
             self.limit = _default_limit(state)
 
-    def _try_reference(self, item: _Item) -> CheckpointState | None:
-        """Make the upload the reference if it can be one (else report why not)."""
-        found = _try_reference(*item, self.include, self.limit, self.opts)
-        if isinstance(found, SourceReport):
-            self.reports.append(found)
-            return None
-        self.set_reference(found[0], found[1], item[1])
-        return found[0]
+    def _try_reference(self, item: _Item) -> bool:
+        """Make the upload the reference if it can be one: it loads, can be averaged, passes its
+        own checks and has a weight (its sum is kept); else report why not."""
+        index, client, src, rule = item
+        try:
+            upload = open_upload(src, self.limit, self.opts)
+            state = _state_of(upload)
+            spec = spec_of(state, self.include)
+            layout = layout_of(spec)
+            acc = PartialSum()
+            weight = acc.add(upload, layout, rule)
+        except Exception as exc:  # a bad upload cannot be the reference; the next one is tried
+            self.reports.append(rejection(index, client, exc))
+            return False
+        self.set_reference(state, spec, client)
+        self.acc = acc
+        key = identity(src, upload)
+        if key is not None:
+            self.seen[key] = client
+        self.reports.append(SourceReport(index, client, True, weight=weight))
+        return True
 
     def here(self, items: Iterable[_Item]) -> None:
         """One upload at a time in this process (a generator is consumed once)."""
-        for index, client, src, rule in items:
+        for item in items:
             if self.spec is None:
                 # no reference given: the first upload that loads and passes its own checks
-                state = self._try_reference((index, client, src, rule))
-                if state is None:
-                    continue
-                src = state
-            assert self.spec is not None
-            self.reports.append(visit(index, client, src, rule, self.spec, self.limit, self.opts, self.acc))
+                self._try_reference(item)
+                continue
+            assert self.layout is not None
+            index, client, src, rule = item
+            report = visit(index, client, src, rule, self.layout, self.limit, self.opts, self.acc, self.seen)
+            self.reports.append(report)
 
     def on_dask(self, client: Any, items: list[_Item], show_progress: bool) -> None:
         from ._dask import average_on_dask
 
         for item in items if self.spec is None else []:
-            if self._try_reference(item) is not None:
+            if self._try_reference(item):
                 break
         if self.spec is not None:
-            # the workers check every upload again, the ones tried as reference included; states
-            # and buffers travel as bytes
-            shipped = [(i, c, _shippable(s), r) for i, c, s, r in items]
-            self.acc, self.reports = average_on_dask(
-                client, shipped, self.spec, self.limit, self.opts, show_progress
-            )
+            # the workers check every upload again, the one tried as reference included; states
+            # and buffers travel as bytes. Duplicates are found here, before shipping.
+            self.reports, shipped = [], []
+            seen: dict[tuple[Any, ...], str] = {}
+            for i, c, s, r in items:
+                src = _shippable(s)
+                key = identity(_local_key(src))
+                if key is not None and key in seen:
+                    dup = rejection(i, c, _duplicate(seen[key]))
+                    self.reports.append(dup)
+                    continue
+                if key is not None:
+                    seen[key] = c
+                shipped.append((i, c, src, r))
+            self.acc, reports = average_on_dask(client, shipped, self.spec, self.limit, self.opts, show_progress)
+            self.reports.extend(reports)
+
+
+def _local_key(src: Source) -> Any:
+    """A local path as its resolved path (symlinks to one file name it once); other sources as they are."""
+    from ._remote import is_url, local_path
+
+    if isinstance(src, (str, os.PathLike)) and not is_url(src):
+        return os.path.realpath(local_path(src))
+    return src
+
+
+def _duplicate(first: str) -> Exception:
+    from ._fedavg import Rejected
+
+    return Rejected("duplicate", f"the same upload as {first!r} (counted once)")
 
 
 def average(
@@ -291,7 +327,7 @@ def average(
     items = _items(sources, weights)
     run = _Run(include_optimizer_state, max_bytes, opts)
     if reference is not None:
-        given = open_state(reference, storage_options=opts)
+        given = _state_of(open_upload(reference, None, opts))
         is_bytes = isinstance(reference, (bytes, bytearray, memoryview))
         run.set_reference(
             given, spec_of(given, include_optimizer_state), "<bytes>" if is_bytes else _label(-1, reference)

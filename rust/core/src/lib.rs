@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+pub mod aggregate;
 mod assemble;
 mod commit;
 mod crash;

@@ -1,6 +1,7 @@
 //! `ortckpt._native`: the PyO3 face of `ortckpt-core`. It converts types, releases the GIL for
 //! verification, copies and writes, and maps errors; the format logic lives in the core crate.
 
+mod aggregate;
 mod arrays;
 mod convert;
 mod errors;
@@ -189,6 +190,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MappedFile>()?;
     m.add_class::<Index>()?;
     m.add_class::<TensorRecord>()?;
+    aggregate::register(m)?;
     m.add_function(wrap_pyfunction!(index_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(serialize_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(save_checkpoint, m)?)?;
