@@ -213,7 +213,9 @@ class PartialSum:
             self.sums = [np.zeros(n, np.float64) for n in layout.slot_lanes()]
             self.bounds = np.zeros(len(self.sums), np.float64)
 
-    def add(self, upload: _native.Upload, layout: _native.AggregationLayout, weight: float | str | None) -> float:
+    def add(
+        self, upload: _native.Upload, layout: _native.AggregationLayout, weight: float | str | None
+    ) -> float:
         """Check ``upload`` and add it (native kernel); ``Rejected`` when it is not averaged."""
         self.ensure(layout)
         given = None if isinstance(weight, str) or weight is None else float(weight)

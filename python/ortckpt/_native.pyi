@@ -18,6 +18,7 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "WRITABLE_VERSIONS",
     "WRITTEN_VERSION",
+    "AggregationLayout",
     "CheckpointChangedError",
     "CheckpointError",
     "DuplicateNameError",
@@ -29,6 +30,8 @@ __all__ = [
     "TensorDataError",
     "TensorRecord",
     "UnsupportedVersionError",
+    "Upload",
+    "accumulate",
     "external_data_path",
     "helper_files",
     "index_checkpoint",
@@ -158,6 +161,44 @@ def helper_files(path: PathArg) -> list[str]: ...
 def external_data_path(path: PathArg) -> str: ...
 def pbseq_messages(data: Buffer, source: str) -> list[tuple[int, int]]: ...
 def legacy_file_kind(name: str, source: str) -> tuple[str, str | None, str | None] | None: ...
+
+@final
+class AggregationLayout:
+    """The reference's structure for the aggregation kernel: parameters ``(name, trainable, data
+    type, dims)`` and averaged momentums ``(group, parameter, momentum, data type, dims)``."""
+
+    def __new__(
+        cls,
+        params: Sequence[tuple[str, bool, int, Sequence[int]]],
+        momentums: Sequence[tuple[str, str, str, int, Sequence[int]]],
+    ) -> AggregationLayout: ...
+    def slot_lanes(self) -> list[int]: ...
+
+@final
+class Upload:
+    """One upload, indexed, its bytes in private memory (or ``bytes``)."""
+
+    @staticmethod
+    def read(path: PathArg, max_bytes: int | None = None) -> Upload | tuple[str, str]: ...
+    @staticmethod
+    def from_bytes(data: bytes, source: str, external: bytes | None = None) -> Upload: ...
+    @property
+    def identity(self) -> tuple[int, int] | None: ...
+    @property
+    def checkpoint(self) -> bytes | MappedFile: ...
+    @property
+    def external(self) -> bytes | MappedFile | None: ...
+    @property
+    def is_nominal(self) -> bool: ...
+
+def accumulate(
+    upload: Upload,
+    layout: AggregationLayout,
+    sums: Sequence[NDArray[np.float64]],
+    bounds: NDArray[np.float64],
+    weight: float | None = None,
+    weight_property: str | None = None,
+) -> float | tuple[str, str]: ...
 
 WRITTEN_VERSION: int
 WRITABLE_VERSIONS: list[int]

@@ -262,7 +262,9 @@ class _Run:
                 if key is not None:
                     seen[key] = c
                 shipped.append((i, c, src, r))
-            self.acc, reports = average_on_dask(client, shipped, self.spec, self.limit, self.opts, show_progress)
+            self.acc, reports = average_on_dask(
+                client, shipped, self.spec, self.limit, self.opts, show_progress
+            )
             self.reports.extend(reports)
 
 

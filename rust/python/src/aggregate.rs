@@ -2,9 +2,11 @@
 //! (one upload in private memory, indexed) and `accumulate` (check and add one upload, GIL
 //! released). A rejection is returned as `(kind, message)`; reader errors are raised.
 
-use ortckpt_core::aggregate::{self, ExpectedMomentum, ExpectedParam, Layout, Rejection, UploadError, WeightRule};
-use ortckpt_core::{CheckpointIndex, DataType};
 use numpy::{PyArray1, PyArrayMethods};
+use ortckpt_core::aggregate::{
+    self, ExpectedMomentum, ExpectedParam, Layout, Rejection, UploadError, WeightRule,
+};
+use ortckpt_core::{CheckpointIndex, DataType};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -32,7 +34,9 @@ impl AggregationLayout {
     fn new(params: Vec<ParamRow>, momentums: Vec<MomentumRow>) -> PyResult<Self> {
         let params = params
             .into_iter()
-            .map(|(name, trainable, code, dims)| Ok(ExpectedParam { name, trainable, data_type: data_type(code)?, dims }))
+            .map(|(name, trainable, code, dims)| {
+                Ok(ExpectedParam { name, trainable, data_type: data_type(code)?, dims })
+            })
             .collect::<PyResult<Vec<_>>>()?;
         let momentums = momentums
             .into_iter()
@@ -87,24 +91,34 @@ impl Upload {
         let path = path_arg(path)?;
         let source = show(&path);
         let mut rejected = None;
-        let read = interruptible(py, &source, |keep_going| match aggregate::read_file(&path, max_bytes, keep_going) {
-            Ok(file) => {
-                let index = aggregate::index_upload(file.checkpoint.bytes(), file.external.as_ref().map(|e| e.bytes()))?;
-                Ok(Some((file, index)))
+        let read = interruptible(py, &source, |keep_going| {
+            match aggregate::read_file(&path, max_bytes, keep_going) {
+                Ok(file) => {
+                    let index = aggregate::index_upload(
+                        file.checkpoint.bytes(),
+                        file.external.as_ref().map(|e| e.bytes()),
+                    )?;
+                    Ok(Some((file, index)))
+                }
+                Err(UploadError::Rejected(r)) => {
+                    rejected = Some(r);
+                    Ok(None)
+                }
+                Err(UploadError::Unreadable(e)) => Err(e),
             }
-            Err(UploadError::Rejected(r)) => {
-                rejected = Some(r);
-                Ok(None)
-            }
-            Err(UploadError::Unreadable(e)) => Err(e),
         })?;
         let Some((file, index)) = read else {
-            return Ok(Or::Rejected(rejection(rejected.unwrap_or_else(|| Rejection::new("unreadable", "unreadable")))));
+            return Ok(Or::Rejected(rejection(
+                rejected.unwrap_or_else(|| Rejection::new("unreadable", "unreadable")),
+            )));
         };
         Ok(Or::Value(Upload {
             index,
             checkpoint: Py::new(py, MappedFile::wrap(file.checkpoint))?.into_any(),
-            external: file.external.map(|e| Py::new(py, MappedFile::wrap(e)).map(Py::into_any)).transpose()?,
+            external: file
+                .external
+                .map(|e| Py::new(py, MappedFile::wrap(e)).map(Py::into_any))
+                .transpose()?,
             identity: Some(file.identity),
             source,
         }))

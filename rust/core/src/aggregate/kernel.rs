@@ -30,7 +30,11 @@ fn threads() -> usize {
 }
 
 /// Runs `work` on every item, on up to `threads()` scoped threads (contiguous shares), in order.
-pub(crate) fn in_parallel<T: Send, R: Send>(items: Vec<T>, bytes: usize, work: impl Fn(T) -> R + Sync) -> Vec<R> {
+pub(crate) fn in_parallel<T: Send, R: Send>(
+    items: Vec<T>,
+    bytes: usize,
+    work: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
     let n = if bytes < PARALLEL_MIN { 1 } else { threads().min(items.len()).max(1) };
     if n == 1 {
         return items.into_iter().map(&work).collect();
@@ -119,7 +123,10 @@ pub fn accumulate(
         }
     }
     if let Some(slot) = bad {
-        return Err(Rejection::new("non-finite", format!("{} holds NaN or infinite values", layout.slot_label(slot))));
+        return Err(Rejection::new(
+            "non-finite",
+            format!("{} holds NaN or infinite values", layout.slot_label(slot)),
+        ));
     }
     // overflow: exact only where the bound says it is possible
     let mut exact_bounds = Vec::new();
@@ -129,9 +136,13 @@ pub fn accumulate(
             *bound = grown;
             continue;
         }
-        let (Some(loc), Some(bytes), Some(acc)) = (located.get(slot), data.get(slot), sums.get(slot)) else { continue };
+        let (Some(loc), Some(bytes), Some(acc)) = (located.get(slot), data.get(slot), sums.get(slot)) else {
+            continue;
+        };
         let mut fits = true;
-        for_each(loc.lanes, bytes, |i, v| fits &= (acc.get(i).copied().unwrap_or(0.0) + weight * v).is_finite());
+        for_each(loc.lanes, bytes, |i, v| {
+            fits &= (acc.get(i).copied().unwrap_or(0.0) + weight * v).is_finite()
+        });
         if !fits {
             return Err(Rejection::new(
                 "overflow",

@@ -9,7 +9,10 @@ mod upload;
 mod values;
 
 pub use kernel::{accumulate, slot_bytes};
-pub use structure::{check_structure, py_repr, type_name, weight_of, ExpectedMomentum, ExpectedParam, Layout, Located, WeightRule};
+pub use structure::{
+    check_structure, py_repr, type_name, weight_of, ExpectedMomentum, ExpectedParam, Layout, Located,
+    WeightRule,
+};
 pub use upload::{index_upload, read_file, FileUpload, UploadError};
 pub use values::{f16_to_f64, f8_table, Lanes, F8};
 
@@ -44,7 +47,10 @@ pub fn add_upload(
     let located = check_structure(index, layout)?;
     let lanes: Vec<usize> = sums.iter().map(|s| s.len()).collect();
     if lanes != layout.slot_lanes() {
-        return Err(Rejection::new("internal", "the sums do not match the reference's layout (a bug in ortckpt)"));
+        return Err(Rejection::new(
+            "internal",
+            "the sums do not match the reference's layout (a bug in ortckpt)",
+        ));
     }
     let data = slot_bytes(layout, &located, checkpoint, external, &lanes)?;
     let weight = weight_of(index, rule)?;

@@ -79,7 +79,9 @@ impl Layout {
                 format!("parameter {}", py_repr(name))
             }
             Some(m) => match self.momentums.get(m) {
-                Some(m) => format!("momentum {}", py_repr(&format!("{}/{}/{}", m.group, m.param, m.momentum))),
+                Some(m) => {
+                    format!("momentum {}", py_repr(&format!("{}/{}/{}", m.group, m.param, m.momentum)))
+                }
                 None => format!("tensor #{slot}"),
             },
         }
@@ -201,7 +203,11 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
         if tensor.dims != p.dims.as_slice() {
             return Err(Rejection::new(
                 "shape",
-                format!("parameter {name} has shape {}; the reference has {}", py_tuple(tensor.dims), py_tuple(&p.dims)),
+                format!(
+                    "parameter {name} has shape {}; the reference has {}",
+                    py_tuple(tensor.dims),
+                    py_tuple(&p.dims)
+                ),
             ));
         }
         if p.trainable {
@@ -223,7 +229,8 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
             return Err(Rejection::new("optimizer", format!("momentum {label} is missing")));
         };
         if tensor.data_type != m.data_type || tensor.dims != m.dims.as_slice() {
-            let list = |d: &[i64]| format!("[{}]", d.iter().map(i64::to_string).collect::<Vec<_>>().join(", "));
+            let list =
+                |d: &[i64]| format!("[{}]", d.iter().map(i64::to_string).collect::<Vec<_>>().join(", "));
             return Err(Rejection::new(
                 "optimizer",
                 format!(
@@ -276,7 +283,11 @@ fn py_float(v: f64) -> String {
     if v.is_nan() {
         "nan".into()
     } else if v.is_infinite() {
-        if v > 0.0 { "inf".into() } else { "-inf".into() }
+        if v > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        }
     } else if v == v.trunc() && v.abs() < 1e16 {
         format!("{v:.1}")
     } else {

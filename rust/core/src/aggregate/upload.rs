@@ -5,7 +5,10 @@ use std::path::Path;
 
 use super::Rejection;
 use crate::mapped::MappedFile;
-use crate::{check_external_ranges, external_data_path, index_checkpoint, open_checkpoint, CheckpointIndex, Error, OpenMode};
+use crate::{
+    check_external_ranges, external_data_path, index_checkpoint, open_checkpoint, CheckpointIndex, Error,
+    OpenMode,
+};
 
 /// Why an upload could not be used: a rejection of its own kind, or an error of the reader (the
 /// kind `unreadable`, with the error's class and message).
@@ -65,7 +68,8 @@ pub fn read_file(
         }
     }
     let opened = open_checkpoint(path, OpenMode::Read, keep_going)?;
-    let read = opened.checkpoint.bytes().len() as u64 + opened.external.as_ref().map_or(0, |e| e.bytes().len() as u64);
+    let read = opened.checkpoint.bytes().len() as u64
+        + opened.external.as_ref().map_or(0, |e| e.bytes().len() as u64);
     if let Some(limit) = max_bytes.filter(|&l| read > l) {
         return Err(too_large(path, &read.to_string(), limit).into());
     }

@@ -109,7 +109,8 @@ fn f8_value(format: F8, byte: u8) -> f64 {
 
 /// The 256 values of a float8 format (NaN and infinities included).
 pub fn f8_table(format: F8) -> &'static [f64; 256] {
-    static TABLES: [OnceLock<[f64; 256]>; 4] = [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static TABLES: [OnceLock<[f64; 256]>; 4] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let slot = match format {
         F8::E4M3Fn => 0,
         F8::E4M3Fnuz => 1,
