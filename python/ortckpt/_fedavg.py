@@ -1,5 +1,10 @@
-"""The pieces of validated averaging shared by every engine: the reference's structure, the checks
-an upload must pass, and the float64 partial sums (all picklable, so Dask can ship them).
+"""The pieces of validated averaging shared by every engine: the reference's structure, reading an
+upload (into private memory, within the size limit), and the float64 partial sums the native
+kernel adds into (all picklable, so Dask can ship them).
+
+The checks and sums run in the Rust core (``ortckpt_core::aggregate``): the upload's index is
+checked against the reference's layout, every value is checked finite (and the sums checked not to
+overflow), then ``weight * value`` is added into float64 sums, with the GIL released.
 
 Rounding: every value is converted exactly to float64 (complex128 for complex dtypes), multiplied by
 its weight and added in float64 in the order the engine visits the sources; the sum is divided by
@@ -258,6 +263,12 @@ class SourceReport:
     weight: float | None = None
     kind: str | None = None  # rejection kind: "unreadable", "too-large", "dtype", ... (docs/federated.md)
     reason: str | None = None
+    # diagnostics of the robust methods and update hygiene (None on the plain FedAvg path)
+    norm: float | None = None  # L2 norm of the update (of the values, without relative_to), before clipping
+    clipped: bool | None = None  # scaled down to clip_norm
+    distance: float | None = None  # L2 distance of the (clipped) update to the aggregate
+    krum_score: float | None = None  # krum / multi_krum / bulyan: sum of the n - f - 2 smallest distances
+    selected: bool | None = None  # krum / multi_krum / bulyan: among the uploads the method kept
 
 
 def visit(

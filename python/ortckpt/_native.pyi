@@ -26,6 +26,7 @@ __all__ = [
     "Index",
     "InterruptedSaveError",
     "InvalidCheckpointError",
+    "LaneReader",
     "MappedFile",
     "TensorDataError",
     "TensorRecord",
@@ -190,6 +191,14 @@ class Upload:
     def external(self) -> bytes | MappedFile | None: ...
     @property
     def is_nominal(self) -> bool: ...
+    def locate(self, layout: AggregationLayout) -> list[tuple[int, int, bool, int]] | tuple[str, str]: ...
+    def reader(self) -> LaneReader: ...
+
+@final
+class LaneReader:
+    """An upload's values read again chunk by chunk (pread from its held files, or its bytes)."""
+
+    def read(self, location: tuple[int, int, bool, int], first: int, count: int) -> NDArray[np.float64]: ...
 
 def accumulate(
     upload: Upload,

@@ -29,6 +29,7 @@ from ._fedavg import (
 )
 from ._progress import progress as progress_bar
 from ._remote import local_output
+from ._robust import DEFAULT_CHUNK_BYTES, Member, Options
 from ._types import StrPath
 from .errors import CheckpointError
 from .io import load_bytes, save
@@ -59,6 +60,7 @@ class AggregationReport:
     total_weight: float
     state: CheckpointState
     engine: str
+    method: str = "fedavg"
 
     @property
     def accepted(self) -> list[SourceReport]:
@@ -200,6 +202,7 @@ class _Run:
         self.acc = PartialSum()
         self.reports: list[SourceReport] = []
         self.seen: dict[tuple[Any, ...], str] = {}
+        self.total_weight: float | None = None  # set by the streamed methods (acc then holds means)
 
     def set_reference(self, state: CheckpointState, spec: ModelSpec, label: str) -> None:
         self.reference, self.spec, self.label = state, spec, label
@@ -240,6 +243,35 @@ class _Run:
             index, client, src, rule = item
             report = visit(index, client, src, rule, self.layout, self.limit, self.opts, self.acc, self.seen)
             self.reports.append(report)
+
+    def collect(self, items: Iterable[_Item]) -> list[Member]:
+        """Check every upload with the FedAvg kernel (its sum is discarded) and keep a reader of
+        each accepted one, for the streamed methods."""
+        members: list[Member] = []
+        for index, client, src, rule in items:
+            try:
+                upload = open_upload(src, self.limit, self.opts)
+                if self.spec is None:
+                    state = _state_of(upload)
+                    self.set_reference(state, spec_of(state, self.include), client)
+                    self.acc = PartialSum()
+                assert self.layout is not None
+                key = identity(src, upload)
+                if key is not None and key in self.seen:
+                    raise _duplicate(self.seen[key])
+                weight = self.acc.add(upload, self.layout, rule)
+                if key is not None:
+                    self.seen[key] = client
+                where = upload.locate(self.layout)
+                assert not isinstance(where, tuple)  # the kernel checked the same structure
+                members.append(Member(index, client, weight, upload.reader(), where))
+            except Exception as exc:  # this upload only, never the round
+                if not members and self.reference is not None and self.label == client:
+                    self.reference = self.spec = self.layout = None  # it cannot be the reference
+                    self.label, self.limit = "none", self.max_bytes
+                self.reports.append(rejection(index, client, exc))
+                continue
+        return members
 
     def on_dask(self, client: Any, items: list[_Item], show_progress: bool) -> None:
         from ._dask import average_on_dask
@@ -294,6 +326,15 @@ def average(
     max_bytes: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: bool = False,
+    method: str = "fedavg",
+    trim: float = 0.1,
+    byzantine: int = 0,
+    keep: int | None = None,
+    relative_to: Source | None = None,
+    clip_norm: float | None = None,
+    noise_multiplier: float | None = None,
+    seed: int | None = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> AggregationReport:
     """Weighted average (FedAvg) of device checkpoints, validated upload by upload.
 
@@ -322,7 +363,26 @@ def average(
     ``engine``: None runs here; a ``dask.distributed.Client`` maps loading, checks and partial
     sums over the cluster's workers in batches and adds the partial sums in a tree (paths must
     then be readable by the workers: shared storage or URLs). ``progress`` shows a bar on a terminal.
+
+    ``method``: ``"fedavg"`` (the weighted mean), ``"median"`` (coordinate-wise),
+    ``"trimmed_mean"`` (``trim`` = share cut at each side, ``int(trim * n)`` values), ``"krum"`` /
+    ``"multi_krum"`` (``byzantine`` = f tolerated attackers; MultiKrum averages the ``keep`` best,
+    default n - f, by weight) or ``"bulyan"`` (needs n >= 4f + 3), as Flower defines them; median,
+    trimmed mean, Krum and Bulyan ignore the weights, as Flower does. Update hygiene:
+    ``relative_to`` (the global model the round started from) aggregates the updates
+    ``upload - global`` and adds the aggregate back; ``clip_norm`` scales each update down to an L2
+    norm of at most c (over all averaged tensors, as Flower's fixed clipping); ``noise_multiplier``
+    (with ``clip_norm``) adds Gaussian noise of standard deviation ``noise_multiplier * clip_norm /
+    n`` to the aggregate (central DP; ``seed`` makes it reproducible). Any method but plain FedAvg
+    streams the uploads chunk by chunk: at most ``chunk_bytes`` of float64 values across all of
+    them at a time (local engine only). The report's sources then carry diagnostics (``norm``,
+    ``clipped``, ``distance``, ``krum_score``, ``selected``).
     """
+    options = Options(method, trim, byzantine, keep, clip_norm, noise_multiplier, seed, chunk_bytes)
+    options.check()
+    streamed = not options.plain or relative_to is not None
+    if streamed and engine is not None:
+        raise ValueError("robust methods and update hygiene run on the local engine only (engine=None)")
     opts = dict(storage_options) if storage_options is not None else None
     if max_bytes is not None and max_bytes <= 0:
         raise ValueError(f"max_bytes must be positive, got {max_bytes}")
@@ -334,7 +394,9 @@ def average(
         run.set_reference(
             given, spec_of(given, include_optimizer_state), "<bytes>" if is_bytes else _label(-1, reference)
         )
-    if engine is not None:
+    if streamed:
+        _streamed(run, items, options, relative_to, opts, progress, sources)
+    elif engine is not None:
         run.on_dask(engine, list(items), progress)
     else:
         total = len(sources) if isinstance(sources, (Sequence, Mapping)) else None
@@ -356,4 +418,47 @@ def average(
         with local_output(out, opts) as path:
             save(state, path, include_optimizer_state=include_optimizer_state)
     reports.sort(key=lambda r: r.index)
-    return AggregationReport(written, ref_label, reports, acc.total_weight, state, engine_name)
+    total_weight = acc.total_weight if run.total_weight is None else run.total_weight
+    return AggregationReport(written, ref_label, reports, total_weight, state, engine_name, method)
+
+
+def _streamed(
+    run: _Run,
+    items: Iterator[_Item],
+    options: Options,
+    relative_to: Source | None,
+    opts: Any,
+    progress: bool,
+    sources: Any,
+) -> None:
+    """The robust methods and update hygiene: check every upload, then aggregate them streamed."""
+    from ._robust import aggregate as robust_aggregate
+
+    total = len(sources) if isinstance(sources, (Sequence, Mapping)) else None
+    members = run.collect(progress_bar(items, enabled=progress, desc="checking", total=total, unit="upload"))
+    if not members or run.layout is None:
+        return
+    base = None
+    if relative_to is not None:
+        upload = open_upload(relative_to, None, opts)
+        where = upload.locate(run.layout)
+        if isinstance(where, tuple):
+            raise ValueError(f"relative_to does not match the reference: {where[1]}")
+        base = Member(-1, "relative_to", 1.0, upload.reader(), where)
+    outcome = robust_aggregate(members, run.layout.slot_lanes(), options, base)
+    run.acc = PartialSum(outcome.slots, run.acc.bounds, 1.0, len(members))  # the means themselves
+    for m in members:  # run.reports holds the rejections so far
+        run.reports.append(
+            SourceReport(
+                m.index,
+                m.client,
+                True,
+                weight=m.weight,
+                norm=m.norm,
+                clipped=m.clipped,
+                distance=m.distance,
+                krum_score=m.krum_score,
+                selected=m.selected,
+            )
+        )
+    run.total_weight = sum(m.weight for m in members)

@@ -4,7 +4,8 @@
 
 use numpy::{PyArray1, PyArrayMethods};
 use ortckpt_core::aggregate::{
-    self, ExpectedMomentum, ExpectedParam, Layout, Rejection, UploadError, WeightRule,
+    self, ExpectedMomentum, ExpectedParam, HeldFiles, Lanes, Layout, Located, Rejection, UploadError,
+    WeightRule,
 };
 use ortckpt_core::{CheckpointIndex, DataType};
 use pyo3::exceptions::PyValueError;
@@ -61,6 +62,72 @@ pub(crate) struct Upload {
     external: Option<Py<PyAny>>,
     identity: Option<(u64, u64)>,
     source: String,
+    path: Option<std::path::PathBuf>,
+}
+
+/// Where an averaged tensor is in an upload: (start, end, in the external file, data type code).
+type Location = (u64, u64, bool, i32);
+
+fn location(loc: &Located, data_type: DataType) -> Location {
+    (loc.bytes.start, loc.bytes.end, loc.external, data_type.code())
+}
+
+fn located(loc: Location) -> PyResult<Located> {
+    let lanes = DataType::from_code(loc.3)
+        .and_then(Lanes::of)
+        .ok_or_else(|| PyValueError::new_err(format!("data type {} is not averaged", loc.3)))?;
+    if loc.0 > loc.1 {
+        return Err(PyValueError::new_err("a location's start is past its end"));
+    }
+    Ok(Located { lanes, bytes: loc.0..loc.1, external: loc.2 })
+}
+
+enum Held {
+    Files(HeldFiles),
+    Bytes(Py<PyAny>, Option<Py<PyAny>>),
+}
+
+/// An upload's values, read again chunk by chunk after its check: `pread` from its files (kept
+/// open; each read confirms the file is the version that was checked), or from its bytes.
+#[pyclass(frozen, module = "ortckpt._native")]
+pub(crate) struct LaneReader {
+    held: Held,
+    source: String,
+}
+
+#[pymethods]
+impl LaneReader {
+    /// `count` lanes of the tensor at `location` (from `Upload.locate`), from lane `first`, as a
+    /// new float64 array.
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        location: Location,
+        first: usize,
+        count: usize,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let loc = located(location)?;
+        let width = loc.lanes.width();
+        let mut out = vec![0.0f64; count];
+        match &self.held {
+            Held::Files(files) => {
+                let mut buf = Vec::new();
+                py.detach(|| guarded(|| files.read_lanes(&loc, first, &mut out, &mut buf)))
+                    .map_err(|e| core_error(&self.source, e))?;
+            }
+            Held::Bytes(data, external) => {
+                let owner = if loc.external { external.as_ref().unwrap_or(data) } else { data };
+                let bytes = bytes_of(owner.bind(py));
+                let start = (loc.bytes.start as usize).saturating_add(first.saturating_mul(width));
+                let end = start.saturating_add(count.saturating_mul(width));
+                let Some(part) = bytes.get(start..end).filter(|_| end as u64 <= loc.bytes.end) else {
+                    return Err(PyValueError::new_err("a lane range outside the upload"));
+                };
+                aggregate::decode_into(loc.lanes, part, &mut out);
+            }
+        }
+        Ok(PyArray1::from_vec(py, out))
+    }
 }
 
 fn bytes_of<'a>(obj: &'a Bound<'_, PyAny>) -> &'a [u8] {
@@ -121,6 +188,7 @@ impl Upload {
                 .transpose()?,
             identity: Some(file.identity),
             source,
+            path: Some(path),
         }))
     }
 
@@ -144,6 +212,7 @@ impl Upload {
             external: external.map(|e| e.into_any().unbind()),
             identity: None,
             source,
+            path: None,
         })
     }
 
@@ -163,6 +232,40 @@ impl Upload {
     #[getter]
     fn external(&self, py: Python<'_>) -> Option<Py<PyAny>> {
         self.external.as_ref().map(|e| e.clone_ref(py))
+    }
+
+    /// Where each averaged tensor of `layout` is in this upload (structure checked as by
+    /// `accumulate`), or `(kind, message)` when it does not match.
+    fn locate(&self, layout: &Bound<'_, AggregationLayout>) -> Or<Vec<Location>> {
+        let layout = &layout.get().inner;
+        match aggregate::check_structure(&self.index, layout) {
+            Ok(found) => {
+                Or::Value(found.iter().zip(layout.slot_types()).map(|(l, t)| location(l, t)).collect())
+            }
+            Err(r) => Or::Rejected(rejection(r)),
+        }
+    }
+
+    /// A reader of this upload's values that outlives its bytes in memory: its files held open
+    /// (confirmed to be the versions read), or its bytes.
+    fn reader(&self, py: Python<'_>) -> PyResult<LaneReader> {
+        let held = match &self.path {
+            Some(path) => {
+                let checkpoint = self.checkpoint.bind(py).cast::<MappedFile>()?.get().core();
+                let external = match &self.external {
+                    Some(e) => Some(e.bind(py).cast::<MappedFile>()?.get().core()),
+                    None => None,
+                };
+                let files = py
+                    .detach(|| guarded(|| HeldFiles::hold(path, checkpoint, external)))
+                    .map_err(|e| core_error(&self.source, e))?;
+                Held::Files(files)
+            }
+            None => {
+                Held::Bytes(self.checkpoint.clone_ref(py), self.external.as_ref().map(|e| e.clone_ref(py)))
+            }
+        };
+        Ok(LaneReader { held, source: self.source.clone() })
     }
 
     /// Whether the checkpoint is nominal.
@@ -219,6 +322,7 @@ pub(crate) fn accumulate(
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AggregationLayout>()?;
     m.add_class::<Upload>()?;
+    m.add_class::<LaneReader>()?;
     m.add_function(wrap_pyfunction!(accumulate, m)?)?;
     Ok(())
 }

@@ -15,7 +15,7 @@
 use std::ops::Range;
 
 use super::structure::{Layout, Located};
-use super::values::{for_each, scan};
+use super::values::{add_scaled, for_each, scan};
 use super::Rejection;
 
 /// Lanes per piece of work: 512 KiB of float64 accumulators, so a piece's data and sums stay in
@@ -164,13 +164,7 @@ pub fn accumulate(
             work.push((chunk, loc.lanes, bytes.get(r).unwrap_or_default()));
         }
     }
-    in_parallel(work, total, |(acc, lanes, bytes)| {
-        for_each(lanes, bytes, |i, v| {
-            if let Some(a) = acc.get_mut(i) {
-                *a += weight * v;
-            }
-        })
-    });
+    in_parallel(work, total, |(acc, lanes, bytes)| add_scaled(lanes, bytes, acc, weight));
     for slot in exact_bounds {
         if let (Some(b), Some(acc)) = (bounds.get_mut(slot), sums.get(slot)) {
             *b = acc.iter().fold(0.0f64, |m, v| m.max(v.abs()));

@@ -70,6 +70,12 @@ impl Layout {
         trainable.chain(moms).map(|(t, dims)| lanes_of(t, dims)).collect()
     }
 
+    /// The element type of each averaged tensor, in slot order.
+    pub fn slot_types(&self) -> Vec<DataType> {
+        let trainable = self.params.iter().filter(|p| p.trainable).map(|p| p.data_type);
+        trainable.chain(self.momentums.iter().map(|m| m.data_type)).collect()
+    }
+
     /// How slot `i` is named in messages: `parameter 'w'` or `momentum 'group/param/momentum0'`.
     pub fn slot_label(&self, slot: usize) -> String {
         let trainable = self.params.iter().filter(|p| p.trainable).count();

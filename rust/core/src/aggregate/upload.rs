@@ -1,10 +1,15 @@
 //! Reading one upload for aggregation: into private memory (never a shared mapping, which a
 //! truncation by another process turns into SIGBUS), within a size limit, and indexed.
 
-use std::path::Path;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 
+use super::structure::Located;
+use super::values::for_each;
 use super::Rejection;
-use crate::mapped::MappedFile;
+use crate::files::open_regular;
+use crate::mapped::{FileStamp, MappedFile};
 use crate::{
     check_external_ranges, external_data_path, index_checkpoint, open_checkpoint, CheckpointIndex, Error,
     OpenMode,
@@ -75,6 +80,88 @@ pub fn read_file(
     }
     let id = opened.checkpoint.stamp().id;
     Ok(FileUpload { checkpoint: opened.checkpoint, external: opened.external, identity: (id.dev, id.ino) })
+}
+
+/// An upload's files kept open after its check, so its values can be read again piece by piece
+/// with `pread` (the robust methods stream all uploads chunk by chunk instead of holding them):
+/// never a mapping. Each read first confirms the file is still the version that was checked.
+pub struct HeldFiles {
+    path: PathBuf,
+    checkpoint: (File, FileStamp),
+    external: Option<(File, FileStamp)>,
+}
+
+fn reopen(path: &Path, read: &MappedFile) -> Result<(File, FileStamp), Error> {
+    let file = open_regular(path)?;
+    let stamp = FileStamp::of(&file.metadata().map_err(|e| Error::io(path, "read metadata of", e))?);
+    if stamp != read.stamp() {
+        return Err(changed(path));
+    }
+    Ok((file, stamp))
+}
+
+fn changed(path: &Path) -> Error {
+    Error::CheckpointChanged {
+        path: path.to_path_buf(),
+        detail: "was modified after it was checked, while the round was reading it".into(),
+    }
+}
+
+impl HeldFiles {
+    /// Opens the files `checkpoint` and `external` were read from again (by `path`) and confirms
+    /// they are the versions that were read.
+    pub fn hold(
+        path: &Path,
+        checkpoint: &MappedFile,
+        external: Option<&MappedFile>,
+    ) -> Result<HeldFiles, Error> {
+        let checkpoint = reopen(path, checkpoint)?;
+        let external = match external {
+            Some(e) => Some(reopen(&external_data_path(path), e)?),
+            None => None,
+        };
+        Ok(HeldFiles { path: path.to_path_buf(), checkpoint, external })
+    }
+
+    /// Reads `out.len()` lanes of the tensor at `loc`, from lane `first`, as float64; fails when
+    /// the range is outside the tensor, the file changed since it was checked, or a value is not
+    /// finite (which the check excluded: the file changed).
+    pub fn read_lanes(
+        &self,
+        loc: &Located,
+        first: usize,
+        out: &mut [f64],
+        buf: &mut Vec<u8>,
+    ) -> Result<(), Error> {
+        let (file, stamp) = match (&self.external, loc.external) {
+            (Some(e), true) => e,
+            (None, true) => return Err(changed(&self.path)),
+            (_, false) => &self.checkpoint,
+        };
+        let width = loc.lanes.width() as u64;
+        let start = loc.bytes.start.saturating_add(first as u64 * width);
+        let len = out.len() as u64 * width;
+        if start.saturating_add(len) > loc.bytes.end {
+            return Err(Error::Internal { detail: "a lane range past the end of its tensor".into() });
+        }
+        let now = FileStamp::of(&file.metadata().map_err(|e| Error::io(&self.path, "read metadata of", e))?);
+        if now != *stamp {
+            return Err(changed(&self.path));
+        }
+        buf.resize(len as usize, 0);
+        file.read_exact_at(buf, start).map_err(|_| changed(&self.path))?;
+        let mut finite = true;
+        for_each(loc.lanes, buf, |i, v| {
+            finite &= v.is_finite();
+            if let Some(o) = out.get_mut(i) {
+                *o = v;
+            }
+        });
+        if !finite {
+            return Err(changed(&self.path));
+        }
+        Ok(())
+    }
 }
 
 /// Indexes an upload's bytes (memory nobody can change) and checks its external ranges.

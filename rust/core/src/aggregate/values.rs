@@ -155,14 +155,88 @@ pub fn for_each(lanes: Lanes, bytes: &[u8], mut each: impl FnMut(usize, f64)) {
 }
 
 /// Whether every lane of `bytes` is finite, and the largest magnitude among them (0 when empty).
+///
+/// On the bit patterns: for finite values of every format here, ordering the magnitude bits (the
+/// pattern without its sign) as integers orders the magnitudes, so the loops stay integer-only
+/// (and vectorize); the largest pattern is decoded once at the end.
 pub fn scan(lanes: Lanes, bytes: &[u8]) -> (bool, f64) {
-    let mut finite = true;
-    let mut largest = 0.0f64;
-    for_each(lanes, bytes, |_, v| {
-        finite &= v.is_finite();
-        largest = largest.max(v.abs());
+    macro_rules! scan_bits {
+        ($t:ty, $n:expr, $exp:expr) => {{
+            let mut bad = false;
+            let mut top: $t = 0;
+            for c in bytes.chunks_exact($n) {
+                let bits = <$t>::from_le_bytes(c.try_into().unwrap_or([0; $n])) & !(1 << ($n * 8 - 1));
+                bad |= bits & $exp == $exp;
+                top = top.max(bits);
+            }
+            (bad, top)
+        }};
+    }
+    match lanes {
+        Lanes::F32 => {
+            let (bad, top) = scan_bits!(u32, 4, 0x7f80_0000u32);
+            (!bad, f64::from(f32::from_bits(top)))
+        }
+        Lanes::F64 => {
+            let (bad, top) = scan_bits!(u64, 8, 0x7ff0_0000_0000_0000u64);
+            (!bad, f64::from_bits(top))
+        }
+        Lanes::F16 => {
+            let (bad, top) = scan_bits!(u16, 2, 0x7c00u16);
+            (!bad, f16_to_f64(top))
+        }
+        Lanes::Bf16 => {
+            let (bad, top) = scan_bits!(u16, 2, 0x7f80u16);
+            (!bad, f64::from(f32::from_bits(u32::from(top) << 16)))
+        }
+        Lanes::F8(format) => {
+            let table = f8_table(format);
+            let mut finite = true;
+            let mut largest = 0.0f64;
+            for &b in bytes {
+                let v = table[usize::from(b)];
+                finite &= v.is_finite();
+                largest = largest.max(v.abs());
+            }
+            (finite, largest)
+        }
+    }
+}
+
+/// Every lane of `bytes` as float64 into `out` (as many as both have).
+pub fn decode_into(lanes: Lanes, bytes: &[u8], out: &mut [f64]) {
+    for_each(lanes, bytes, |i, v| {
+        if let Some(o) = out.get_mut(i) {
+            *o = v;
+        }
     });
-    (finite, largest)
+}
+
+/// `acc[i] += weight × lane i of bytes` for every lane (`acc` and `bytes` cover the same lanes).
+pub fn add_scaled(lanes: Lanes, bytes: &[u8], acc: &mut [f64], weight: f64) {
+    match lanes {
+        Lanes::F32 => {
+            for (a, c) in acc.iter_mut().zip(bytes.chunks_exact(4)) {
+                *a += weight * f64::from(f32::from_le_bytes(c.try_into().unwrap_or([0; 4])));
+            }
+        }
+        Lanes::F64 => {
+            for (a, c) in acc.iter_mut().zip(bytes.chunks_exact(8)) {
+                *a += weight * f64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+            }
+        }
+        Lanes::Bf16 => {
+            for (a, c) in acc.iter_mut().zip(bytes.chunks_exact(2)) {
+                let bits = u32::from(u16::from_le_bytes(c.try_into().unwrap_or([0; 2]))) << 16;
+                *a += weight * f64::from(f32::from_bits(bits));
+            }
+        }
+        Lanes::F16 | Lanes::F8(_) => for_each(lanes, bytes, |i, v| {
+            if let Some(a) = acc.get_mut(i) {
+                *a += weight * v;
+            }
+        }),
+    }
 }
 
 #[cfg(test)]
