@@ -4,16 +4,17 @@
 
 use numpy::{PyArray1, PyArrayMethods};
 use ortckpt_core::aggregate::{
-    self, ExpectedMomentum, ExpectedParam, HeldFiles, Lanes, Layout, Located, Rejection, UploadError,
+    self, Buffer, ExpectedMomentum, ExpectedParam, HeldFiles, Lanes, Layout, Located, Rejection, UploadError,
     WeightRule,
 };
 use ortckpt_core::{CheckpointIndex, DataType};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use std::sync::Mutex;
 
 use crate::errors::{core_error, guarded};
-use crate::mapped::{interruptible, path_arg, show, MappedFile};
+use crate::mapped::{interruptible, path_arg, show};
 
 fn data_type(code: i32) -> PyResult<DataType> {
     DataType::from_code(code).ok_or_else(|| PyValueError::new_err(format!("unknown data type code {code}")))
@@ -58,11 +59,28 @@ impl AggregationLayout {
 #[pyclass(frozen, module = "ortckpt._native")]
 pub(crate) struct Upload {
     index: CheckpointIndex,
-    checkpoint: Py<PyAny>,
-    external: Option<Py<PyAny>>,
+    contents: Contents,
     identity: Option<(u64, u64)>,
     source: String,
-    path: Option<std::path::PathBuf>,
+}
+
+/// An upload's bytes: read from its files (kept open for `reader`), or given as `bytes`.
+enum Contents {
+    File { checkpoint: Buffer, external: Option<Buffer>, files: Mutex<Option<Box<HeldFiles>>> },
+    Bytes { checkpoint: Py<PyBytes>, external: Option<Py<PyBytes>> },
+}
+
+impl Contents {
+    fn slices<'a>(&'a self, py: Python<'a>) -> (&'a [u8], Option<&'a [u8]>) {
+        match self {
+            Contents::File { checkpoint, external, .. } => {
+                (checkpoint.bytes(), external.as_ref().map(Buffer::bytes))
+            }
+            Contents::Bytes { checkpoint, external } => {
+                (checkpoint.bind(py).as_bytes(), external.as_ref().map(|e| e.bind(py).as_bytes()))
+            }
+        }
+    }
 }
 
 /// Where an averaged tensor is in an upload: (start, end, in the external file, data type code).
@@ -83,8 +101,8 @@ fn located(loc: Location) -> PyResult<Located> {
 }
 
 enum Held {
-    Files(HeldFiles),
-    Bytes(Py<PyAny>, Option<Py<PyAny>>),
+    Files(Box<HeldFiles>),
+    Bytes(Py<PyBytes>, Option<Py<PyBytes>>),
 }
 
 /// An upload's values, read again chunk by chunk after its check: `pread` from its files (kept
@@ -117,7 +135,7 @@ impl LaneReader {
             }
             Held::Bytes(data, external) => {
                 let owner = if loc.external { external.as_ref().unwrap_or(data) } else { data };
-                let bytes = bytes_of(owner.bind(py));
+                let bytes = owner.bind(py).as_bytes();
                 let start = (loc.bytes.start as usize).saturating_add(first.saturating_mul(width));
                 let end = start.saturating_add(count.saturating_mul(width));
                 let Some(part) = bytes.get(start..end).filter(|_| end as u64 <= loc.bytes.end) else {
@@ -128,13 +146,6 @@ impl LaneReader {
         }
         Ok(PyArray1::from_vec(py, out))
     }
-}
-
-fn bytes_of<'a>(obj: &'a Bound<'_, PyAny>) -> &'a [u8] {
-    if let Ok(file) = obj.cast::<MappedFile>() {
-        return file.get().core().bytes();
-    }
-    obj.cast::<PyBytes>().map(|b| b.as_bytes()).unwrap_or_default()
 }
 
 fn rejection(r: Rejection) -> (String, String) {
@@ -181,14 +192,13 @@ impl Upload {
         };
         Ok(Or::Value(Upload {
             index,
-            checkpoint: Py::new(py, MappedFile::wrap(file.checkpoint))?.into_any(),
-            external: file
-                .external
-                .map(|e| Py::new(py, MappedFile::wrap(e)).map(Py::into_any))
-                .transpose()?,
             identity: Some(file.identity),
+            contents: Contents::File {
+                checkpoint: file.checkpoint,
+                external: file.external,
+                files: Mutex::new(Some(Box::new(file.files))),
+            },
             source,
-            path: Some(path),
         }))
     }
 
@@ -208,11 +218,9 @@ impl Upload {
             .map_err(|e| core_error(&source, e))?;
         Ok(Upload {
             index,
-            checkpoint: data.into_any().unbind(),
-            external: external.map(|e| e.into_any().unbind()),
             identity: None,
+            contents: Contents::Bytes { checkpoint: data.unbind(), external: external.map(Bound::unbind) },
             source,
-            path: None,
         })
     }
 
@@ -222,16 +230,24 @@ impl Upload {
         self.identity
     }
 
-    /// The checkpoint's bytes (`bytes`, or a `MappedFile` read into private memory).
+    /// The checkpoint's bytes (a copy for a file upload).
     #[getter]
-    fn checkpoint(&self, py: Python<'_>) -> Py<PyAny> {
-        self.checkpoint.clone_ref(py)
+    fn checkpoint(&self, py: Python<'_>) -> Py<PyBytes> {
+        match &self.contents {
+            Contents::Bytes { checkpoint, .. } => checkpoint.clone_ref(py),
+            Contents::File { checkpoint, .. } => PyBytes::new(py, checkpoint.bytes()).unbind(),
+        }
     }
 
-    /// The external data file's bytes, when there is one.
+    /// The external data file's bytes, when there is one (a copy for a file upload).
     #[getter]
-    fn external(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        self.external.as_ref().map(|e| e.clone_ref(py))
+    fn external(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
+        match &self.contents {
+            Contents::Bytes { external, .. } => external.as_ref().map(|e| e.clone_ref(py)),
+            Contents::File { external, .. } => {
+                external.as_ref().map(|e| PyBytes::new(py, e.bytes()).unbind())
+            }
+        }
     }
 
     /// Where each averaged tensor of `layout` is in this upload (structure checked as by
@@ -249,20 +265,13 @@ impl Upload {
     /// A reader of this upload's values that outlives its bytes in memory: its files held open
     /// (confirmed to be the versions read), or its bytes.
     fn reader(&self, py: Python<'_>) -> PyResult<LaneReader> {
-        let held = match &self.path {
-            Some(path) => {
-                let checkpoint = self.checkpoint.bind(py).cast::<MappedFile>()?.get().core();
-                let external = match &self.external {
-                    Some(e) => Some(e.bind(py).cast::<MappedFile>()?.get().core()),
-                    None => None,
-                };
-                let files = py
-                    .detach(|| guarded(|| HeldFiles::hold(path, checkpoint, external)))
-                    .map_err(|e| core_error(&self.source, e))?;
-                Held::Files(files)
+        let held = match &self.contents {
+            Contents::File { files, .. } => {
+                let taken = files.lock().ok().and_then(|mut f| f.take());
+                Held::Files(taken.ok_or_else(|| PyValueError::new_err("reader() was already called"))?)
             }
-            None => {
-                Held::Bytes(self.checkpoint.clone_ref(py), self.external.as_ref().map(|e| e.clone_ref(py)))
+            Contents::Bytes { checkpoint, external } => {
+                Held::Bytes(checkpoint.clone_ref(py), external.as_ref().map(|e| e.clone_ref(py)))
             }
         };
         Ok(LaneReader { held, source: self.source.clone() })
@@ -297,10 +306,7 @@ pub(crate) fn accumulate(
         (None, Some(p)) => WeightRule::Property(p),
         (None, None) => WeightRule::Given(1.0),
     };
-    let checkpoint = up.checkpoint.bind(py);
-    let external = up.external.as_ref().map(|e| e.bind(py));
-    let data = bytes_of(checkpoint);
-    let ext = external.map(bytes_of);
+    let (data, ext) = up.contents.slices(py);
     let mut held = sums.iter().map(|s| s.try_readwrite()).collect::<Result<Vec<_>, _>>()?;
     let mut slices = held.iter_mut().map(|s| s.as_slice_mut()).collect::<Result<Vec<_>, _>>()?;
     let mut bounds_rw = bounds.try_readwrite()?;
