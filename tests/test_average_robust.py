@@ -60,8 +60,8 @@ def as_flower(states: list[CheckpointState]) -> list[tuple[list[np.ndarray], int
 
 def assert_close(report: ortckpt.AggregationReport, want: list[np.ndarray], exact: bool) -> None:
     """Ours (float64, rounded once to float32) against Flower's float64 rounded the same way: equal
-    bit for bit when both compute the same float64 operations in the same order (median, trimmed
-    mean, Krum's pick), else within one float32 unit in the last place (sums in another order)."""
+    bit for bit when both compute the same float64 operations (median, Krum's pick), else within one
+    float32 unit in the last place (sums in another order: trimmed mean, means)."""
     for k, w in zip(SHAPES, want, strict=True):
         got = report.state.parameters[k].data
         expect = np.asarray(w).astype(np.float32)

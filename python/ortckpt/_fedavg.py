@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -281,12 +282,14 @@ def visit(
     storage_options: Any,
     acc: PartialSum,
     seen: dict[tuple[Any, ...], str] | None = None,
+    opened: Callable[[], _native.Upload] | None = None,
 ) -> SourceReport:
     """Read, check and (when it passes) add one upload to ``acc``. Never raises for a bad upload:
     whatever is wrong with it is returned as a rejection. ``seen`` (identity -> client) rejects
-    the same upload given twice (kind ``duplicate``)."""
+    the same upload given twice (kind ``duplicate``). ``opened`` gives the upload already being
+    read (see ``prefetched``)."""
     try:
-        upload = open_upload(src, max_bytes, storage_options)
+        upload = opened() if opened is not None else open_upload(src, max_bytes, storage_options)
         if seen is not None:
             key = identity(src, upload)
             if key is not None:
@@ -298,6 +301,25 @@ def visit(
     except Exception as exc:  # garbage, truncated, unreachable: this upload only, never the round
         return rejection(index, client, exc)
     return SourceReport(index, client, True, weight=w)
+
+
+def prefetched(
+    items: Iterator[tuple[int, str, Any, float | str | None]], max_bytes: int | None, storage_options: Any
+) -> Iterator[tuple[tuple[int, str, Any, float | str | None], Callable[[], _native.Upload]]]:
+    """Each item with a function returning its upload, read one item ahead on another thread: the
+    next upload's bytes arrive while the kernel adds the current one (the read and the kernel
+    release the GIL). At most two uploads are in memory at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="ortckpt-read") as pool:
+        ahead = None
+        for item in items:
+            future = pool.submit(open_upload, item[2], max_bytes, storage_options)
+            if ahead is not None:
+                yield ahead[0], ahead[1].result
+            ahead = (item, future)
+        if ahead is not None:
+            yield ahead[0], ahead[1].result
 
 
 def rejection(index: int, client: str, exc: Exception) -> SourceReport:

@@ -40,6 +40,7 @@ __all__ = [
     "open_checkpoint",
     "pbseq_messages",
     "recover",
+    "reduce_columns",
     "save_checkpoint",
     "serialize_checkpoint",
 ]
@@ -199,7 +200,11 @@ class LaneReader:
     """An upload's values read again chunk by chunk (pread from its held files, or its bytes)."""
 
     def read(self, location: tuple[int, int, bool, int], first: int, count: int) -> NDArray[np.float64]: ...
+    def read_into(
+        self, location: tuple[int, int, bool, int], first: int, out: NDArray[np.float64]
+    ) -> None: ...
 
+def reduce_columns(x: NDArray[np.float64], method: str, cut: int = 0) -> NDArray[np.float64]: ...
 def accumulate(
     upload: Upload,
     layout: AggregationLayout,

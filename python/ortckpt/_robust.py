@@ -104,7 +104,7 @@ def _sweep(
             count = min(per, total - start)
             x = np.empty((len(members), count), np.float64)
             for row, m in enumerate(members):
-                x[row] = m.reader.read(m.locations[slot], start, count)
+                m.reader.read_into(m.locations[slot], start, x[row])
             if base is not None:
                 x -= base.reader.read(base.locations[slot], start, count)
             if not np.all(scale == 1.0):
@@ -117,16 +117,6 @@ def _krum_scores(d: Matrix, byzantine: int) -> Matrix:
     n = len(d)
     closest = max(1, n - byzantine - 2)
     return np.array([np.sum(d[i, np.argsort(d[i])[1 : closest + 1]]) for i in range(n)])
-
-
-def _trim_mean(x: Matrix, trim: float) -> Matrix:
-    """Flower's (scipy's) trimmed mean along axis 0: ``int(trim * n)`` values cut at each side."""
-    n = x.shape[0]
-    low = int(trim * n)
-    high = n - low
-    part = np.partition(x, (low, high - 1), axis=0)
-    out: Matrix = np.mean(part[low:high], axis=0)
-    return out
 
 
 def _bulyan_select(d: Matrix, byzantine: int) -> list[int]:
@@ -209,15 +199,15 @@ def aggregate(members: list[Member], lanes: list[int], options: Options, base: M
                 total = total + x[r] * weights[r]
             agg = total / weights[rows].sum()
         elif o.method == "median":
-            agg = np.median(x, axis=0)
+            agg = _native.reduce_columns(x, "median")  # numpy's median, per column
         elif o.method == "trimmed_mean":
-            agg = _trim_mean(x, o.trim)
+            agg = _native.reduce_columns(x, "trimmed_mean", int(o.trim * n))  # Flower's int(trim * n)
         elif o.method == "krum":
             agg = x[selected[0]].copy()
         else:  # bulyan: per coordinate, the mean of the beta values closest to the selection's median
             y = x[selected]
             beta = len(selected) - 2 * o.byzantine
-            med = np.median(y, axis=0)
+            med = _native.reduce_columns(np.ascontiguousarray(y), "median")
             order = np.argpartition(np.abs(med - y), kth=beta - 1, axis=0)
             agg = np.mean(np.take_along_axis(y, order, axis=0)[:beta], axis=0)
         if std is not None:

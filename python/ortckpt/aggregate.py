@@ -9,6 +9,7 @@ cluster. See docs/federated.md.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -23,6 +24,7 @@ from ._fedavg import (
     identity,
     layout_of,
     open_upload,
+    prefetched,
     rejection,
     spec_of,
     visit,
@@ -234,14 +236,20 @@ class _Run:
 
     def here(self, items: Iterable[_Item]) -> None:
         """One upload at a time in this process (a generator is consumed once)."""
+        items = iter(items)
         for item in items:
-            if self.spec is None:
-                # no reference given: the first upload that loads and passes its own checks
-                self._try_reference(item)
-                continue
-            assert self.layout is not None
-            index, client, src, rule = item
-            report = visit(index, client, src, rule, self.layout, self.limit, self.opts, self.acc, self.seen)
+            if self.spec is not None:
+                items = itertools.chain([item], items)
+                break
+            # no reference given: the first upload that loads and passes its own checks
+            self._try_reference(item)
+        else:
+            return
+        assert self.layout is not None
+        for (index, client, src, rule), opened in prefetched(items, self.limit, self.opts):
+            report = visit(
+                index, client, src, rule, self.layout, self.limit, self.opts, self.acc, self.seen, opened
+            )
             self.reports.append(report)
 
     def collect(self, items: Iterable[_Item]) -> list[Member]:

@@ -2,7 +2,7 @@
 //! (one upload in private memory, indexed) and `accumulate` (check and add one upload, GIL
 //! released). A rejection is returned as `(kind, message)`; reader errors are raised.
 
-use numpy::{PyArray1, PyArrayMethods};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
 use ortckpt_core::aggregate::{
     self, Buffer, ExpectedMomentum, ExpectedParam, HeldFiles, Lanes, Layout, Located, Rejection, UploadError,
     WeightRule,
@@ -115,6 +115,38 @@ pub(crate) struct LaneReader {
 
 #[pymethods]
 impl LaneReader {
+    /// `len(out)` lanes of the tensor at `location`, from lane `first`, into the float64 array `out`.
+    fn read_into(
+        &self,
+        py: Python<'_>,
+        location: Location,
+        first: usize,
+        out: Bound<'_, PyArray1<f64>>,
+    ) -> PyResult<()> {
+        let loc = located(location)?;
+        let mut held = out.try_readwrite()?;
+        let out = held.as_slice_mut()?;
+        match &self.held {
+            Held::Files(files) => {
+                let mut buf = Vec::new();
+                py.detach(|| guarded(|| files.read_lanes(&loc, first, out, &mut buf)))
+                    .map_err(|e| core_error(&self.source, e))?;
+            }
+            Held::Bytes(data, external) => {
+                let width = loc.lanes.width();
+                let owner = if loc.external { external.as_ref().unwrap_or(data) } else { data };
+                let bytes = owner.bind(py).as_bytes();
+                let start = (loc.bytes.start as usize).saturating_add(first.saturating_mul(width));
+                let end = start.saturating_add(out.len().saturating_mul(width));
+                let Some(part) = bytes.get(start..end).filter(|_| end as u64 <= loc.bytes.end) else {
+                    return Err(PyValueError::new_err("a lane range outside the upload"));
+                };
+                aggregate::decode_into(loc.lanes, part, out);
+            }
+        }
+        Ok(())
+    }
+
     /// `count` lanes of the tensor at `location` (from `Upload.locate`), from lane `first`, as a
     /// new float64 array.
     fn read<'py>(
@@ -325,10 +357,32 @@ pub(crate) fn accumulate(
     }
 }
 
+/// The median (`"median"`) or trimmed mean (`"trimmed_mean"`, `cut` values off each end) of each
+/// column of the row-major `N × chunk` float64 block `x`, GIL released, on every core.
+#[pyfunction]
+#[pyo3(signature = (x, method, cut=0))]
+fn reduce_columns<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f64>,
+    method: &str,
+    cut: usize,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let values = x.as_slice()?;
+    let mut out = vec![0.0f64; c];
+    match method {
+        "median" => py.detach(|| aggregate::median_columns(values, n, &mut out)),
+        "trimmed_mean" => py.detach(|| aggregate::trimmed_mean_columns(values, n, cut, &mut out)),
+        other => return Err(PyValueError::new_err(format!("unknown column statistic {other:?}"))),
+    }
+    Ok(PyArray1::from_vec(py, out))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AggregationLayout>()?;
     m.add_class::<Upload>()?;
     m.add_class::<LaneReader>()?;
     m.add_function(wrap_pyfunction!(accumulate, m)?)?;
+    m.add_function(wrap_pyfunction!(reduce_columns, m)?)?;
     Ok(())
 }

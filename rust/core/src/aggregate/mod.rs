@@ -3,11 +3,13 @@
 //! checks every value and adds `weight × value` into float64 sums (see [`kernel`]). Uploads are
 //! read into private memory ([`read_file`]), never through a shared mapping.
 
+mod columns;
 mod kernel;
 mod structure;
 mod upload;
 mod values;
 
+pub use columns::{median_columns, trimmed_mean_columns};
 pub use kernel::{accumulate, slot_bytes};
 pub use structure::{
     check_structure, py_repr, type_name, weight_of, ExpectedMomentum, ExpectedParam, Layout, Located,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::structure::Located;
-use super::values::for_each;
+use super::values::decode_into;
 use super::Rejection;
 use crate::files::open_regular;
 use crate::mapped::FileStamp;
@@ -213,13 +213,8 @@ impl HeldFiles {
         buf.resize(len as usize, 0);
         file.read_exact_at(buf, start)
             .map_err(|_| changed(&self.path, "after it was checked (now shorter)"))?;
-        let mut finite = true;
-        for_each(loc.lanes, buf, |i, v| {
-            finite &= v.is_finite();
-            if let Some(o) = out.get_mut(i) {
-                *o = v;
-            }
-        });
+        decode_into(loc.lanes, buf, out);
+        let finite = out.iter().all(|v| v.is_finite());
         if !finite {
             return Err(changed(&self.path, "after it was checked (a value is no longer finite)"));
         }

@@ -205,11 +205,23 @@ pub fn scan(lanes: Lanes, bytes: &[u8]) -> (bool, f64) {
 
 /// Every lane of `bytes` as float64 into `out` (as many as both have).
 pub fn decode_into(lanes: Lanes, bytes: &[u8], out: &mut [f64]) {
-    for_each(lanes, bytes, |i, v| {
-        if let Some(o) = out.get_mut(i) {
-            *o = v;
+    match lanes {
+        Lanes::F32 => {
+            for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                *o = f64::from(f32::from_le_bytes(c.try_into().unwrap_or([0; 4])));
+            }
         }
-    });
+        Lanes::F64 => {
+            for (o, c) in out.iter_mut().zip(bytes.chunks_exact(8)) {
+                *o = f64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+            }
+        }
+        _ => for_each(lanes, bytes, |i, v| {
+            if let Some(o) = out.get_mut(i) {
+                *o = v;
+            }
+        }),
+    }
 }
 
 /// `acc[i] += weight × lane i of bytes` for every lane (`acc` and `bytes` cover the same lanes).
