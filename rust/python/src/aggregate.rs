@@ -113,23 +113,13 @@ pub(crate) struct LaneReader {
     source: String,
 }
 
-#[pymethods]
 impl LaneReader {
-    /// `len(out)` lanes of the tensor at `location`, from lane `first`, into the float64 array `out`.
-    fn read_into(
-        &self,
-        py: Python<'_>,
-        location: Location,
-        first: usize,
-        out: Bound<'_, PyArray1<f64>>,
-    ) -> PyResult<()> {
-        let loc = located(location)?;
-        let mut held = out.try_readwrite()?;
-        let out = held.as_slice_mut()?;
+    /// Fills `out` with lanes of the tensor at `loc` from lane `first`.
+    fn fill(&self, py: Python<'_>, loc: &Located, first: usize, out: &mut [f64]) -> PyResult<()> {
         match &self.held {
             Held::Files(files) => {
                 let mut buf = Vec::new();
-                py.detach(|| guarded(|| files.read_lanes(&loc, first, out, &mut buf)))
+                py.detach(|| guarded(|| files.read_lanes(loc, first, out, &mut buf)))
                     .map_err(|e| core_error(&self.source, e))?;
             }
             Held::Bytes(data, external) => {
@@ -146,6 +136,21 @@ impl LaneReader {
         }
         Ok(())
     }
+}
+
+#[pymethods]
+impl LaneReader {
+    /// `len(out)` lanes of the tensor at `location`, from lane `first`, into the float64 array `out`.
+    fn read_into(
+        &self,
+        py: Python<'_>,
+        location: Location,
+        first: usize,
+        out: Bound<'_, PyArray1<f64>>,
+    ) -> PyResult<()> {
+        let mut held = out.try_readwrite()?;
+        self.fill(py, &located(location)?, first, held.as_slice_mut()?)
+    }
 
     /// `count` lanes of the tensor at `location` (from `Upload.locate`), from lane `first`, as a
     /// new float64 array.
@@ -156,26 +161,8 @@ impl LaneReader {
         first: usize,
         count: usize,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let loc = located(location)?;
-        let width = loc.lanes.width();
         let mut out = vec![0.0f64; count];
-        match &self.held {
-            Held::Files(files) => {
-                let mut buf = Vec::new();
-                py.detach(|| guarded(|| files.read_lanes(&loc, first, &mut out, &mut buf)))
-                    .map_err(|e| core_error(&self.source, e))?;
-            }
-            Held::Bytes(data, external) => {
-                let owner = if loc.external { external.as_ref().unwrap_or(data) } else { data };
-                let bytes = owner.bind(py).as_bytes();
-                let start = (loc.bytes.start as usize).saturating_add(first.saturating_mul(width));
-                let end = start.saturating_add(count.saturating_mul(width));
-                let Some(part) = bytes.get(start..end).filter(|_| end as u64 <= loc.bytes.end) else {
-                    return Err(PyValueError::new_err("a lane range outside the upload"));
-                };
-                aggregate::decode_into(loc.lanes, part, &mut out);
-            }
-        }
+        self.fill(py, &located(location)?, first, &mut out)?;
         Ok(PyArray1::from_vec(py, out))
     }
 }
