@@ -345,6 +345,7 @@ def visit_batch(
     layout = layout_of(spec)
     seen: dict[tuple[Any, ...], str] = {}
     reports = [visit(i, c, s, w, layout, max_bytes, storage_options, acc, seen) for i, c, s, w in batch]
+    _native.release_buffers()  # idle read buffers only: a batch on another thread keeps its own
     return acc, reports
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "pbseq_messages",
     "recover",
     "reduce_columns",
+    "release_buffers",
     "save_checkpoint",
     "serialize_checkpoint",
 ]
@@ -204,6 +205,7 @@ class LaneReader:
         self, location: tuple[int, int, bool, int], first: int, out: NDArray[np.float64]
     ) -> None: ...
 
+def release_buffers() -> None: ...
 def reduce_columns(x: NDArray[np.float64], method: str, cut: int = 0) -> NDArray[np.float64]: ...
 def accumulate(
     upload: Upload,

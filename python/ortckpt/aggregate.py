@@ -402,13 +402,16 @@ def average(
         run.set_reference(
             given, spec_of(given, include_optimizer_state), "<bytes>" if is_bytes else _label(-1, reference)
         )
-    if streamed:
-        _streamed(run, items, options, relative_to, opts, progress, sources)
-    elif engine is not None:
-        run.on_dask(engine, list(items), progress)
-    else:
-        total = len(sources) if isinstance(sources, (Sequence, Mapping)) else None
-        run.here(progress_bar(items, enabled=progress, desc="averaging", total=total, unit="upload"))
+    try:
+        if streamed:
+            _streamed(run, items, options, relative_to, opts, progress, sources)
+        elif engine is not None:
+            run.on_dask(engine, list(items), progress)
+        else:
+            total = len(sources) if isinstance(sources, (Sequence, Mapping)) else None
+            run.here(progress_bar(items, enabled=progress, desc="averaging", total=total, unit="upload"))
+    finally:
+        _native.release_buffers()  # no upload-sized read buffer outlives the round
     acc, reports, spec, ref_state, ref_label = run.acc, run.reports, run.spec, run.reference, run.label
     engine_name = "local" if engine is None else "dask"
 

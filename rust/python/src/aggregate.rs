@@ -365,11 +365,18 @@ fn reduce_columns<'py>(
     Ok(PyArray1::from_vec(py, out))
 }
 
+/// Frees the read buffers kept for reuse between uploads (called when a round ends).
+#[pyfunction]
+fn release_buffers() {
+    aggregate::release_buffers();
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AggregationLayout>()?;
     m.add_class::<Upload>()?;
     m.add_class::<LaneReader>()?;
     m.add_function(wrap_pyfunction!(accumulate, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(release_buffers, m)?)?;
     Ok(())
 }

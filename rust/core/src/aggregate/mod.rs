@@ -15,7 +15,7 @@ pub use structure::{
     check_structure, py_repr, type_name, weight_of, ExpectedMomentum, ExpectedParam, Layout, Located,
     WeightRule,
 };
-pub use upload::{index_upload, read_file, Buffer, FileUpload, HeldFiles, UploadError};
+pub use upload::{index_upload, read_file, release_buffers, Buffer, FileUpload, HeldFiles, UploadError};
 pub use values::{decode_into, f16_to_f64, f8_table, Lanes, F8};
 
 /// Why an upload is not averaged: a short `kind` code (documented in docs/federated.md) and a

@@ -43,9 +43,18 @@ pub struct Buffer {
     used: usize,
 }
 
-/// Buffers handed back by dropped uploads (a few: one per upload in flight).
+/// Buffers handed back by dropped uploads (a few: one per upload in flight). A round empties it
+/// when it ends ([`release_buffers`]), so no upload-sized memory outlives the round.
 static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
-const POOLED: usize = 4;
+const POOLED: usize = 3;
+
+/// Frees the buffers kept for reuse (call when a round ends).
+pub fn release_buffers() {
+    if let Ok(mut pool) = POOL.lock() {
+        pool.clear();
+        pool.shrink_to_fit();
+    }
+}
 
 impl Buffer {
     /// A buffer of `size` bytes (contents unspecified until read into).
