@@ -130,7 +130,8 @@ def test_median_memory_is_bounded_by_the_chunk_knob_not_the_fleet(tmp_path: Path
     assert result["accepted"] == MEDIAN_SOURCES and result["zero"] and result["size"] == per * 8
     grown = result["peak"] - result["before"]
     print(f"median over {MEDIAN_SOURCES} x {MEDIAN_MODEL // MIB} MiB: peak grew by {grown / MIB:.0f} MiB")
-    # the kernel's float64 check sums (1 model), the result's float64 lanes and its state (2), one
-    # upload read for its check (1), the chunk matrix and np.median's copy of it (2 chunks) and
-    # temporaries: far below the 200 models the fleet holds
-    assert grown < 6 * MEDIAN_MODEL + 4 * CHUNK, f"peak grew by {grown / MIB:.0f} MiB"
+    # the kernel's float64 check sums (1 model), the reference state (1: its .data is copied), the
+    # result's float64 lanes and its state (2), one or two uploads read for their check (2), the
+    # chunk matrix and its column copy (2 chunks) and temporaries (measured: ~350-410 MiB): far
+    # below the 200 models (12.5 GiB) the fleet holds
+    assert grown < 7 * MEDIAN_MODEL + 4 * CHUNK, f"peak grew by {grown / MIB:.0f} MiB"

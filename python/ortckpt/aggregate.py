@@ -273,6 +273,7 @@ class _Run:
                 where = upload.locate(self.layout)
                 assert not isinstance(where, tuple)  # the kernel checked the same structure
                 members.append(Member(index, client, weight, upload.reader(), where))
+                del upload  # its bytes go back to the pool before the next upload is read
             except Exception as exc:  # this upload only, never the round
                 if not members and self.reference is not None and self.label == client:
                     self.reference = self.spec = self.layout = None  # it cannot be the reference
