@@ -1,5 +1,10 @@
-"""The pieces of validated averaging shared by every engine: the reference's structure, the checks
-an upload must pass, and the float64 partial sums (all picklable, so Dask can ship them).
+"""The pieces of validated averaging shared by every engine: the reference's structure, reading an
+upload (into private memory, within the size limit), and the float64 partial sums the native
+kernel adds into (all picklable, so Dask can ship them).
+
+The checks and sums run in the Rust core (``ortckpt_core::aggregate``): the upload's index is
+checked against the reference's layout, every value is checked finite (and the sums checked not to
+overflow), then ``weight * value`` is added into float64 sums, with the GIL released.
 
 Rounding: every value is converted exactly to float64 (complex128 for complex dtypes), multiplied by
 its weight and added in float64 in the order the engine visits the sources; the sum is divided by
@@ -10,14 +15,17 @@ parameter's dtype.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from . import _dtypes
-from ._remote import open_state
+from . import _dtypes, _native
+from .io import BYTES_SOURCE, external_data_path
 from .state import CheckpointState
 
 #: dtypes whose values are averaged: real floats (bfloat16/float8 included) and complex
@@ -34,7 +42,6 @@ _REAL = frozenset(
     }
 )
 _COMPLEX = frozenset({_dtypes.COMPLEX64, _dtypes.COMPLEX128})
-_CHUNK = 1 << 22  # elements converted to float64 at a time: bounds the temporary memory
 
 
 class Rejected(ValueError):
@@ -97,73 +104,11 @@ def spec_of(state: CheckpointState, include_optimizer_state: bool) -> ModelSpec:
     return ModelSpec(params, momentums, include_optimizer_state)
 
 
-def _finite(array: np.ndarray[Any, Any]) -> bool:
-    flat = array.reshape(-1)
-    for start in range(0, flat.size, _CHUNK):
-        chunk = flat[start : start + _CHUNK]
-        if chunk.dtype.kind not in "fc":  # bfloat16 / float8: through float64
-            chunk = chunk.astype(np.float64)
-        if not np.isfinite(chunk).all():
-            return False
-    return True
-
-
-def _momentum(state: CheckpointState, key: tuple[str, str, str]) -> np.ndarray[Any, Any] | None:
-    group, param, momentum = key
-    if state.optimizer is None or group not in state.optimizer:
-        return None
-    moms = state.optimizer[group].states.get(param)
-    if moms is None or momentum not in moms:
-        return None
-    array: np.ndarray[Any, Any] = moms[momentum]
-    return array
-
-
-def check(state: CheckpointState, spec: ModelSpec) -> None:
-    """Raise ``Rejected`` unless ``state`` matches the reference structure with finite values."""
-    if state.is_nominal:
-        raise Rejected("nominal", "the checkpoint is nominal (names and types only, no values)")
-    names = set(state.parameters)
-    missing = sorted(set(spec.params) - names)
-    if missing:
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise Rejected("missing-parameter", f"parameter {missing[0]!r} is missing{more}")
-    extra = sorted(names - set(spec.params))
-    if extra:
-        more = f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
-        raise Rejected("extra-parameter", f"parameter {extra[0]!r} is not in the reference{more}")
-    for name, (trainable, code, shape) in spec.params.items():
-        p = state.parameters[name]
-        if p.trainable != trainable:
-            want = "trainable" if trainable else "frozen"
-            raise Rejected("trainable-flag", f"parameter {name!r} should be {want}, as in the reference")
-        if p.data_type != code:
-            raise Rejected(
-                "dtype", f"parameter {name!r} is {_type(p.data_type)}; the reference has {_type(code)}"
-            )
-        if tuple(p.shape) != shape:
-            raise Rejected(
-                "shape", f"parameter {name!r} has shape {tuple(p.shape)}; the reference has {shape}"
-            )
-    for key, (code, shape) in spec.momentums.items():
-        array = _momentum(state, key)
-        label = "/".join(key)
-        if array is None:
-            raise Rejected("optimizer", f"momentum {label!r} is missing")
-        if array.dtype != _dtypes.to_numpy(code) or tuple(array.shape) != shape:
-            raise Rejected(
-                "optimizer",
-                f"momentum {label!r} is {array.dtype}{list(array.shape)}; the reference has "
-                f"{_type(code)}{list(shape)}",
-            )
-    for name in spec.averaged:
-        if not _finite(state.parameters[name].data):
-            raise Rejected("non-finite", f"parameter {name!r} holds NaN or infinite values")
-    for key in spec.momentums:
-        array = _momentum(state, key)
-        assert array is not None
-        if not _finite(array):
-            raise Rejected("non-finite", f"momentum {'/'.join(key)!r} holds NaN or infinite values")
+def layout_of(spec: ModelSpec) -> _native.AggregationLayout:
+    """The native form of ``spec`` (built once per process that aggregates: it does not pickle)."""
+    params = [(n, t, code, list(shape)) for n, (t, code, shape) in spec.params.items()]
+    moms = [(g, p, m, code, list(shape)) for (g, p, m), (code, shape) in spec.momentums.items()]
+    return _native.AggregationLayout(params, moms)
 
 
 def weight_of(state: CheckpointState, weight: float | str | None) -> float:
@@ -180,53 +125,133 @@ def weight_of(state: CheckpointState, weight: float | str | None) -> float:
     return float(weight)
 
 
+def _folder_size(folder: str) -> int:
+    """Bytes of the regular files an ORT 1.15 checkpoint folder reader may read (symlinks not
+    followed: what they lead to is counted by ``os.stat`` of the entry, as the reader opens it)."""
+    total = 0
+    for entry in os.scandir(folder):
+        try:
+            if entry.is_file():
+                total += entry.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
+def _too_large(name: str, size: int, limit: int) -> Rejected:
+    return Rejected(
+        "too-large",
+        f"{name}: {size} bytes exceed the size limit of {limit} bytes (raise max_bytes if it is legitimate)",
+    )
+
+
+def open_upload(src: Any, max_bytes: int | None, storage_options: Any) -> _native.Upload:
+    """One upload read into private memory (never a shared mapping: a truncation by another
+    process cannot crash the server) and indexed; at most ``max_bytes`` bytes are read, whatever
+    the source (files and their ``.data``, folders, URLs, bytes, states). Raises ``Rejected``
+    (too large) or the reader's error."""
+    from ._remote import is_url, local_path, read_url
+
+    if isinstance(src, CheckpointState):
+        src = src.to_bytes(include_optimizer_state=True)
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        size = memoryview(src).nbytes
+        if max_bytes is not None and size > max_bytes:
+            raise Rejected("too-large", f"upload of {size} bytes exceeds the size limit of {max_bytes} bytes")
+        return _native.Upload.from_bytes(bytes(src), BYTES_SOURCE)
+    if is_url(src):
+        url = str(src)
+        data = read_url(url, max_bytes=max_bytes, storage_options=storage_options)
+        external = None
+        ext_url = external_data_path(url)
+        fs_exists = _url_exists(ext_url, storage_options)
+        if fs_exists:
+            left = None if max_bytes is None else max_bytes - len(data)
+            external = read_url(ext_url, max_bytes=left, storage_options=storage_options)
+        return _native.Upload.from_bytes(data, url, external)
+    name = local_path(src)
+    if os.path.isdir(name):  # an ORT 1.15 folder: measured first, then read by the legacy reader
+        size = _folder_size(name)
+        if max_bytes is not None and size > max_bytes:
+            raise _too_large(name, size, max_bytes)
+        from ._legacy import load_folder
+
+        return _native.Upload.from_bytes(load_folder(name).to_bytes(include_optimizer_state=True), name)
+    found = _native.Upload.read(name, max_bytes)
+    if isinstance(found, tuple):
+        raise Rejected(*found)
+    return found
+
+
+def _url_exists(url: str, storage_options: Any) -> bool:
+    from ._remote import _exists
+
+    return _exists(url, storage_options)
+
+
+def identity(src: Any, upload: _native.Upload | None = None) -> tuple[Any, ...] | None:
+    """What tells the same upload given twice: the file (device, inode) for local files, the URL
+    for URLs, the content's BLAKE2 digest for bytes and states."""
+    if upload is not None and upload.identity is not None:
+        return ("file", *upload.identity)
+    if isinstance(src, CheckpointState):
+        src = src.to_bytes(include_optimizer_state=True)
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        return ("content", hashlib.blake2b(src, digest_size=16).digest())
+    if isinstance(src, (str, os.PathLike)):
+        return ("path", os.fsdecode(os.fspath(src)))
+    return None
+
+
 @dataclass
 class PartialSum:
-    """The sum of weight * values in float64 (complex128) per averaged tensor, and of the weights."""
+    """The sum of weight * values in float64 per averaged tensor ("slot": trainable parameters,
+    then momentums; complex values as real/imaginary pairs), a bound on each sum's magnitude (see
+    the kernel), and the sum of the weights."""
 
-    sums: dict[str, np.ndarray[Any, Any]] = field(default_factory=dict)
+    sums: list[np.ndarray[Any, Any]] = field(default_factory=list)
+    bounds: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros(0))
     total_weight: float = 0.0
     count: int = 0
 
-    def _add(self, key: str, array: np.ndarray[Any, Any], weight: float) -> None:
-        acc = self.sums.get(key)
-        if acc is None:
-            kind = np.complex128 if array.dtype.kind == "c" else np.float64
-            acc = self.sums[key] = np.zeros(array.shape, kind)
-        flat_acc = acc.reshape(-1)
-        flat = array.reshape(-1)
-        for start in range(0, flat.size, _CHUNK):
-            part = flat[start : start + _CHUNK].astype(flat_acc.dtype)
-            part *= weight
-            flat_acc[start : start + _CHUNK] += part
+    def ensure(self, layout: _native.AggregationLayout) -> None:
+        if not self.sums:
+            self.sums = [np.zeros(n, np.float64) for n in layout.slot_lanes()]
+            self.bounds = np.zeros(len(self.sums), np.float64)
 
-    def add(self, state: CheckpointState, spec: ModelSpec, weight: float) -> None:
-        for name in spec.averaged:
-            self._add(name, state.parameters[name].data, weight)
-        for key in spec.momentums:
-            array = _momentum(state, key)
-            assert array is not None
-            self._add("\0".join(key), array, weight)
-        self.total_weight += weight
+    def add(
+        self, upload: _native.Upload, layout: _native.AggregationLayout, weight: float | str | None
+    ) -> float:
+        """Check ``upload`` and add it (native kernel); ``Rejected`` when it is not averaged."""
+        self.ensure(layout)
+        given = None if isinstance(weight, str) or weight is None else float(weight)
+        prop = weight if isinstance(weight, str) else None
+        outcome = _native.accumulate(upload, layout, self.sums, self.bounds, given, prop)
+        if isinstance(outcome, tuple):
+            raise Rejected(*outcome)
+        self.total_weight += outcome
         self.count += 1
+        return outcome
 
     def merge(self, other: PartialSum) -> PartialSum:
-        for key, value in other.sums.items():
-            acc = self.sums.get(key)
-            if acc is None:
-                self.sums[key] = value
-            else:
+        if not self.sums:
+            self.sums, self.bounds = other.sums, other.bounds
+        elif other.sums:
+            for acc, value in zip(self.sums, other.sums, strict=True):
                 acc += value
+                if not np.isfinite(acc).all():
+                    raise OverflowError("the partial sums of two batches overflow float64 when added")
+            self.bounds = self.bounds + other.bounds
         self.total_weight += other.total_weight
         self.count += other.count
         return self
 
-    def mean(self, key: str, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
-        out: np.ndarray[Any, Any] = (self.sums[key] / self.total_weight).astype(dtype)
+    def mean(self, slot: int, dtype: np.dtype[Any], shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+        total = self.sums[slot]
+        if dtype.kind == "c":
+            total = total.view(np.complex128)
+        out: np.ndarray[Any, Any] = (total / self.total_weight).astype(dtype).reshape(shape)
         return out
-
-    def momentum_mean(self, key: tuple[str, str, str], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
-        return self.mean("\0".join(key), dtype)
 
 
 @dataclass(frozen=True)
@@ -239,6 +264,12 @@ class SourceReport:
     weight: float | None = None
     kind: str | None = None  # rejection kind: "unreadable", "too-large", "dtype", ... (docs/federated.md)
     reason: str | None = None
+    # diagnostics of the robust methods and update hygiene (None on the plain FedAvg path)
+    norm: float | None = None  # L2 norm of the update (of the values, without relative_to), before clipping
+    clipped: bool | None = None  # scaled down to clip_norm
+    distance: float | None = None  # L2 distance of the (clipped) update to the aggregate
+    krum_score: float | None = None  # krum / multi_krum / bulyan: sum of the n - f - 2 smallest distances
+    selected: bool | None = None  # krum / multi_krum / bulyan: among the uploads the method kept
 
 
 def visit(
@@ -246,21 +277,49 @@ def visit(
     client: str,
     src: Any,
     weight: float | str | None,
-    spec: ModelSpec,
+    layout: _native.AggregationLayout,
     max_bytes: int | None,
     storage_options: Any,
     acc: PartialSum,
+    seen: dict[tuple[Any, ...], str] | None = None,
+    opened: Callable[[], _native.Upload] | None = None,
 ) -> SourceReport:
-    """Load, check and (when it passes) add one upload to ``acc``. Never raises for a bad upload:
-    whatever is wrong with it is returned as a rejection."""
+    """Read, check and (when it passes) add one upload to ``acc``. Never raises for a bad upload:
+    whatever is wrong with it is returned as a rejection. ``seen`` (identity -> client) rejects
+    the same upload given twice (kind ``duplicate``). ``opened`` gives the upload already being
+    read (see ``prefetched``)."""
     try:
-        state = open_state(src, max_bytes=max_bytes, storage_options=storage_options)
-        check(state, spec)
-        w = weight_of(state, weight)
-        acc.add(state, spec, w)
+        upload = opened() if opened is not None else open_upload(src, max_bytes, storage_options)
+        if seen is not None:
+            key = identity(src, upload)
+            if key is not None:
+                first = seen.get(key)
+                if first is not None:
+                    raise Rejected("duplicate", f"the same upload as {first!r} (counted once)")
+                seen[key] = client
+        w = acc.add(upload, layout, weight)
     except Exception as exc:  # garbage, truncated, unreachable: this upload only, never the round
         return rejection(index, client, exc)
     return SourceReport(index, client, True, weight=w)
+
+
+def prefetched(
+    items: Iterator[tuple[int, str, Any, float | str | None]], max_bytes: int | None, storage_options: Any
+) -> Iterator[tuple[tuple[int, str, Any, float | str | None], Callable[[], _native.Upload]]]:
+    """Each item with a function returning its upload, read one item ahead on another thread: the
+    next upload's bytes arrive while the kernel adds the current one (the read and the kernel
+    release the GIL). At most two uploads are in memory at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="ortckpt-read") as pool:
+        ahead = None
+        for item in items:
+            future = pool.submit(open_upload, item[2], max_bytes, storage_options)
+            if ahead is not None:
+                yield ahead[0], ahead[1].result
+            ahead = (item, future)
+        if ahead is not None:
+            yield ahead[0], ahead[1].result
 
 
 def rejection(index: int, client: str, exc: Exception) -> SourceReport:
@@ -283,7 +342,10 @@ def visit_batch(
 ) -> tuple[PartialSum, list[SourceReport]]:
     """One Dask task: the partial sum and verdicts of a batch of uploads."""
     acc = PartialSum()
-    reports = [visit(i, c, s, w, spec, max_bytes, storage_options, acc) for i, c, s, w in batch]
+    layout = layout_of(spec)
+    seen: dict[tuple[Any, ...], str] = {}
+    reports = [visit(i, c, s, w, layout, max_bytes, storage_options, acc, seen) for i, c, s, w in batch]
+    _native.release_buffers()  # idle read buffers only: a batch on another thread keeps its own
     return acc, reports
 
 

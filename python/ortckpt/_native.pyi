@@ -16,6 +16,7 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "WRITABLE_VERSIONS",
     "WRITTEN_VERSION",
+    "AggregationLayout",
     "CheckpointChangedError",
     "CheckpointError",
     "DuplicateNameError",
@@ -23,10 +24,13 @@ __all__ = [
     "Index",
     "InterruptedSaveError",
     "InvalidCheckpointError",
+    "LaneReader",
     "MappedFile",
     "TensorDataError",
     "TensorRecord",
     "UnsupportedVersionError",
+    "Upload",
+    "accumulate",
     "external_data_location",
     "external_data_path",
     "index_checkpoint",
@@ -36,6 +40,8 @@ __all__ = [
     "read_adapter_bytes",
     "read_legacy_folder",
     "recover",
+    "reduce_columns",
+    "release_buffers",
     "save_checkpoint",
     "serialize_adapter",
     "serialize_checkpoint",
@@ -165,6 +171,57 @@ def read_adapter_bytes(data: Buffer, source: str) -> AdapterContents: ...
 def serialize_adapter(
     parameters: Sequence[tuple[str, int, Sequence[int], Buffer]], adapter_version: int, model_version: int
 ) -> bytes: ...
+
+@final
+class AggregationLayout:
+    """The reference's structure for the aggregation kernel: parameters ``(name, trainable, data
+    type, dims)`` and averaged momentums ``(group, parameter, momentum, data type, dims)``."""
+
+    def __new__(
+        cls,
+        params: Sequence[tuple[str, bool, int, Sequence[int]]],
+        momentums: Sequence[tuple[str, str, str, int, Sequence[int]]],
+    ) -> AggregationLayout: ...
+    def slot_lanes(self) -> list[int]: ...
+
+@final
+class Upload:
+    """One upload, indexed, its bytes in private memory (or ``bytes``)."""
+
+    @staticmethod
+    def read(path: PathArg, max_bytes: int | None = None) -> Upload | tuple[str, str]: ...
+    @staticmethod
+    def from_bytes(data: bytes, source: str, external: bytes | None = None) -> Upload: ...
+    @property
+    def identity(self) -> tuple[int, int] | None: ...
+    @property
+    def checkpoint(self) -> bytes: ...
+    @property
+    def external(self) -> bytes | None: ...
+    @property
+    def is_nominal(self) -> bool: ...
+    def locate(self, layout: AggregationLayout) -> list[tuple[int, int, bool, int]] | tuple[str, str]: ...
+    def reader(self) -> LaneReader: ...
+
+@final
+class LaneReader:
+    """An upload's values read again chunk by chunk (pread from its held files, or its bytes)."""
+
+    def read(self, location: tuple[int, int, bool, int], first: int, count: int) -> NDArray[np.float64]: ...
+    def read_into(
+        self, location: tuple[int, int, bool, int], first: int, out: NDArray[np.float64]
+    ) -> None: ...
+
+def release_buffers() -> None: ...
+def reduce_columns(x: NDArray[np.float64], method: str, cut: int = 0) -> NDArray[np.float64]: ...
+def accumulate(
+    upload: Upload,
+    layout: AggregationLayout,
+    sums: Sequence[NDArray[np.float64]],
+    bounds: NDArray[np.float64],
+    weight: float | None = None,
+    weight_property: str | None = None,
+) -> float | tuple[str, str]: ...
 
 WRITTEN_VERSION: int
 WRITABLE_VERSIONS: list[int]

@@ -9,27 +9,32 @@ cluster. See docs/federated.md.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
+from . import _native
 from ._fedavg import (
     ModelSpec,
     PartialSum,
     SourceReport,
-    check,
+    identity,
+    layout_of,
+    open_upload,
+    prefetched,
     rejection,
     spec_of,
     visit,
-    weight_of,
 )
 from ._progress import progress as progress_bar
-from ._remote import local_output, open_state
+from ._remote import local_output
+from ._robust import DEFAULT_CHUNK_BYTES, Member, Options
 from ._types import StrPath
 from .errors import CheckpointError
-from .io import save
+from .io import load_bytes, save
 from .state import CheckpointState, OptimizerGroup, Parameter
 
 #: One upload: a local path or fsspec URL, the checkpoint's bytes, or a loaded state.
@@ -57,6 +62,7 @@ class AggregationReport:
     total_weight: float
     state: CheckpointState
     engine: str
+    method: str = "fedavg"
 
     @property
     def accepted(self) -> list[SourceReport]:
@@ -142,20 +148,34 @@ def _default_limit(reference: CheckpointState) -> int:
 
 def _result(reference: CheckpointState, spec: ModelSpec, acc: PartialSum) -> CheckpointState:
     params: list[Parameter] = []
-    for name, (trainable, _, _) in spec.params.items():
+    slot = 0
+    for name, (trainable, _, shape) in spec.params.items():
         ref = reference.parameters[name]
-        params.append(Parameter(name, acc.mean(name, ref.dtype), trainable=True) if trainable else ref)
+        if trainable:
+            params.append(Parameter(name, acc.mean(slot, ref.dtype, shape), trainable=True))
+            slot += 1
+        else:
+            params.append(ref)
     optimizer = None
     if spec.include_optimizer_state:
         assert reference.optimizer is not None
+        slots = {key: slot + i for i, key in enumerate(spec.momentums)}
         optimizer = {}
         for group_name, group in reference.optimizer.items():
             states = {
-                param: {m: acc.momentum_mean((group_name, param, m), arr.dtype) for m, arr in moms.items()}
+                param: {
+                    m: acc.mean(slots[(group_name, param, m)], arr.dtype, tuple(arr.shape))
+                    for m, arr in moms.items()
+                }
                 for param, moms in group.states.items()
             }
             optimizer[group_name] = OptimizerGroup(group.step, group.initial_learning_rate, states)
     return CheckpointState(params, properties=reference.properties, optimizer=optimizer)
+
+
+def _state_of(upload: _native.Upload) -> CheckpointState:
+    """The state over an upload's private bytes (no copy)."""
+    return load_bytes(upload.checkpoint, external_data=upload.external)
 
 
 def _shippable(src: Source) -> Source:
@@ -165,27 +185,6 @@ def _shippable(src: Source) -> Source:
     if isinstance(src, (bytearray, memoryview)):
         return bytes(src)
     return src
-
-
-def _try_reference(
-    index: int,
-    client: str,
-    src: Source,
-    rule: float | str | None,
-    include_optimizer_state: bool,
-    max_bytes: int | None,
-    storage_options: Any,
-) -> tuple[CheckpointState, ModelSpec] | SourceReport:
-    """The upload as the reference (it loads, can be averaged, has finite values and a weight),
-    or the report rejecting it."""
-    try:
-        state = open_state(src, max_bytes=max_bytes, storage_options=storage_options)
-        spec = spec_of(state, include_optimizer_state)
-        check(state, spec)
-        weight_of(state, rule)
-    except Exception as exc:  # a bad upload cannot be the reference; the next one is tried
-        return rejection(index, client, exc)
-    return state, spec
 
 
 _Item = tuple[int, str, Source, float | str | None]
@@ -200,50 +199,130 @@ class _Run:
         self.opts = opts
         self.reference: CheckpointState | None = None
         self.spec: ModelSpec | None = None
+        self.layout: _native.AggregationLayout | None = None
         self.label = "none"
         self.limit = max_bytes
         self.acc = PartialSum()
         self.reports: list[SourceReport] = []
+        self.seen: dict[tuple[Any, ...], str] = {}
+        self.total_weight: float | None = None  # set by the streamed methods (acc then holds means)
 
     def set_reference(self, state: CheckpointState, spec: ModelSpec, label: str) -> None:
         self.reference, self.spec, self.label = state, spec, label
+        self.layout = layout_of(spec)
         if self.max_bytes is None:
             self.limit = _default_limit(state)
 
-    def _try_reference(self, item: _Item) -> CheckpointState | None:
-        """Make the upload the reference if it can be one (else report why not)."""
-        found = _try_reference(*item, self.include, self.limit, self.opts)
-        if isinstance(found, SourceReport):
-            self.reports.append(found)
-            return None
-        self.set_reference(found[0], found[1], item[1])
-        return found[0]
+    def _try_reference(self, item: _Item) -> bool:
+        """Make the upload the reference if it can be one: it loads, can be averaged, passes its
+        own checks and has a weight (its sum is kept); else report why not."""
+        index, client, src, rule = item
+        try:
+            upload = open_upload(src, self.limit, self.opts)
+            state = _state_of(upload)
+            spec = spec_of(state, self.include)
+            layout = layout_of(spec)
+            acc = PartialSum()
+            weight = acc.add(upload, layout, rule)
+        except Exception as exc:  # a bad upload cannot be the reference; the next one is tried
+            self.reports.append(rejection(index, client, exc))
+            return False
+        self.set_reference(state, spec, client)
+        self.acc = acc
+        key = identity(src, upload)
+        if key is not None:
+            self.seen[key] = client
+        self.reports.append(SourceReport(index, client, True, weight=weight))
+        return True
 
     def here(self, items: Iterable[_Item]) -> None:
         """One upload at a time in this process (a generator is consumed once)."""
+        items = iter(items)
+        for item in items:
+            if self.spec is not None:
+                items = itertools.chain([item], items)
+                break
+            # no reference given: the first upload that loads and passes its own checks
+            self._try_reference(item)
+        else:
+            return
+        assert self.layout is not None
+        for (index, client, src, rule), opened in prefetched(items, self.limit, self.opts):
+            report = visit(
+                index, client, src, rule, self.layout, self.limit, self.opts, self.acc, self.seen, opened
+            )
+            self.reports.append(report)
+
+    def collect(self, items: Iterable[_Item]) -> list[Member]:
+        """Check every upload with the FedAvg kernel (its sum is discarded) and keep a reader of
+        each accepted one, for the streamed methods."""
+        members: list[Member] = []
         for index, client, src, rule in items:
-            if self.spec is None:
-                # no reference given: the first upload that loads and passes its own checks
-                state = self._try_reference((index, client, src, rule))
-                if state is None:
-                    continue
-                src = state
-            assert self.spec is not None
-            self.reports.append(visit(index, client, src, rule, self.spec, self.limit, self.opts, self.acc))
+            try:
+                upload = open_upload(src, self.limit, self.opts)
+                if self.spec is None:
+                    state = _state_of(upload)
+                    self.set_reference(state, spec_of(state, self.include), client)
+                    self.acc = PartialSum()
+                assert self.layout is not None
+                key = identity(src, upload)
+                if key is not None and key in self.seen:
+                    raise _duplicate(self.seen[key])
+                weight = self.acc.add(upload, self.layout, rule)
+                if key is not None:
+                    self.seen[key] = client
+                where = upload.locate(self.layout)
+                assert not isinstance(where, tuple)  # the kernel checked the same structure
+                members.append(Member(index, client, weight, upload.reader(), where))
+                del upload  # its bytes go back to the pool before the next upload is read
+            except Exception as exc:  # this upload only, never the round
+                if not members and self.reference is not None and self.label == client:
+                    self.reference = self.spec = self.layout = None  # it cannot be the reference
+                    self.label, self.limit = "none", self.max_bytes
+                self.reports.append(rejection(index, client, exc))
+                continue
+        return members
 
     def on_dask(self, client: Any, items: list[_Item], show_progress: bool) -> None:
         from ._dask import average_on_dask
 
         for item in items if self.spec is None else []:
-            if self._try_reference(item) is not None:
+            if self._try_reference(item):
                 break
         if self.spec is not None:
-            # the workers check every upload again, the ones tried as reference included; states
-            # and buffers travel as bytes
-            shipped = [(i, c, _shippable(s), r) for i, c, s, r in items]
-            self.acc, self.reports = average_on_dask(
+            # the workers check every upload again, the one tried as reference included; states
+            # and buffers travel as bytes. Duplicates are found here, before shipping.
+            self.reports, shipped = [], []
+            seen: dict[tuple[Any, ...], str] = {}
+            for i, c, s, r in items:
+                src = _shippable(s)
+                key = identity(_local_key(src))
+                if key is not None and key in seen:
+                    dup = rejection(i, c, _duplicate(seen[key]))
+                    self.reports.append(dup)
+                    continue
+                if key is not None:
+                    seen[key] = c
+                shipped.append((i, c, src, r))
+            self.acc, reports = average_on_dask(
                 client, shipped, self.spec, self.limit, self.opts, show_progress
             )
+            self.reports.extend(reports)
+
+
+def _local_key(src: Source) -> Any:
+    """A local path as its resolved path (symlinks to one file name it once); other sources as they are."""
+    from ._remote import is_url, local_path
+
+    if isinstance(src, (str, os.PathLike)) and not is_url(src):
+        return os.path.realpath(local_path(src))
+    return src
+
+
+def _duplicate(first: str) -> Exception:
+    from ._fedavg import Rejected
+
+    return Rejected("duplicate", f"the same upload as {first!r} (counted once)")
 
 
 def average(
@@ -257,6 +336,15 @@ def average(
     max_bytes: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: bool = False,
+    method: str = "fedavg",
+    trim: float = 0.1,
+    byzantine: int = 0,
+    keep: int | None = None,
+    relative_to: Source | None = None,
+    clip_norm: float | None = None,
+    noise_multiplier: float | None = None,
+    seed: int | None = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> AggregationReport:
     """Weighted average (FedAvg) of device checkpoints, validated upload by upload.
 
@@ -285,23 +373,47 @@ def average(
     ``engine``: None runs here; a ``dask.distributed.Client`` maps loading, checks and partial
     sums over the cluster's workers in batches and adds the partial sums in a tree (paths must
     then be readable by the workers: shared storage or URLs). ``progress`` shows a bar on a terminal.
+
+    ``method``: ``"fedavg"`` (the weighted mean), ``"median"`` (coordinate-wise),
+    ``"trimmed_mean"`` (``trim`` = share cut at each side, ``int(trim * n)`` values), ``"krum"`` /
+    ``"multi_krum"`` (``byzantine`` = f tolerated attackers; MultiKrum averages the ``keep`` best,
+    default n - f, by weight) or ``"bulyan"`` (needs n >= 4f + 3), as Flower defines them; median,
+    trimmed mean, Krum and Bulyan ignore the weights, as Flower does. Update hygiene:
+    ``relative_to`` (the global model the round started from) aggregates the updates
+    ``upload - global`` and adds the aggregate back; ``clip_norm`` scales each update down to an L2
+    norm of at most c (over all averaged tensors, as Flower's fixed clipping); ``noise_multiplier``
+    (with ``clip_norm``) adds Gaussian noise of standard deviation ``noise_multiplier * clip_norm /
+    n`` to the aggregate (central DP; ``seed`` makes it reproducible). Any method but plain FedAvg
+    streams the uploads chunk by chunk: at most ``chunk_bytes`` of float64 values across all of
+    them at a time (local engine only). The report's sources then carry diagnostics (``norm``,
+    ``clipped``, ``distance``, ``krum_score``, ``selected``).
     """
+    options = Options(method, trim, byzantine, keep, clip_norm, noise_multiplier, seed, chunk_bytes)
+    options.check()
+    streamed = not options.plain or relative_to is not None
+    if streamed and engine is not None:
+        raise ValueError("robust methods and update hygiene run on the local engine only (engine=None)")
     opts = dict(storage_options) if storage_options is not None else None
     if max_bytes is not None and max_bytes <= 0:
         raise ValueError(f"max_bytes must be positive, got {max_bytes}")
     items = _items(sources, weights)
     run = _Run(include_optimizer_state, max_bytes, opts)
     if reference is not None:
-        given = open_state(reference, storage_options=opts)
+        given = _state_of(open_upload(reference, None, opts))
         is_bytes = isinstance(reference, (bytes, bytearray, memoryview))
         run.set_reference(
             given, spec_of(given, include_optimizer_state), "<bytes>" if is_bytes else _label(-1, reference)
         )
-    if engine is not None:
-        run.on_dask(engine, list(items), progress)
-    else:
-        total = len(sources) if isinstance(sources, (Sequence, Mapping)) else None
-        run.here(progress_bar(items, enabled=progress, desc="averaging", total=total, unit="upload"))
+    try:
+        if streamed:
+            _streamed(run, items, options, relative_to, opts, progress, sources)
+        elif engine is not None:
+            run.on_dask(engine, list(items), progress)
+        else:
+            total = len(sources) if isinstance(sources, (Sequence, Mapping)) else None
+            run.here(progress_bar(items, enabled=progress, desc="averaging", total=total, unit="upload"))
+    finally:
+        _native.release_buffers()  # no upload-sized read buffer outlives the round
     acc, reports, spec, ref_state, ref_label = run.acc, run.reports, run.spec, run.reference, run.label
     engine_name = "local" if engine is None else "dask"
 
@@ -319,4 +431,47 @@ def average(
         with local_output(out, opts) as path:
             save(state, path, include_optimizer_state=include_optimizer_state)
     reports.sort(key=lambda r: r.index)
-    return AggregationReport(written, ref_label, reports, acc.total_weight, state, engine_name)
+    total_weight = acc.total_weight if run.total_weight is None else run.total_weight
+    return AggregationReport(written, ref_label, reports, total_weight, state, engine_name, method)
+
+
+def _streamed(
+    run: _Run,
+    items: Iterator[_Item],
+    options: Options,
+    relative_to: Source | None,
+    opts: Any,
+    progress: bool,
+    sources: Any,
+) -> None:
+    """The robust methods and update hygiene: check every upload, then aggregate them streamed."""
+    from ._robust import aggregate as robust_aggregate
+
+    total = len(sources) if isinstance(sources, (Sequence, Mapping)) else None
+    members = run.collect(progress_bar(items, enabled=progress, desc="checking", total=total, unit="upload"))
+    if not members or run.layout is None:
+        return
+    base = None
+    if relative_to is not None:
+        upload = open_upload(relative_to, None, opts)
+        where = upload.locate(run.layout)
+        if isinstance(where, tuple):
+            raise ValueError(f"relative_to does not match the reference: {where[1]}")
+        base = Member(-1, "relative_to", 1.0, upload.reader(), where)
+    outcome = robust_aggregate(members, run.layout.slot_lanes(), options, base)
+    run.acc = PartialSum(outcome.slots, run.acc.bounds, 1.0, len(members))  # the means themselves
+    for m in members:  # run.reports holds the rejections so far
+        run.reports.append(
+            SourceReport(
+                m.index,
+                m.client,
+                True,
+                weight=m.weight,
+                norm=m.norm,
+                clipped=m.clipped,
+                distance=m.distance,
+                krum_score=m.krum_score,
+                selected=m.selected,
+            )
+        )
+    run.total_weight = sum(m.weight for m in members)

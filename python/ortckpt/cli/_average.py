@@ -21,11 +21,17 @@ def _report_json(report: AggregationReport, written: bool) -> dict[str, JsonValu
             "weight": s.weight,
             "kind": s.kind,
             "reason": s.reason,
+            "norm": s.norm,
+            "clipped": s.clipped,
+            "distance": s.distance,
+            "krum_score": s.krum_score,
+            "selected": s.selected,
         }
         for s in report.sources
     ]
     return {
         "output": report.output if written else None,
+        "method": report.method,
         "reference": report.reference,
         "accepted": len(report.accepted),
         "rejected": len(report.rejected),
@@ -49,6 +55,15 @@ def run_average(args: argparse.Namespace, out: TextIO) -> int:
             include_optimizer_state=args.include_optimizer_state,
             max_bytes=args.max_bytes,
             progress=True,  # a bar on a terminal only
+            method=args.method,
+            trim=args.trim,
+            byzantine=args.byzantine,
+            keep=args.keep,
+            relative_to=args.relative_to,
+            clip_norm=args.clip_norm,
+            noise_multiplier=args.noise_multiplier,
+            seed=args.seed,
+            chunk_bytes=args.chunk_bytes,
         )
     except AggregationError as exc:
         failed = exc.report

@@ -334,6 +334,7 @@ def _add_server_commands(parser: Parser, commands: Any) -> None:
         metavar="BYTES",
         help="reject larger uploads (default: 4x the reference's tensor bytes + 1 MiB)",
     )
+    add_method_options(average)
     add_output_options(average, writes=False)
 
 
@@ -363,6 +364,36 @@ def _add_deploy_commands(parser: Parser, commands: Any) -> None:
         "--model-version", type=int, metavar="N", help="int32 stored in the file (default 0)"
     )
     add_output_options(export_adapter, writes=True)
+
+
+_METHODS = ("fedavg", "median", "trimmed_mean", "krum", "multi_krum", "bulyan")  # as ortckpt._robust
+
+
+def add_method_options(command: argparse.ArgumentParser) -> None:
+    """``--method`` and its parameters, and the update hygiene (docs/federated.md)."""
+    command.add_argument(
+        "--method", choices=_METHODS, default="fedavg", help="aggregation rule (default fedavg)"
+    )
+    command.add_argument("--trim", type=float, default=0.1, help="trimmed_mean: share cut at each side")
+    command.add_argument(
+        "--byzantine", type=int, default=0, metavar="F", help="krum/multi_krum/bulyan: attackers"
+    )
+    command.add_argument("--keep", type=int, metavar="M", help="multi_krum: uploads averaged (default n - F)")
+    command.add_argument(
+        "--relative-to", metavar="GLOBAL", help="aggregate updates against this global model"
+    )
+    command.add_argument("--clip-norm", type=float, metavar="C", help="clip each update's L2 norm to C")
+    command.add_argument(
+        "--noise-multiplier", type=float, metavar="Z", help="central DP noise (needs --clip-norm)"
+    )
+    command.add_argument("--seed", type=int, help="seed of the noise")
+    command.add_argument(
+        "--chunk-bytes",
+        type=int,
+        default=64 << 20,
+        metavar="BYTES",
+        help="streamed methods: memory per chunk",
+    )
 
 
 def _positive(text: str) -> int:

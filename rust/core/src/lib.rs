@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 mod adapter;
+pub mod aggregate;
 mod assemble;
 mod commit;
 mod crash;

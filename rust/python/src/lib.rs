@@ -2,6 +2,7 @@
 //! verification, copies and writes, and maps errors; the format logic lives in the core crate.
 
 mod adapter;
+mod aggregate;
 mod arrays;
 mod convert;
 mod errors;
@@ -129,6 +130,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MappedFile>()?;
     m.add_class::<Index>()?;
     m.add_class::<TensorRecord>()?;
+    aggregate::register(m)?;
     m.add_function(wrap_pyfunction!(index_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(convert::is_unchanging, m)?)?;
     m.add_function(wrap_pyfunction!(serialize_checkpoint, m)?)?;

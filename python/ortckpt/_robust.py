@@ -1,0 +1,228 @@
+"""Robust aggregation (median, trimmed mean, Krum, MultiKrum, Bulyan) and update hygiene (deltas
+against the global model, norm clipping, Gaussian noise), streamed across the uploads.
+
+Every upload is first checked by the native FedAvg kernel (structure, finite values, weight); its
+files stay open (or its bytes held) and its values are then read again chunk by chunk with
+``pread``, never all at once: each sweep holds one chunk of every upload, an ``N x chunk`` float64
+matrix of at most ``chunk_bytes`` bytes (the knob), so memory is O(N x chunk) + O(one model) for the
+result, never O(N x model). Definitions follow Flower's ``flwr.server.strategy.aggregate``
+functions (tests compare against them); see docs/federated.md for each method and its cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import _native
+
+METHODS = ("fedavg", "median", "trimmed_mean", "krum", "multi_krum", "bulyan")
+#: float64 bytes of one chunk across all uploads (the ``chunk_bytes`` knob's default)
+DEFAULT_CHUNK_BYTES = 64 << 20
+_MIN_CHUNK = 1024  # lanes: fewer per upload would make the per-read cost dominate
+
+Matrix = np.ndarray[Any, Any]
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to aggregate: the method and its parameters, and the update hygiene."""
+
+    method: str = "fedavg"
+    trim: float = 0.1
+    byzantine: int = 0
+    keep: int | None = None
+    clip_norm: float | None = None
+    noise_multiplier: float | None = None
+    seed: int | None = None
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
+
+    @property
+    def plain(self) -> bool:
+        """FedAvg without hygiene: the one-pass native path."""
+        return self.method == "fedavg" and self.clip_norm is None and self.noise_multiplier is None
+
+    def check(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}; got {self.method!r}")
+        if not 0.0 <= self.trim < 0.5:
+            raise ValueError(f"trim must be in [0, 0.5) (the share cut at each side); got {self.trim}")
+        if self.byzantine < 0:
+            raise ValueError(f"byzantine must be >= 0; got {self.byzantine}")
+        if self.keep is not None and self.keep < 1:
+            raise ValueError(f"keep must be >= 1; got {self.keep}")
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ValueError(f"clip_norm must be positive; got {self.clip_norm}")
+        if self.noise_multiplier is not None:
+            if self.clip_norm is None:
+                raise ValueError("noise_multiplier needs clip_norm (the noise scales with the clipping norm)")
+            if self.noise_multiplier < 0:
+                raise ValueError(f"noise_multiplier must be >= 0; got {self.noise_multiplier}")
+        if self.chunk_bytes < 8:
+            raise ValueError(f"chunk_bytes must be at least 8; got {self.chunk_bytes}")
+
+
+@dataclass
+class Member:
+    """An accepted upload, ready to be read again chunk by chunk."""
+
+    index: int
+    client: str
+    weight: float
+    reader: _native.LaneReader
+    locations: list[tuple[int, int, bool, int]]
+    norm: float = 0.0
+    clipped: bool = False
+    distance: float = 0.0
+    krum_score: float | None = None
+    selected: bool = True
+
+
+@dataclass
+class Outcome:
+    """The aggregate per slot (float64 lanes) and what was computed about each member."""
+
+    slots: list[Matrix] = field(default_factory=list)
+
+
+def _sweep(
+    members: list[Member],
+    lanes: list[int],
+    chunk_bytes: int,
+    base: Member | None,
+    scale: Matrix,
+    visit: Callable[[int, int, Matrix], None],
+) -> None:
+    """Calls ``visit(slot, start, X)`` for every chunk of every slot, X the ``N x chunk`` float64
+    values of the members (minus ``base``'s when given, times ``scale`` per member)."""
+    per = max(_MIN_CHUNK, chunk_bytes // (8 * max(1, len(members))))
+    for slot, total in enumerate(lanes):
+        for start in range(0, total, per):
+            count = min(per, total - start)
+            x = np.empty((len(members), count), np.float64)
+            for row, m in enumerate(members):
+                m.reader.read_into(m.locations[slot], start, x[row])
+            if base is not None:
+                x -= base.reader.read(base.locations[slot], start, count)
+            if not np.all(scale == 1.0):
+                x *= scale[:, None]
+            visit(slot, start, x)
+
+
+def _krum_scores(d: Matrix, byzantine: int) -> Matrix:
+    """Flower's Krum score: the sum of each vector's n - f - 2 smallest distances to the others."""
+    n = len(d)
+    closest = max(1, n - byzantine - 2)
+    return np.array([np.sum(d[i, np.argsort(d[i])[1 : closest + 1]]) for i in range(n)])
+
+
+def _bulyan_select(d: Matrix, byzantine: int) -> list[int]:
+    """Flower's Bulyan selection: n - 2f rounds of Krum, each removing its pick."""
+    remaining = list(range(len(d)))
+    chosen = []
+    for _ in range(len(d) - 2 * byzantine):
+        sub = d[np.ix_(remaining, remaining)]
+        best = int(np.argmin(_krum_scores(sub, byzantine)))
+        chosen.append(remaining.pop(best))
+    return chosen
+
+
+def aggregate(members: list[Member], lanes: list[int], options: Options, base: Member | None) -> Outcome:
+    """The aggregate of ``members`` per ``options``; fills each member's diagnostics."""
+    n = len(members)
+    o = options
+    if o.method == "bulyan" and n < 4 * o.byzantine + 3:
+        raise ValueError(
+            f"bulyan needs at least 4 * byzantine + 3 = {4 * o.byzantine + 3} accepted uploads; got {n}"
+        )
+    if o.method == "multi_krum" and o.keep is not None and o.keep > n:
+        raise ValueError(f"keep={o.keep} is more than the {n} accepted uploads")
+    ones = np.ones(n)
+    squares = np.zeros(n)
+    need_norms = o.clip_norm is not None
+    if need_norms:
+
+        def norms_of(slot: int, start: int, x: Matrix) -> None:
+            squares[:] += (x * x).sum(1)
+
+        _sweep(members, lanes, o.chunk_bytes, base, ones, norms_of)
+    scale = ones
+    if o.clip_norm is not None:
+        norms = np.sqrt(squares)
+        with np.errstate(divide="ignore"):
+            scale = np.minimum(1.0, o.clip_norm / norms)  # Flower: min(1, c / norm)
+    distances = np.zeros((n, n))
+    if o.method in ("krum", "multi_krum", "bulyan"):
+
+        def pairwise(slot: int, start: int, x: Matrix) -> None:
+            for i in range(n):
+                diff = x - x[i]
+                distances[i] += np.einsum("ij,ij->i", diff, diff)
+            if not need_norms:
+                squares[:] += (x * x).sum(1)
+
+        _sweep(members, lanes, o.chunk_bytes, base, scale, pairwise)
+    selected: list[int] = list(range(n))
+    if o.method in ("krum", "multi_krum"):
+        scores = _krum_scores(distances, o.byzantine)
+        for m, score in zip(members, scores, strict=True):
+            m.krum_score = float(score)
+        if o.method == "krum":
+            selected = [int(np.argmin(scores))]
+        else:
+            keep = o.keep if o.keep is not None else n - o.byzantine
+            selected = [int(i) for i in np.argsort(scores)[::-1][n - keep :]]
+    elif o.method == "bulyan":
+        for m, score in zip(members, _krum_scores(distances, o.byzantine), strict=True):
+            m.krum_score = float(score)
+        selected = _bulyan_select(distances, o.byzantine)
+    weights = np.array([m.weight for m in members])
+    out = Outcome([np.zeros(total, np.float64) for total in lanes])
+    gaps = np.zeros(n)
+    std = None
+    if o.noise_multiplier is not None and o.clip_norm is not None:
+        std = o.noise_multiplier * o.clip_norm / n  # Flower's compute_stdv
+    rng = np.random.default_rng(o.seed)
+    counted = need_norms or o.method in ("krum", "multi_krum", "bulyan")
+
+    def reduce(slot: int, start: int, x: Matrix) -> None:
+        if not counted:
+            squares[:] += (x * x).sum(1)
+        agg: Matrix
+        if o.method == "fedavg" or o.method == "multi_krum":
+            rows = selected
+            total = x[rows[0]] * weights[rows[0]]  # Flower's order: one upload after the other
+            for r in rows[1:]:
+                total = total + x[r] * weights[r]
+            agg = total / weights[rows].sum()
+        elif o.method == "median":
+            agg = _native.reduce_columns(x, "median")  # numpy's median, per column
+        elif o.method == "trimmed_mean":
+            agg = _native.reduce_columns(x, "trimmed_mean", int(o.trim * n))  # Flower's int(trim * n)
+        elif o.method == "krum":
+            agg = x[selected[0]].copy()
+        else:  # bulyan: per coordinate, the mean of the beta values closest to the selection's median
+            y = x[selected]
+            beta = len(selected) - 2 * o.byzantine
+            med = _native.reduce_columns(np.ascontiguousarray(y), "median")
+            order = np.argpartition(np.abs(med - y), kth=beta - 1, axis=0)
+            agg = np.mean(np.take_along_axis(y, order, axis=0)[:beta], axis=0)
+        if std is not None:
+            agg = agg + rng.normal(0.0, std, agg.shape)
+        diff = x - agg
+        gaps[:] += np.einsum("ij,ij->i", diff, diff)
+        if base is not None:
+            agg = agg + base.reader.read(base.locations[slot], start, x.shape[1])
+        out.slots[slot][start : start + x.shape[1]] = agg
+
+    _sweep(members, lanes, o.chunk_bytes, base, scale, reduce)
+    chosen = set(selected)
+    for i, m in enumerate(members):
+        m.norm = float(np.sqrt(squares[i]))
+        m.clipped = bool(scale[i] < 1.0)
+        m.distance = float(np.sqrt(gaps[i]))
+        m.selected = i in chosen
+    return out

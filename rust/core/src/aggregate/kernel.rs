@@ -1,0 +1,174 @@
+//! The FedAvg kernel: add `weight × value` of every averaged tensor of one upload into float64
+//! accumulators, after checking the whole upload (a rejected upload never reaches the sums).
+//!
+//! Two passes over the upload's bytes, each spread over the cores in chunks: the first checks
+//! that every value is finite and finds the largest magnitude of each tensor; the second adds.
+//! Two passes, because the sum cannot be undone exactly: a value found bad after part of the
+//! upload was added would leave that part in. The second pass reads bytes the first one just
+//! read (private memory), so it costs memory bandwidth, not I/O.
+//!
+//! Overflow: each accumulator keeps a bound on its magnitude (the sum of `weight × largest` of
+//! what it received). While the bound is finite no sum can overflow; when an upload would make
+//! it infinite, that upload's sums are tried element by element first, and it is rejected
+//! (`overflow`) if one of them would not be finite.
+
+use std::ops::Range;
+
+use super::structure::{Layout, Located};
+use super::values::{add_scaled, for_each, scan};
+use super::Rejection;
+
+/// Lanes per piece of work: 512 KiB of float64 accumulators, so a piece's data and sums stay in
+/// the core's cache between reading and adding.
+const PIECE: usize = 1 << 16;
+/// Below this many bytes the work stays on the calling thread (starting threads costs more).
+const PARALLEL_MIN: usize = 4 << 20;
+
+/// The worker threads to use: the machine's cores, at most 8.
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(8)
+}
+
+/// Runs `work` on every item, on up to `threads()` scoped threads (contiguous shares), in order.
+pub(crate) fn in_parallel<T: Send, R: Send>(
+    items: Vec<T>,
+    bytes: usize,
+    work: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    let n = if bytes < PARALLEL_MIN { 1 } else { threads().min(items.len()).max(1) };
+    if n == 1 {
+        return items.into_iter().map(&work).collect();
+    }
+    let share = items.len().div_ceil(n);
+    let mut groups: Vec<Vec<T>> = Vec::with_capacity(n);
+    let mut items = items.into_iter();
+    loop {
+        let group: Vec<T> = items.by_ref().take(share).collect();
+        if group.is_empty() {
+            break;
+        }
+        groups.push(group);
+    }
+    let work = &work;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .map(|group| scope.spawn(move || group.into_iter().map(work).collect::<Vec<R>>()))
+            .collect();
+        // A panicking worker is a bug; its results are lost and the caller sees fewer results.
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+    })
+}
+
+/// The bytes of each averaged tensor in `checkpoint` / `external`, checked against the sums.
+pub fn slot_bytes<'a>(
+    layout: &Layout,
+    located: &[Located],
+    checkpoint: &'a [u8],
+    external: Option<&'a [u8]>,
+    lanes: &[usize],
+) -> Result<Vec<&'a [u8]>, Rejection> {
+    located
+        .iter()
+        .zip(lanes)
+        .enumerate()
+        .map(|(slot, (loc, &n))| {
+            let buffer = if loc.external { external.unwrap_or_default() } else { checkpoint };
+            let range = usize::try_from(loc.bytes.start).ok().zip(usize::try_from(loc.bytes.end).ok());
+            let bytes = range.and_then(|(s, e)| buffer.get(s..e));
+            match bytes {
+                Some(b) if b.len() == n * loc.lanes.width() => Ok(b),
+                _ => Err(Rejection::new(
+                    "unreadable",
+                    format!("the bytes of {} lie outside the upload", layout.slot_label(slot)),
+                )),
+            }
+        })
+        .collect()
+}
+
+fn pieces(len: usize, width: usize) -> impl Iterator<Item = Range<usize>> {
+    (0..len.div_ceil(PIECE)).map(move |p| p * PIECE * width..((p + 1) * PIECE).min(len) * width)
+}
+
+/// Checks every value of the upload (finite; its sums cannot overflow) and adds `weight × value`
+/// into `sums` (one float64 slice per slot: elements, or real/imaginary pairs for complex) and
+/// raises `bounds` (one per slot, see the module note). On a rejection nothing was added.
+pub fn accumulate(
+    layout: &Layout,
+    located: &[Located],
+    data: &[&[u8]],
+    weight: f64,
+    sums: &mut [&mut [f64]],
+    bounds: &mut [f64],
+) -> Result<(), Rejection> {
+    let total: usize = data.iter().map(|d| d.len()).sum();
+    // pass 1: finite, largest magnitude
+    let mut work = Vec::new();
+    for (slot, (loc, bytes)) in located.iter().zip(data).enumerate() {
+        let width = loc.lanes.width();
+        for r in pieces(bytes.len() / width, width) {
+            work.push((slot, loc.lanes, bytes.get(r).unwrap_or_default()));
+        }
+    }
+    let scanned = in_parallel(work, total, |(slot, lanes, bytes)| (slot, scan(lanes, bytes)));
+    let mut largest = vec![0.0f64; located.len()];
+    let mut bad: Option<usize> = None;
+    for (slot, (finite, big)) in scanned {
+        if !finite {
+            bad = Some(bad.map_or(slot, |b| b.min(slot)));
+        }
+        if let Some(l) = largest.get_mut(slot) {
+            *l = l.max(big);
+        }
+    }
+    if let Some(slot) = bad {
+        return Err(Rejection::new(
+            "non-finite",
+            format!("{} holds NaN or infinite values", layout.slot_label(slot)),
+        ));
+    }
+    // overflow: exact only where the bound says it is possible
+    let mut exact_bounds = Vec::new();
+    for (slot, bound) in bounds.iter_mut().enumerate() {
+        let grown = *bound + weight * largest.get(slot).copied().unwrap_or(0.0);
+        if grown.is_finite() {
+            *bound = grown;
+            continue;
+        }
+        let (Some(loc), Some(bytes), Some(acc)) = (located.get(slot), data.get(slot), sums.get(slot)) else {
+            continue;
+        };
+        let mut fits = true;
+        for_each(loc.lanes, bytes, |i, v| {
+            fits &= (acc.get(i).copied().unwrap_or(0.0) + weight * v).is_finite()
+        });
+        if !fits {
+            return Err(Rejection::new(
+                "overflow",
+                format!(
+                    "{} overflows: added to the other uploads (weight {weight}) its values give sums beyond \
+                     float64 (largest magnitude {:e})",
+                    layout.slot_label(slot),
+                    largest.get(slot).copied().unwrap_or(0.0)
+                ),
+            ));
+        }
+        exact_bounds.push(slot);
+    }
+    // pass 2: add
+    let mut work = Vec::new();
+    for ((loc, bytes), acc) in located.iter().zip(data).zip(sums.iter_mut()) {
+        let width = loc.lanes.width();
+        for (chunk, r) in acc.chunks_mut(PIECE).zip(pieces(bytes.len() / width, width)) {
+            work.push((chunk, loc.lanes, bytes.get(r).unwrap_or_default()));
+        }
+    }
+    in_parallel(work, total, |(acc, lanes, bytes)| add_scaled(lanes, bytes, acc, weight));
+    for slot in exact_bounds {
+        if let (Some(b), Some(acc)) = (bounds.get_mut(slot), sums.get(slot)) {
+            *b = acc.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! Aggregation of device uploads (federated averaging) at memory speed: the structural check of
+//! an upload's index against the reference's [`Layout`], the weight rule, and the kernel that
+//! checks every value and adds `weight × value` into float64 sums (see [`kernel`]). Uploads are
+//! read into private memory ([`read_file`]), never through a shared mapping.
+
+mod columns;
+mod kernel;
+mod structure;
+mod upload;
+mod values;
+
+pub use columns::{median_columns, trimmed_mean_columns};
+pub use kernel::{accumulate, slot_bytes};
+pub use structure::{
+    check_structure, py_repr, type_name, weight_of, ExpectedMomentum, ExpectedParam, Layout, Located,
+    WeightRule,
+};
+pub use upload::{index_upload, read_file, release_buffers, Buffer, FileUpload, HeldFiles, UploadError};
+pub use values::{decode_into, f16_to_f64, f8_table, Lanes, F8};
+
+/// Why an upload is not averaged: a short `kind` code (documented in docs/federated.md) and a
+/// message naming the tensor and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    /// `missing-parameter`, `dtype`, `non-finite`, `overflow`, `too-large`, ...
+    pub kind: &'static str,
+    /// A sentence for users.
+    pub message: String,
+}
+
+impl Rejection {
+    /// A rejection of `kind`.
+    pub fn new(kind: &'static str, message: impl Into<String>) -> Rejection {
+        Rejection { kind, message: message.into() }
+    }
+}
+
+/// Checks one indexed upload against `layout` and adds it (weighted by `rule`) into `sums` and
+/// `bounds` (see [`accumulate`]); returns the weight used. Nothing is added when it is rejected.
+pub fn add_upload(
+    layout: &Layout,
+    index: &crate::CheckpointIndex,
+    checkpoint: &[u8],
+    external: Option<&[u8]>,
+    rule: &WeightRule,
+    sums: &mut [&mut [f64]],
+    bounds: &mut [f64],
+) -> Result<f64, Rejection> {
+    let located = check_structure(index, layout)?;
+    let lanes: Vec<usize> = sums.iter().map(|s| s.len()).collect();
+    if lanes != layout.slot_lanes() {
+        return Err(Rejection::new(
+            "internal",
+            "the sums do not match the reference's layout (a bug in ortckpt)",
+        ));
+    }
+    let data = slot_bytes(layout, &located, checkpoint, external, &lanes)?;
+    let weight = weight_of(index, rule)?;
+    accumulate(layout, &located, &data, weight, sums, bounds)?;
+    Ok(weight)
+}

@@ -1,0 +1,321 @@
+//! What every upload must match (the reference's [`Layout`]) and the check of an upload's index
+//! against it. Messages use Python's spelling (`'name'`, `(5, 6)`, `float32`): they reach users of
+//! the Python API as they are.
+
+use std::ops::Range;
+
+use super::values::Lanes;
+use super::Rejection;
+use crate::{CheckpointIndex, DataType, PropertyValue, Storage, TensorRef};
+
+/// A parameter of the reference.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExpectedParam {
+    /// Its name.
+    pub name: String,
+    /// Whether it is trainable (and so averaged).
+    pub trainable: bool,
+    /// Its element type.
+    pub data_type: DataType,
+    /// Its shape.
+    pub dims: Vec<i64>,
+}
+
+/// A momentum of the reference's optimizer state (averaged when optimizer state is included).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExpectedMomentum {
+    /// Optimizer group name.
+    pub group: String,
+    /// Parameter name.
+    pub param: String,
+    /// Momentum name (e.g. `momentum0`).
+    pub momentum: String,
+    /// Its element type.
+    pub data_type: DataType,
+    /// Its shape.
+    pub dims: Vec<i64>,
+}
+
+/// The structure of the reference. The averaged tensors ("slots") are the trainable parameters in
+/// `params` order, then every momentum in `momentums` order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layout {
+    /// Every parameter.
+    pub params: Vec<ExpectedParam>,
+    /// The momentums to average (empty when optimizer state is not averaged).
+    pub momentums: Vec<ExpectedMomentum>,
+}
+
+/// Where an averaged tensor's bytes are in an upload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Located {
+    /// The element storage.
+    pub lanes: Lanes,
+    /// The byte range.
+    pub bytes: Range<u64>,
+    /// True when the range is in the external data file, else in the checkpoint.
+    pub external: bool,
+}
+
+impl Layout {
+    /// Number of averaged tensors.
+    pub fn slot_count(&self) -> usize {
+        self.params.iter().filter(|p| p.trainable).count() + self.momentums.len()
+    }
+
+    /// Float64 lanes of each averaged tensor (elements, twice for complex), in slot order.
+    pub fn slot_lanes(&self) -> Vec<usize> {
+        let trainable = self.params.iter().filter(|p| p.trainable).map(|p| (p.data_type, &p.dims));
+        let moms = self.momentums.iter().map(|m| (m.data_type, &m.dims));
+        trainable.chain(moms).map(|(t, dims)| lanes_of(t, dims)).collect()
+    }
+
+    /// The element type of each averaged tensor, in slot order.
+    pub fn slot_types(&self) -> Vec<DataType> {
+        let trainable = self.params.iter().filter(|p| p.trainable).map(|p| p.data_type);
+        trainable.chain(self.momentums.iter().map(|m| m.data_type)).collect()
+    }
+
+    /// How slot `i` is named in messages: `parameter 'w'` or `momentum 'group/param/momentum0'`.
+    pub fn slot_label(&self, slot: usize) -> String {
+        let trainable = self.params.iter().filter(|p| p.trainable).count();
+        match slot.checked_sub(trainable) {
+            None => {
+                let name = self.params.iter().filter(|p| p.trainable).nth(slot).map_or("", |p| &p.name);
+                format!("parameter {}", py_repr(name))
+            }
+            Some(m) => match self.momentums.get(m) {
+                Some(m) => {
+                    format!("momentum {}", py_repr(&format!("{}/{}/{}", m.group, m.param, m.momentum)))
+                }
+                None => format!("tensor #{slot}"),
+            },
+        }
+    }
+}
+
+fn lanes_of(data_type: DataType, dims: &[i64]) -> usize {
+    let elements = dims.iter().map(|&d| usize::try_from(d).unwrap_or(0)).product::<usize>();
+    let complex = matches!(data_type, DataType::Complex64 | DataType::Complex128);
+    elements * if complex { 2 } else { 1 }
+}
+
+/// Python's `repr` of a string, for names in messages.
+pub fn py_repr(text: &str) -> String {
+    let quote = if text.contains('\'') && !text.contains('"') { '"' } else { '\'' };
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(quote);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+/// Python's spelling of a shape: `()`, `(5,)`, `(5, 6)`.
+fn py_tuple(dims: &[i64]) -> String {
+    match dims {
+        [one] => format!("({one},)"),
+        _ => format!("({})", dims.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")),
+    }
+}
+
+/// numpy's name of a type (`float32`, `bfloat16`, ...).
+pub fn type_name(data_type: DataType) -> String {
+    use DataType::*;
+    match data_type {
+        Float => "float32".into(),
+        Float16 => "float16".into(),
+        Double => "float64".into(),
+        Float8E4M3Fn => "float8_e4m3fn".into(),
+        Float8E4M3Fnuz => "float8_e4m3fnuz".into(),
+        Float8E5M2 => "float8_e5m2".into(),
+        Float8E5M2Fnuz => "float8_e5m2fnuz".into(),
+        other => other.name().to_ascii_lowercase(),
+    }
+}
+
+fn first_of(names: &[&str], what: &str) -> String {
+    let more = if names.len() > 1 { format!(" (and {} more)", names.len() - 1) } else { String::new() };
+    format!("parameter {} {what}{more}", py_repr(names.first().copied().unwrap_or("")))
+}
+
+fn range_of(tensor: &TensorRef<'_>, label: &str) -> Result<(Range<u64>, bool), Rejection> {
+    match tensor.storage {
+        Storage::Inline { offset, len, .. } => Ok((offset as u64..(offset + len) as u64, false)),
+        Storage::External { offset, len } => Ok((offset..offset + len, true)),
+        _ => Err(Rejection::new("nominal", format!("{label} has no values"))),
+    }
+}
+
+/// Checks `index` against the layout in the documented order (nominal, missing and extra
+/// parameters, then each parameter's flag, type and shape, then the momentums) and returns where
+/// each averaged tensor's bytes are, in slot order.
+pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<Located>, Rejection> {
+    if index.is_nominal {
+        return Err(Rejection::new("nominal", "the checkpoint is nominal (names and types only, no values)"));
+    }
+    let mut missing: Vec<&str> =
+        layout.params.iter().map(|p| p.name.as_str()).filter(|n| index.find_parameter(n).is_none()).collect();
+    missing.sort_unstable();
+    if !missing.is_empty() {
+        return Err(Rejection::new("missing-parameter", first_of(&missing, "is missing")));
+    }
+    if index.parameter_count() != layout.params.len() {
+        let known: std::collections::HashSet<&str> = layout.params.iter().map(|p| p.name.as_str()).collect();
+        let mut extra: Vec<&str> = (0..index.parameter_count())
+            .filter_map(|i| index.tensor(i))
+            .map(|t| t.name)
+            .filter(|n| !known.contains(n))
+            .collect();
+        extra.sort_unstable();
+        return Err(Rejection::new("extra-parameter", first_of(&extra, "is not in the reference")));
+    }
+    let mut located = Vec::with_capacity(layout.slot_count());
+    for p in &layout.params {
+        let position = index.find_parameter(&p.name).unwrap_or(usize::MAX);
+        let (Some(tensor), Some(kind)) = (index.tensor(position), index.param_kind(position)) else {
+            return Err(Rejection::new("missing-parameter", first_of(&[&p.name], "is missing")));
+        };
+        let name = py_repr(&p.name);
+        if (kind == crate::ParamKind::Trainable) != p.trainable {
+            let want = if p.trainable { "trainable" } else { "frozen" };
+            return Err(Rejection::new(
+                "trainable-flag",
+                format!("parameter {name} should be {want}, as in the reference"),
+            ));
+        }
+        if tensor.data_type != p.data_type {
+            return Err(Rejection::new(
+                "dtype",
+                format!(
+                    "parameter {name} is {}; the reference has {}",
+                    type_name(tensor.data_type),
+                    type_name(p.data_type)
+                ),
+            ));
+        }
+        if tensor.dims != p.dims.as_slice() {
+            return Err(Rejection::new(
+                "shape",
+                format!(
+                    "parameter {name} has shape {}; the reference has {}",
+                    py_tuple(tensor.dims),
+                    py_tuple(&p.dims)
+                ),
+            ));
+        }
+        if p.trainable {
+            let (bytes, external) = range_of(&tensor, &format!("parameter {name}"))?;
+            let lanes = Lanes::of(p.data_type)
+                .ok_or_else(|| Rejection::new("dtype", format!("parameter {name} cannot be averaged")))?;
+            located.push(Located { lanes, bytes, external });
+        }
+    }
+    for m in &layout.momentums {
+        let label = py_repr(&format!("{}/{}/{}", m.group, m.param, m.momentum));
+        let found = index
+            .optimizer_groups
+            .iter()
+            .find(|g| g.name == m.group)
+            .and_then(|g| g.states.iter().find(|s| s.param_name == m.param))
+            .and_then(|s| index.momentums(s).find(|t| t.name == m.momentum));
+        let Some(tensor) = found else {
+            return Err(Rejection::new("optimizer", format!("momentum {label} is missing")));
+        };
+        if tensor.data_type != m.data_type || tensor.dims != m.dims.as_slice() {
+            let list =
+                |d: &[i64]| format!("[{}]", d.iter().map(i64::to_string).collect::<Vec<_>>().join(", "));
+            return Err(Rejection::new(
+                "optimizer",
+                format!(
+                    "momentum {label} is {}{}; the reference has {}{}",
+                    type_name(tensor.data_type),
+                    list(tensor.dims),
+                    type_name(m.data_type),
+                    list(&m.dims)
+                ),
+            ));
+        }
+        let (bytes, external) = range_of(&tensor, &format!("momentum {label}"))?;
+        let lanes = Lanes::of(m.data_type)
+            .ok_or_else(|| Rejection::new("optimizer", format!("momentum {label} cannot be averaged")))?;
+        located.push(Located { lanes, bytes, external });
+    }
+    Ok(located)
+}
+
+/// How an upload's weight is chosen.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WeightRule {
+    /// This number (checked positive and finite by the caller).
+    Given(f64),
+    /// The value of this property, which must be a positive finite number.
+    Property(String),
+}
+
+/// The upload's weight under `rule`.
+pub fn weight_of(index: &CheckpointIndex, rule: &WeightRule) -> Result<f64, Rejection> {
+    let name = match rule {
+        WeightRule::Given(w) => return Ok(*w),
+        WeightRule::Property(name) => name,
+    };
+    let Some(property) = index.properties.iter().find(|p| &p.name == name) else {
+        return Err(Rejection::new("weight", format!("property {} (the weight) is missing", py_repr(name))));
+    };
+    let (value, shown) = match &property.value {
+        PropertyValue::Int(v) => (*v as f64, v.to_string()),
+        PropertyValue::Float(v) => (f64::from(*v), py_float(f64::from(*v))),
+        PropertyValue::Str(s) => (f64::NAN, py_repr(s)),
+    };
+    if value.is_finite() && value > 0.0 {
+        return Ok(value);
+    }
+    Err(Rejection::new("weight", format!("property {} = {shown} is not a positive number", py_repr(name))))
+}
+
+fn py_float(v: f64) -> String {
+    if v.is_nan() {
+        "nan".into()
+    } else if v.is_infinite() {
+        if v > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        }
+    } else if v == v.trunc() && v.abs() < 1e16 {
+        format!("{v:.1}")
+    } else {
+        format!("{v}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_spellings() {
+        assert_eq!(py_repr("fc1.weight"), "'fc1.weight'");
+        assert_eq!(py_repr("it's"), "\"it's\"");
+        assert_eq!(py_repr("a\nb\\"), "'a\\nb\\\\'");
+        assert_eq!(py_tuple(&[]), "()");
+        assert_eq!(py_tuple(&[5]), "(5,)");
+        assert_eq!(py_tuple(&[5, 6]), "(5, 6)");
+        assert_eq!(type_name(DataType::Double), "float64");
+        assert_eq!(type_name(DataType::Bfloat16), "bfloat16");
+        assert_eq!(py_float(0.0), "0.0");
+        assert_eq!(py_float(-1.5), "-1.5");
+    }
+}

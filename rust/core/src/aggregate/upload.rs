@@ -1,0 +1,246 @@
+//! Reading one upload for aggregation: into private memory (never a shared mapping, which a
+//! truncation by another process turns into SIGBUS), within a size limit, and indexed.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::structure::Located;
+use super::values::decode_into;
+use super::Rejection;
+use crate::files::open_regular;
+use crate::mapped::FileStamp;
+use crate::{check_external_ranges, external_data_path, index_checkpoint, CheckpointIndex, Error};
+
+/// Why an upload could not be used: a rejection of its own kind, or an error of the reader (the
+/// kind `unreadable`, with the error's class and message).
+#[derive(Debug)]
+pub enum UploadError {
+    /// Refused by the aggregation's own checks.
+    Rejected(Rejection),
+    /// The reader's (or the operating system's) error.
+    Unreadable(Error),
+}
+
+impl From<Rejection> for UploadError {
+    fn from(r: Rejection) -> UploadError {
+        UploadError::Rejected(r)
+    }
+}
+
+impl From<Error> for UploadError {
+    fn from(e: Error) -> UploadError {
+        UploadError::Unreadable(e)
+    }
+}
+
+/// Bytes read into private memory, in a buffer reused from one upload to the next: a fresh
+/// allocation the size of an upload costs a page fault per 4 KiB (as much again as the read), a
+/// reused one none.
+pub struct Buffer {
+    data: Vec<u8>,
+    used: usize,
+}
+
+/// Buffers handed back by dropped uploads (a few: one per upload in flight). A round empties it
+/// when it ends ([`release_buffers`]), so no upload-sized memory outlives the round.
+static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+const POOLED: usize = 3;
+
+/// Frees the buffers kept for reuse (call when a round ends).
+pub fn release_buffers() {
+    if let Ok(mut pool) = POOL.lock() {
+        pool.clear();
+        pool.shrink_to_fit();
+    }
+}
+
+impl Buffer {
+    /// A buffer of `size` bytes (contents unspecified until read into).
+    fn with_size(size: usize) -> std::io::Result<Buffer> {
+        let mut data = POOL.lock().ok().and_then(|mut pool| pool.pop()).unwrap_or_default();
+        if data.len() < size {
+            data.try_reserve_exact(size - data.len()).map_err(|_| std::io::ErrorKind::OutOfMemory)?;
+            data.resize(size, 0); // zeroed once, when the buffer grows
+        }
+        Ok(Buffer { data, used: size })
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.data.get(..self.used).unwrap_or_default()
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if let Ok(mut pool) = POOL.lock() {
+            if pool.len() < POOLED {
+                pool.push(std::mem::take(&mut self.data));
+            }
+        }
+    }
+}
+
+/// A local upload read into private memory: the checkpoint, its external data file, the opened
+/// files (kept for [`HeldFiles`]) and the checkpoint file's identity (device, inode) to tell the
+/// same file given twice.
+pub struct FileUpload {
+    /// The checkpoint's bytes.
+    pub checkpoint: Buffer,
+    /// The external data file's bytes, when there is one.
+    pub external: Option<Buffer>,
+    /// (device, inode) of the checkpoint file.
+    pub identity: (u64, u64),
+    /// The opened files, to read values again later.
+    pub files: HeldFiles,
+}
+
+fn too_large(path: &Path, size: &str, limit: u64) -> Rejection {
+    Rejection::new(
+        "too-large",
+        format!(
+            "{}: {size} bytes exceed the size limit of {limit} bytes (raise max_bytes if it is legitimate)",
+            path.display()
+        ),
+    )
+}
+
+/// Opens `path` (regular files only, never blocking: the core's file layer) with its stamp.
+fn open_stamped(path: &Path) -> Result<(File, FileStamp), Error> {
+    let file = open_regular(path)?;
+    let stamp = FileStamp::of(&file.metadata().map_err(|e| Error::io(path, "read metadata of", e))?);
+    Ok((file, stamp))
+}
+
+/// Reads all of `file` (of `stamp.size` bytes) into a buffer; a file that shrank, grew or changed
+/// while it was read is an error (its bytes could be a mix).
+fn read_all(
+    file: &File,
+    stamp: &FileStamp,
+    path: &Path,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<Buffer, Error> {
+    const CHUNK: usize = 8 << 20;
+    let size = usize::try_from(stamp.size)
+        .map_err(|_| Error::io(path, "read", std::io::ErrorKind::OutOfMemory.into()))?;
+    let mut buffer = Buffer::with_size(size).map_err(|e| Error::io(path, "allocate memory for", e))?;
+    let mut filled = 0;
+    while filled < size {
+        if !keep_going() {
+            return Err(Error::Interrupted { path: path.to_path_buf() });
+        }
+        let end = filled.saturating_add(CHUNK).min(size);
+        let Some(part) = buffer.data.get_mut(filled..end) else { break };
+        match file.read_at(part, filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(path, "read", e)),
+        }
+    }
+    let now = FileStamp::of(&file.metadata().map_err(|e| Error::io(path, "read metadata of", e))?);
+    if filled != size || now != *stamp {
+        return Err(changed(path, "while it was being read"));
+    }
+    Ok(buffer)
+}
+
+/// Reads `path` (and `path.data`, when present) into private memory, refusing more than
+/// `max_bytes` in all: the opened files' sizes are checked before a byte is read, and a file that
+/// changes size while read is refused, so no more than `max_bytes` are ever read.
+pub fn read_file(
+    path: &Path,
+    max_bytes: Option<u64>,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<FileUpload, UploadError> {
+    let checkpoint = open_stamped(path)?;
+    let ext_path = external_data_path(path);
+    let external = match open_stamped(&ext_path) {
+        Ok(e) => Some(e),
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    let size = checkpoint.1.size.saturating_add(external.as_ref().map_or(0, |e| e.1.size));
+    if let Some(limit) = max_bytes.filter(|&l| size > l) {
+        return Err(too_large(path, &size.to_string(), limit).into());
+    }
+    let bytes = read_all(&checkpoint.0, &checkpoint.1, path, keep_going)?;
+    let ext_bytes = match &external {
+        Some((file, stamp)) => Some(read_all(file, stamp, &ext_path, keep_going)?),
+        None => None,
+    };
+    let id = checkpoint.1.id;
+    Ok(FileUpload {
+        checkpoint: bytes,
+        external: ext_bytes,
+        identity: (id.dev, id.ino),
+        files: HeldFiles { path: path.to_path_buf(), checkpoint, external },
+    })
+}
+
+/// An upload's files kept open after its check, so its values can be read again piece by piece
+/// with `pread` (the robust methods stream all uploads chunk by chunk instead of holding them):
+/// never a mapping. Each read first confirms the file is still the version that was checked.
+pub struct HeldFiles {
+    path: PathBuf,
+    checkpoint: (File, FileStamp),
+    external: Option<(File, FileStamp)>,
+}
+
+fn changed(path: &Path, when: &str) -> Error {
+    Error::CheckpointChanged { path: path.to_path_buf(), detail: format!("was modified {when}") }
+}
+
+impl HeldFiles {
+    /// Reads `out.len()` lanes of the tensor at `loc`, from lane `first`, as float64; fails when
+    /// the range is outside the tensor, the file changed since it was checked, or a value is not
+    /// finite (which the check excluded: the file changed).
+    pub fn read_lanes(
+        &self,
+        loc: &Located,
+        first: usize,
+        out: &mut [f64],
+        buf: &mut Vec<u8>,
+    ) -> Result<(), Error> {
+        let (file, stamp) = match (&self.external, loc.external) {
+            (Some(e), true) => e,
+            (None, true) => return Err(changed(&self.path, "after it was checked")),
+            (_, false) => &self.checkpoint,
+        };
+        let width = loc.lanes.width() as u64;
+        let start = loc.bytes.start.saturating_add(first as u64 * width);
+        let len = out.len() as u64 * width;
+        if start.saturating_add(len) > loc.bytes.end {
+            return Err(Error::Internal { detail: "a lane range past the end of its tensor".into() });
+        }
+        let now = FileStamp::of(&file.metadata().map_err(|e| Error::io(&self.path, "read metadata of", e))?);
+        if now != *stamp {
+            return Err(changed(&self.path, "after it was checked, while the round was reading it"));
+        }
+        buf.resize(len as usize, 0);
+        file.read_exact_at(buf, start)
+            .map_err(|_| changed(&self.path, "after it was checked (now shorter)"))?;
+        decode_into(loc.lanes, buf, out);
+        let finite = out.iter().all(|v| v.is_finite());
+        if !finite {
+            return Err(changed(&self.path, "after it was checked (a value is no longer finite)"));
+        }
+        Ok(())
+    }
+}
+
+/// Indexes an upload's bytes (memory nobody can change) and checks its external ranges.
+pub fn index_upload(checkpoint: &[u8], external: Option<&[u8]>) -> Result<CheckpointIndex, Error> {
+    let index = index_checkpoint(checkpoint)?;
+    if index.has_external_data {
+        match external {
+            Some(e) => check_external_ranges(&index, e.len() as u64)?,
+            None => {
+                return Err(Error::ExternalDataMissing { detail: "its external data file is missing".into() })
+            }
+        }
+    }
+    Ok(index)
+}

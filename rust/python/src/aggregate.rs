@@ -1,0 +1,382 @@
+//! The aggregation kernel's Python face: `AggregationLayout` (the reference's structure), `Upload`
+//! (one upload in private memory, indexed) and `accumulate` (check and add one upload, GIL
+//! released). A rejection is returned as `(kind, message)`; reader errors are raised.
+
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use ortckpt_core::aggregate::{
+    self, Buffer, ExpectedMomentum, ExpectedParam, HeldFiles, Lanes, Layout, Located, Rejection, UploadError,
+    WeightRule,
+};
+use ortckpt_core::{CheckpointIndex, DataType};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::sync::Mutex;
+
+use crate::errors::{core_error, guarded};
+use crate::mapped::{interruptible, path_arg, show};
+
+fn data_type(code: i32) -> PyResult<DataType> {
+    DataType::from_code(code).ok_or_else(|| PyValueError::new_err(format!("unknown data type code {code}")))
+}
+
+type ParamRow = (String, bool, i32, Vec<i64>);
+type MomentumRow = (String, String, String, i32, Vec<i64>);
+
+/// What every upload must match: the reference's parameters `(name, trainable, data type, dims)`
+/// and the momentums to average `(group, parameter, momentum, data type, dims)`.
+#[pyclass(frozen, module = "ortckpt._native")]
+pub(crate) struct AggregationLayout {
+    inner: Layout,
+}
+
+#[pymethods]
+impl AggregationLayout {
+    #[new]
+    fn new(params: Vec<ParamRow>, momentums: Vec<MomentumRow>) -> PyResult<Self> {
+        let params = params
+            .into_iter()
+            .map(|(name, trainable, code, dims)| {
+                Ok(ExpectedParam { name, trainable, data_type: data_type(code)?, dims })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let momentums = momentums
+            .into_iter()
+            .map(|(group, param, momentum, code, dims)| {
+                Ok(ExpectedMomentum { group, param, momentum, data_type: data_type(code)?, dims })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(AggregationLayout { inner: Layout { params, momentums } })
+    }
+
+    /// Float64 lanes of each averaged tensor (elements; twice that for complex), in slot order.
+    fn slot_lanes(&self) -> Vec<usize> {
+        self.inner.slot_lanes()
+    }
+}
+
+/// One upload, indexed, its bytes in private memory (or a `bytes` object).
+#[pyclass(frozen, module = "ortckpt._native")]
+pub(crate) struct Upload {
+    index: CheckpointIndex,
+    contents: Contents,
+    identity: Option<(u64, u64)>,
+    source: String,
+}
+
+/// An upload's bytes: read from its files (kept open for `reader`), or given as `bytes`.
+enum Contents {
+    File { checkpoint: Buffer, external: Option<Buffer>, files: Mutex<Option<Box<HeldFiles>>> },
+    Bytes { checkpoint: Py<PyBytes>, external: Option<Py<PyBytes>> },
+}
+
+impl Contents {
+    fn slices<'a>(&'a self, py: Python<'a>) -> (&'a [u8], Option<&'a [u8]>) {
+        match self {
+            Contents::File { checkpoint, external, .. } => {
+                (checkpoint.bytes(), external.as_ref().map(Buffer::bytes))
+            }
+            Contents::Bytes { checkpoint, external } => {
+                (checkpoint.bind(py).as_bytes(), external.as_ref().map(|e| e.bind(py).as_bytes()))
+            }
+        }
+    }
+}
+
+/// Where an averaged tensor is in an upload: (start, end, in the external file, data type code).
+type Location = (u64, u64, bool, i32);
+
+fn location(loc: &Located, data_type: DataType) -> Location {
+    (loc.bytes.start, loc.bytes.end, loc.external, data_type.code())
+}
+
+fn located(loc: Location) -> PyResult<Located> {
+    let lanes = DataType::from_code(loc.3)
+        .and_then(Lanes::of)
+        .ok_or_else(|| PyValueError::new_err(format!("data type {} is not averaged", loc.3)))?;
+    if loc.0 > loc.1 {
+        return Err(PyValueError::new_err("a location's start is past its end"));
+    }
+    Ok(Located { lanes, bytes: loc.0..loc.1, external: loc.2 })
+}
+
+enum Held {
+    Files(Box<HeldFiles>),
+    Bytes(Py<PyBytes>, Option<Py<PyBytes>>),
+}
+
+/// An upload's values, read again chunk by chunk after its check: `pread` from its files (kept
+/// open; each read confirms the file is the version that was checked), or from its bytes.
+#[pyclass(frozen, module = "ortckpt._native")]
+pub(crate) struct LaneReader {
+    held: Held,
+    source: String,
+}
+
+impl LaneReader {
+    /// Fills `out` with lanes of the tensor at `loc` from lane `first`.
+    fn fill(&self, py: Python<'_>, loc: &Located, first: usize, out: &mut [f64]) -> PyResult<()> {
+        match &self.held {
+            Held::Files(files) => {
+                let mut buf = Vec::new();
+                py.detach(|| guarded(|| files.read_lanes(loc, first, out, &mut buf)))
+                    .map_err(|e| core_error(&self.source, e))?;
+            }
+            Held::Bytes(data, external) => {
+                let width = loc.lanes.width();
+                let owner = if loc.external { external.as_ref().unwrap_or(data) } else { data };
+                let bytes = owner.bind(py).as_bytes();
+                let start = (loc.bytes.start as usize).saturating_add(first.saturating_mul(width));
+                let end = start.saturating_add(out.len().saturating_mul(width));
+                let Some(part) = bytes.get(start..end).filter(|_| end as u64 <= loc.bytes.end) else {
+                    return Err(PyValueError::new_err("a lane range outside the upload"));
+                };
+                aggregate::decode_into(loc.lanes, part, out);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl LaneReader {
+    /// `len(out)` lanes of the tensor at `location`, from lane `first`, into the float64 array `out`.
+    fn read_into(
+        &self,
+        py: Python<'_>,
+        location: Location,
+        first: usize,
+        out: Bound<'_, PyArray1<f64>>,
+    ) -> PyResult<()> {
+        let mut held = out.try_readwrite()?;
+        self.fill(py, &located(location)?, first, held.as_slice_mut()?)
+    }
+
+    /// `count` lanes of the tensor at `location` (from `Upload.locate`), from lane `first`, as a
+    /// new float64 array.
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        location: Location,
+        first: usize,
+        count: usize,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let mut out = vec![0.0f64; count];
+        self.fill(py, &located(location)?, first, &mut out)?;
+        Ok(PyArray1::from_vec(py, out))
+    }
+}
+
+fn rejection(r: Rejection) -> (String, String) {
+    (r.kind.to_owned(), r.message)
+}
+
+/// A value, or a rejection `(kind, message)`.
+#[derive(IntoPyObject)]
+pub(crate) enum Or<T> {
+    Value(T),
+    Rejected((String, String)),
+}
+
+#[pymethods]
+impl Upload {
+    /// Reads the local checkpoint `path` (and `path.data`) into private memory, at most
+    /// `max_bytes` bytes in all, and indexes it. Returns `(kind, message)` for a rejection.
+    #[staticmethod]
+    #[pyo3(signature = (path, max_bytes=None))]
+    fn read(py: Python<'_>, path: &Bound<'_, PyAny>, max_bytes: Option<u64>) -> PyResult<Or<Upload>> {
+        let path = path_arg(path)?;
+        let source = show(&path);
+        let mut rejected = None;
+        let read = interruptible(py, &source, |keep_going| {
+            match aggregate::read_file(&path, max_bytes, keep_going) {
+                Ok(file) => {
+                    let index = aggregate::index_upload(
+                        file.checkpoint.bytes(),
+                        file.external.as_ref().map(|e| e.bytes()),
+                    )?;
+                    Ok(Some((file, index)))
+                }
+                Err(UploadError::Rejected(r)) => {
+                    rejected = Some(r);
+                    Ok(None)
+                }
+                Err(UploadError::Unreadable(e)) => Err(e),
+            }
+        })?;
+        let Some((file, index)) = read else {
+            return Ok(Or::Rejected(rejection(
+                rejected.unwrap_or_else(|| Rejection::new("unreadable", "unreadable")),
+            )));
+        };
+        Ok(Or::Value(Upload {
+            index,
+            identity: Some(file.identity),
+            contents: Contents::File {
+                checkpoint: file.checkpoint,
+                external: file.external,
+                files: Mutex::new(Some(Box::new(file.files))),
+            },
+            source,
+        }))
+    }
+
+    /// Indexes an upload given as `bytes` (and its external data as `bytes`); `source` names it.
+    #[staticmethod]
+    #[pyo3(signature = (data, source, external=None))]
+    fn from_bytes(
+        py: Python<'_>,
+        data: Bound<'_, PyBytes>,
+        source: String,
+        external: Option<Bound<'_, PyBytes>>,
+    ) -> PyResult<Upload> {
+        let view = data.as_bytes();
+        let ext = external.as_ref().map(|e| e.as_bytes());
+        let index = py
+            .detach(|| guarded(|| aggregate::index_upload(view, ext)))
+            .map_err(|e| core_error(&source, e))?;
+        Ok(Upload {
+            index,
+            identity: None,
+            contents: Contents::Bytes { checkpoint: data.unbind(), external: external.map(Bound::unbind) },
+            source,
+        })
+    }
+
+    /// (device, inode) of a file upload; None for bytes.
+    #[getter]
+    fn identity(&self) -> Option<(u64, u64)> {
+        self.identity
+    }
+
+    /// The checkpoint's bytes (a copy for a file upload).
+    #[getter]
+    fn checkpoint(&self, py: Python<'_>) -> Py<PyBytes> {
+        match &self.contents {
+            Contents::Bytes { checkpoint, .. } => checkpoint.clone_ref(py),
+            Contents::File { checkpoint, .. } => PyBytes::new(py, checkpoint.bytes()).unbind(),
+        }
+    }
+
+    /// The external data file's bytes, when there is one (a copy for a file upload).
+    #[getter]
+    fn external(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
+        match &self.contents {
+            Contents::Bytes { external, .. } => external.as_ref().map(|e| e.clone_ref(py)),
+            Contents::File { external, .. } => {
+                external.as_ref().map(|e| PyBytes::new(py, e.bytes()).unbind())
+            }
+        }
+    }
+
+    /// Where each averaged tensor of `layout` is in this upload (structure checked as by
+    /// `accumulate`), or `(kind, message)` when it does not match.
+    fn locate(&self, layout: &Bound<'_, AggregationLayout>) -> Or<Vec<Location>> {
+        let layout = &layout.get().inner;
+        match aggregate::check_structure(&self.index, layout) {
+            Ok(found) => {
+                Or::Value(found.iter().zip(layout.slot_types()).map(|(l, t)| location(l, t)).collect())
+            }
+            Err(r) => Or::Rejected(rejection(r)),
+        }
+    }
+
+    /// A reader of this upload's values that outlives its bytes in memory: its files held open
+    /// (confirmed to be the versions read), or its bytes.
+    fn reader(&self, py: Python<'_>) -> PyResult<LaneReader> {
+        let held = match &self.contents {
+            Contents::File { files, .. } => {
+                let taken = files.lock().ok().and_then(|mut f| f.take());
+                Held::Files(taken.ok_or_else(|| PyValueError::new_err("reader() was already called"))?)
+            }
+            Contents::Bytes { checkpoint, external } => {
+                Held::Bytes(checkpoint.clone_ref(py), external.as_ref().map(|e| e.clone_ref(py)))
+            }
+        };
+        Ok(LaneReader { held, source: self.source.clone() })
+    }
+
+    /// Whether the checkpoint is nominal.
+    #[getter]
+    fn is_nominal(&self) -> bool {
+        self.index.is_nominal
+    }
+}
+
+/// Checks `upload` against `layout` and adds it into `sums` (one float64 array per slot, as
+/// `AggregationLayout.slot_lanes`) and `bounds` (one float64 per slot), weighted by `weight` or
+/// else by the property `weight_property` (else 1). Returns the weight, or `(kind, message)` when
+/// the upload is rejected (then nothing was added). Runs with the GIL released, on every core.
+#[pyfunction]
+#[pyo3(signature = (upload, layout, sums, bounds, weight=None, weight_property=None))]
+pub(crate) fn accumulate(
+    py: Python<'_>,
+    upload: &Bound<'_, Upload>,
+    layout: &Bound<'_, AggregationLayout>,
+    sums: Vec<Bound<'_, PyArray1<f64>>>,
+    bounds: Bound<'_, PyArray1<f64>>,
+    weight: Option<f64>,
+    weight_property: Option<String>,
+) -> PyResult<Or<f64>> {
+    let up = upload.get();
+    let layout = &layout.get().inner;
+    let rule = match (weight, weight_property) {
+        (Some(w), _) => WeightRule::Given(w),
+        (None, Some(p)) => WeightRule::Property(p),
+        (None, None) => WeightRule::Given(1.0),
+    };
+    let (data, ext) = up.contents.slices(py);
+    let mut held = sums.iter().map(|s| s.try_readwrite()).collect::<Result<Vec<_>, _>>()?;
+    let mut slices = held.iter_mut().map(|s| s.as_slice_mut()).collect::<Result<Vec<_>, _>>()?;
+    let mut bounds_rw = bounds.try_readwrite()?;
+    let bounds = bounds_rw.as_slice_mut()?;
+    if bounds.len() != slices.len() {
+        return Err(PyValueError::new_err("one bound per sum is needed"));
+    }
+    let index = &up.index;
+    let outcome = py.detach(|| {
+        guarded(|| Ok(aggregate::add_upload(layout, index, data, ext, &rule, &mut slices, bounds)))
+    });
+    match outcome {
+        Ok(Ok(w)) => Ok(Or::Value(w)),
+        Ok(Err(r)) => Ok(Or::Rejected(rejection(r))),
+        Err(e) => Err(core_error(&up.source, e)),
+    }
+}
+
+/// The median (`"median"`) or trimmed mean (`"trimmed_mean"`, `cut` values off each end) of each
+/// column of the row-major `N × chunk` float64 block `x`, GIL released, on every core.
+#[pyfunction]
+#[pyo3(signature = (x, method, cut=0))]
+fn reduce_columns<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f64>,
+    method: &str,
+    cut: usize,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let values = x.as_slice()?;
+    let mut out = vec![0.0f64; c];
+    match method {
+        "median" => py.detach(|| aggregate::median_columns(values, n, &mut out)),
+        "trimmed_mean" => py.detach(|| aggregate::trimmed_mean_columns(values, n, cut, &mut out)),
+        other => return Err(PyValueError::new_err(format!("unknown column statistic {other:?}"))),
+    }
+    Ok(PyArray1::from_vec(py, out))
+}
+
+/// Frees the read buffers kept for reuse between uploads (called when a round ends).
+#[pyfunction]
+fn release_buffers() {
+    aggregate::release_buffers();
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<AggregationLayout>()?;
+    m.add_class::<Upload>()?;
+    m.add_class::<LaneReader>()?;
+    m.add_function(wrap_pyfunction!(accumulate, m)?)?;
+    m.add_function(wrap_pyfunction!(reduce_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(release_buffers, m)?)?;
+    Ok(())
+}

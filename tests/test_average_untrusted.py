@@ -1,0 +1,185 @@
+"""``average`` cannot be killed or fooled by its inputs: an upload truncated while the round runs
+(a memory map would raise SIGBUS: uploads are read into private memory instead), ``max_bytes``
+holds for every kind of source (folders included), finite uploads whose sum overflows float64
+are rejected, and the same upload given twice is counted once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ortckpt
+from ortckpt import CheckpointState
+
+MIB = 1 << 20
+
+TRUNCATE_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, threading
+    import ortckpt
+
+    paths = sys.argv[1:]
+    contents = {p: open(p, "rb").read() for p in paths}
+    stop = threading.Event()
+
+    def vandal():
+        # truncate every upload to one page and write it back, over and over, while the rounds run
+        while not stop.is_set():
+            for p in paths:
+                with open(p, "r+b") as f:
+                    f.truncate(4096)
+                    f.write(b"")
+                with open(p, "r+b") as f:
+                    f.write(contents[p])
+
+    t = threading.Thread(target=vandal, daemon=True)
+    t.start()
+    kinds = set()
+    for _ in range(6):
+        try:
+            report = ortckpt.average(paths)
+            kinds.update(r.kind for r in report.sources)
+        except ortckpt.AggregationError as e:
+            kinds.update(r.kind for r in e.report.sources)
+    stop.set()
+    t.join()
+    print(sorted(k or "accepted" for k in kinds))
+    """
+)
+
+
+def test_an_upload_truncated_during_the_round_is_rejected_not_a_crash(tmp_path: Path):
+    """A mapping of a file another process truncates raises SIGBUS on the next touch; the round
+    must survive it (run in a subprocess: a SIGBUS would kill it, returncode -7)."""
+    paths = []
+    for i in range(4):
+        state = CheckpointState({"w": np.full((1024, 1024), i, np.float32), "b": np.ones(8, np.float32)})
+        paths.append(str(tmp_path / f"dev{i}.ckpt"))
+        ortckpt.save(state, paths[-1])
+    proc = subprocess.run(
+        [sys.executable, "-c", TRUNCATE_SCRIPT, *paths], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    kinds = eval(proc.stdout.strip().splitlines()[-1])  # a list of str printed by the script
+    assert set(kinds) <= {"accepted", "unreadable", "duplicate"}, kinds
+
+
+def test_max_bytes_holds_for_folders_files_and_their_data(tmp_path: Path):
+    good = CheckpointState({"w": np.ones(4, np.float32)})
+    folder = tmp_path / "legacy_upload"
+    folder.mkdir()
+    with open(folder / "paramtrain.pbseq", "wb") as f:
+        f.truncate(200 * MIB)  # sparse: 200 MiB that a reader would have to go through
+    ortckpt.save(good, tmp_path / "ok.ckpt")
+    big = CheckpointState({"w": np.ones(4, np.float32)}, frozen={"table": np.zeros(MIB, np.float32)})
+    report = ortckpt.average(
+        {"ok": tmp_path / "ok.ckpt", "folder": folder, "bytes": big.to_bytes()},
+        max_bytes=MIB,
+    )
+    kinds = {r.client: r.kind for r in report.sources}
+    assert kinds == {"ok": None, "folder": "too-large", "bytes": "too-large"}
+    reason = report.sources[1].reason or ""
+    assert str(200 * MIB) in reason and "legacy_upload" in reason
+    # the external data file counts too
+    ortckpt.save(big, tmp_path / "ext.ckpt", external_data_threshold=1024)
+    assert (tmp_path / "ext.ckpt.data").exists() and os.path.getsize(tmp_path / "ext.ckpt") < MIB
+    report = ortckpt.average([tmp_path / "ok.ckpt", tmp_path / "ext.ckpt"], max_bytes=MIB)
+    assert [r.kind for r in report.sources] == [None, "too-large"]  # the size is checked first
+
+
+def test_finite_uploads_whose_sum_overflows_are_rejected():
+    huge = np.full(3, 1.5e308, np.float64)
+    uploads = {
+        "a": CheckpointState({"w": huge, "v": np.ones(2, np.float32)}),
+        "b": CheckpointState({"w": huge * 0.9, "v": np.ones(2, np.float32)}),  # a + b = inf
+        "c": CheckpointState({"w": -huge / 2, "v": np.ones(2, np.float32)}),  # fits
+    }
+    report = ortckpt.average(uploads)
+    assert [(r.client, r.kind) for r in report.sources] == [("a", None), ("b", "overflow"), ("c", None)]
+    assert "'w'" in (report.sources[1].reason or "")
+    assert np.isfinite(report.state.parameters["w"].data).all()
+    np.testing.assert_array_equal(report.state.parameters["w"].data, (huge - huge / 2) / 2)
+    # one upload whose weighted values alone overflow
+    report = ortckpt.average([uploads["c"], uploads["a"]], weights=[1, 10])
+    assert [r.kind for r in report.sources] == [None, "overflow"]
+
+
+def test_the_same_upload_twice_is_counted_once(tmp_path: Path):
+    states = [CheckpointState({"w": np.full(4, i, np.float32)}) for i in range(3)]
+    for i, s in enumerate(states):
+        ortckpt.save(s, tmp_path / f"d{i}.ckpt")
+    os.symlink(tmp_path / "d0.ckpt", tmp_path / "link.ckpt")
+    os.link(tmp_path / "d1.ckpt", tmp_path / "hard.ckpt")
+    data = states[2].to_bytes()
+    sources = {
+        "d0": tmp_path / "d0.ckpt",
+        "d1": tmp_path / "d1.ckpt",
+        "again": tmp_path / "d0.ckpt",
+        "link": tmp_path / "link.ckpt",
+        "hard": tmp_path / "hard.ckpt",
+        "b": data,
+        "b-copy": bytes(bytearray(data)),
+        "state": states[2],
+    }
+    report = ortckpt.average(sources)
+    kinds = {r.client: r.kind for r in report.sources}
+    assert kinds == {
+        "d0": None,
+        "d1": None,
+        "again": "duplicate",
+        "link": "duplicate",
+        "hard": "duplicate",
+        "b": None,
+        "b-copy": "duplicate",
+        "state": "duplicate",
+    }
+    assert "'d0'" in (report.sources[2].reason or "")
+    np.testing.assert_array_equal(report.state.parameters["w"].data, np.full(4, 1.0, np.float32))
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        np.float16,
+        ml_dtypes.bfloat16,
+        ml_dtypes.float8_e4m3fn,
+        ml_dtypes.float8_e4m3fnuz,
+        ml_dtypes.float8_e5m2,
+        ml_dtypes.float8_e5m2fnuz,
+        np.complex64,
+        np.complex128,
+    ],
+)
+def test_every_float_type_is_widened_exactly(dtype):
+    """Every bit pattern of the 8-bit types (every finite one, averaged with zero), and random
+    values of the others: the kernel's float64 widening equals ml_dtypes'/numpy's."""
+    rng = np.random.default_rng(1)
+    if np.dtype(dtype).itemsize == 1:
+        values = np.arange(256, dtype=np.uint8).view(dtype)
+        values = values[np.isfinite(values.astype(np.float64))]
+    elif np.dtype(dtype).kind == "c":
+        values = (rng.standard_normal(64) + 1j * rng.standard_normal(64)).astype(dtype)
+    else:
+        values = rng.standard_normal(256).astype(dtype)
+    zeros = np.zeros_like(values)
+    report = ortckpt.average([CheckpointState({"w": values}), CheckpointState({"w": zeros})], weights=[3, 1])
+    kind = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
+    want = (values.astype(kind) * 3 / 4).astype(dtype)
+    got = report.state.parameters["w"].data
+    assert got.dtype == values.dtype
+    kind_got, kind_want = got.astype(kind), want.astype(kind)  # -0.0 == 0.0: sums start at +0.0
+    np.testing.assert_array_equal(kind_got, kind_want)
+    bad = values.copy()
+    if np.dtype(dtype).kind == "c":
+        bad[0] = complex(0, np.nan)
+    else:
+        bad[0] = np.nan
+    report = ortckpt.average([CheckpointState({"w": values}), CheckpointState({"w": bad})])
+    assert [r.kind for r in report.sources] == [None, "non-finite"]
