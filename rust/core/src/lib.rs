@@ -19,8 +19,10 @@
 #![warn(missing_docs)]
 
 mod assemble;
+mod atomic;
 mod commit;
 mod crash;
+mod dir;
 mod dtype;
 mod error;
 mod external;
@@ -39,8 +41,10 @@ mod save;
 mod schema;
 mod shape;
 mod spec;
+mod target;
 mod writer;
 
+pub use atomic::{AtomicOutput, StagedOutput};
 pub use crash::STEPS as CRASH_STEPS;
 pub use dtype::DataType;
 pub use error::{Error, ErrorKind, Result};

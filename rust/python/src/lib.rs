@@ -2,6 +2,7 @@
 //! verification, copies and writes, and maps errors; the format logic lives in the core crate.
 
 mod arrays;
+mod atomic;
 mod convert;
 mod errors;
 mod index;
@@ -187,6 +188,8 @@ fn external_data_path(path: &Bound<'_, PyAny>) -> PyResult<OsString> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::silence_panic_output();
     m.add_class::<MappedFile>()?;
+    m.add_class::<atomic::AtomicOutput>()?;
+    m.add_class::<atomic::StagedOutput>()?;
     m.add_class::<Index>()?;
     m.add_class::<TensorRecord>()?;
     m.add_function(wrap_pyfunction!(index_checkpoint, m)?)?;
