@@ -51,6 +51,11 @@ impl Temp {
         &self.file
     }
 
+    /// The open file, for writing.
+    pub fn file_mut(&mut self) -> &mut File {
+        &mut self.file
+    }
+
     /// The temporary name.
     pub fn name(&self) -> &OsString {
         &self.name
@@ -62,7 +67,6 @@ impl Temp {
     }
 
     /// The file's identity.
-    #[allow(dead_code)] // TEMPORARY: the save protocol moves onto Temp next
     pub fn id(&self) -> FileId {
         self.id
     }

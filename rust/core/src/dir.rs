@@ -75,6 +75,11 @@ impl Entry {
         self.file_type() == libc::S_IFDIR as u32
     }
 
+    /// The sticky bit (a directory where only a file's owner may rename or remove it).
+    pub fn is_sticky(&self) -> bool {
+        self.mode & libc::S_ISVTX as u32 != 0
+    }
+
     /// The permission bits (`rwx` for owner, group and others; no set-id or sticky bits).
     pub fn permissions(&self) -> u32 {
         self.mode & 0o777
@@ -215,6 +220,27 @@ impl Dir {
         fstat(&*self.fd)
     }
 
+    /// Whether the protocol may act on `entry` (a helper file or journal found in this
+    /// directory): in a sticky directory (`/tmp`, mode 1777) only files the caller owns — anyone
+    /// else's could be planted there to mislead it; elsewhere any file, since whoever can create
+    /// files in a non-sticky directory can rename and remove every file in it anyway.
+    pub fn trusts(&self, entry: &Entry) -> bool {
+        entry.uid == effective_uid() || !self.is_sticky()
+    }
+
+    /// Whether the caller may replace or remove `entry` here (in a sticky directory the kernel
+    /// allows it only to the file's owner, the directory's owner and root): checked before a
+    /// save writes anything, so a save that cannot finish never starts.
+    pub fn may_replace(&self, entry: &Entry) -> bool {
+        let me = effective_uid();
+        !self.is_sticky() || me == 0 || entry.uid == me || self.entry().is_ok_and(|d| d.uid == me)
+    }
+
+    fn is_sticky(&self) -> bool {
+        // An unreadable mode is taken as sticky: the stricter rule.
+        self.entry().map_or(true, |d| d.is_sticky())
+    }
+
     /// Opens `name` for reading when it is a regular file (not a symlink; never blocking).
     pub fn open_regular(&self, name: &OsStr) -> io::Result<(File, Entry)> {
         let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
@@ -316,7 +342,6 @@ impl Dir {
 
     /// Makes `to` in this directory a hard link to the file `from` names (a symlink at `from` is
     /// linked itself, never followed). Fails when `to` exists.
-    #[allow(dead_code)] // TEMPORARY: the save protocol moves onto Dir next
     pub fn link(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
         let (f, t) = (c_name(from)?, c_name(to)?);
         let fd = self.fd.as_raw_fd();
@@ -334,7 +359,6 @@ impl Dir {
     }
 
     /// Removes `name` if something has it; absence is not an error.
-    #[allow(dead_code)] // TEMPORARY: the save protocol moves onto Dir next
     pub fn remove_if_present(&self, name: &OsStr) -> Result<()> {
         match self.unlink(name) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(Error::io(self.show(name), "remove", e)),
@@ -424,14 +448,19 @@ impl Dir {
     }
 
     /// One non-blocking `flock` attempt on the directory's descriptor: `Ok(true)` when taken.
-    #[allow(dead_code)] // TEMPORARY: the save protocol moves onto Dir next
     pub fn try_flock(&self, op: libc::c_int) -> io::Result<bool> {
-        // SAFETY: flock on a descriptor we own.
-        match retry(|| check(unsafe { libc::flock(self.fd.as_raw_fd(), op | libc::LOCK_NB) })) {
-            Ok(_) => Ok(true),
-            Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(false),
-            Err(e) => Err(e),
-        }
+        try_flock(&*self.fd, op)
+    }
+}
+
+/// One non-blocking `flock(op)` attempt on `file`: `Ok(true)` when taken, `Ok(false)` when
+/// someone else holds a conflicting lock.
+pub fn try_flock(file: &impl AsRawFd, op: libc::c_int) -> io::Result<bool> {
+    // SAFETY: flock on an open descriptor, integer arguments only.
+    match retry(|| check(unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) })) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(false),
+        Err(e) => Err(e),
     }
 }
 

@@ -56,19 +56,36 @@ pub fn split(path: &Path) -> Result<(PathBuf, OsString)> {
     Ok((dir, name))
 }
 
-/// Resolves `path` to the destination a write replaces (see the module documentation). The
-/// destination must be absent or a regular file; `action` names the operation in errors.
+/// Whether [`resolve`] applies the write policy or only finds where a reader's path leads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// A write: links others planted are refused, and so is anything but a regular file.
+    Write,
+    /// A read (finding a checkpoint's journal): every link is followed, as `open(2)` would.
+    Read,
+}
+
+/// Resolves `path` to the destination a write replaces (see the module documentation). For a
+/// write the destination must be absent or a regular file; `action` names the operation in errors.
 pub fn resolve(path: &Path, action: &'static str) -> Result<Target> {
+    resolve_for(path, action, Purpose::Write)
+}
+
+/// [`resolve`] for the given purpose.
+pub fn resolve_for(path: &Path, action: &'static str, purpose: Purpose) -> Result<Target> {
     let mut current = path.to_path_buf();
     for _ in 0..MAX_LINKS {
         let (dir_path, name) = split(&current)?;
         let dir = Dir::open(&dir_path)?;
-        let entry = dir.stat(&name).map_err(|e| Error::io(&current, "read metadata of", e))?;
+        let entry = match dir.stat(&name) {
+            Err(e) if purpose == Purpose::Read && e.raw_os_error() == Some(libc::ENAMETOOLONG) => None,
+            other => other.map_err(|e| Error::io(&current, "read metadata of", e))?,
+        };
         match entry {
             Some(link) if link.is_symlink() => {
                 let dir_owner = dir.entry().map_err(|e| Error::io(&dir_path, "read metadata of", e))?.uid;
                 let me = effective_uid();
-                if link.uid != me && link.uid != dir_owner {
+                if purpose == Purpose::Write && link.uid != me && link.uid != dir_owner {
                     return Err(Error::io(
                         &current,
                         action,
@@ -86,7 +103,9 @@ pub fn resolve(path: &Path, action: &'static str) -> Result<Target> {
                 let to = dir.read_link(&name).map_err(|e| Error::io(&current, "read link", e))?;
                 current = if to.is_absolute() { to } else { dir_path.join(to) };
             }
-            Some(found) if !found.is_file() => return Err(Error::io(&current, action, found.not_regular())),
+            Some(found) if purpose == Purpose::Write && !found.is_file() => {
+                return Err(Error::io(&current, action, found.not_regular()))
+            }
             entry => return Ok(Target { dir, name, entry }),
         }
     }
