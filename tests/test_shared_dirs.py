@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import hashlib
 import json
 import os
 import shutil
@@ -74,6 +73,13 @@ def promptly(fn: Callable[[], Any], timeout: float = TIMEOUT) -> BaseException |
     worker.join(timeout)
     assert not worker.is_alive(), "blocked"
     return outcome[0]
+
+
+def _checksum(body: str) -> str:
+    """The journal's own checksum (BLAKE3, like the core), so forged journals parse."""
+    blake3 = pytest.importorskip("blake3", reason="forging journals needs the blake3 package")
+    digest: str = blake3.blake3(body.encode()).hexdigest()
+    return digest
 
 
 def helper_prefix(path: Path) -> str:
@@ -129,11 +135,15 @@ def test_links_planted_in_a_loop_never_touch_a_victim(tmp_path: Path) -> None:
     ortckpt.save(state(0.0), path, external_data_threshold=0)
     journal = journal_path(path)
     prefix = journal.name[: -len("journal")]
+    pid = os.getpid()
+    predicted = {f"{prefix}{pid}.jtmp"} | {f"{prefix}{pid}-{n}.tmp" for n in range(64)}
     stop = threading.Event()
 
     def plant() -> None:
         while not stop.is_set():
-            names = {journal.name} | {n for n in os.listdir(work) if n.startswith(prefix)}
+            # the journal name, every helper name that appears, and the names an attacker could
+            # predict from the saving process's pid (what the previous protocol used)
+            names = {journal.name} | {n for n in os.listdir(work) if n.startswith(prefix)} | predicted
             for name in names:
                 target = work / name
                 try:
@@ -192,7 +202,7 @@ def test_a_forged_journal_never_renames_another_file_over_the_checkpoint(
         f"new_checkpoint {name.encode().hex()} {st.st_size} {'00' * 32} {st.st_dev} {st.st_ino}\n"
         "new_external -\nold_checkpoint -\nold_external -\n"
     )
-    text = body + f"end {hashlib.sha256(body.encode()).hexdigest()}\n"
+    text = body + f"end {_checksum(body)}\n"
     journal.write_text("forged\n" if forgery == "garbage" else text)
     recovered = promptly(lambda: ortckpt.recover(path))
     saved = promptly(lambda: ortckpt.save(state(3.0), path))
@@ -519,9 +529,7 @@ def test_another_users_file_at_the_journal_name(shared_root: Path, mode: int, pl
             f"new_checkpoint {b'other.ckpt'.hex()} {st.st_size} {'00' * 32} {st.st_dev} {st.st_ino}\n"
             "new_external -\nold_checkpoint -\nold_external -\n"
         )
-        planted = act(
-            ATTACKER, agid, "write", str(journal), body + f"end {hashlib.sha256(body.encode()).hexdigest()}\n"
-        )
+        planted = act(ATTACKER, agid, "write", str(journal), body + f"end {_checksum(body)}\n")
     assert planted == {"ok": None}
     start = time.monotonic()
     saved = act(VICTIM, gid, "save", str(path), "2", "1")

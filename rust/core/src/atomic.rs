@@ -10,8 +10,7 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::dir::{fstat, set_permissions, Dir, Entry};
-use crate::files::FileId;
+use crate::dir::{fstat, set_permissions, Dir, Entry, FileId};
 use crate::target::{resolve, Target};
 use crate::{Error, Result};
 

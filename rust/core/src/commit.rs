@@ -6,7 +6,7 @@
 //! 1. The new files are written under fresh random temporary names beside their destinations
 //!    (hashed while written) and synced.
 //! 2. Under the directory's commit lock, interrupted saves are settled and leftovers removed.
-//! 3. The journal (new files' names and SHA-256, old files' backup names) is written, synced,
+//! 3. The journal (new files' names and BLAKE3 hash, old files' backup names) is written, synced,
 //!    renamed into place, and the directory synced: from here on, a crash is completed by recovery.
 //! 4. The old files get backup hard links (synced), so they stay reachable whatever happens next.
 //! 5. The new data file, then the new checkpoint, are renamed over the old names (synced); an
@@ -26,9 +26,9 @@ use crate::atomic::Temp;
 use crate::crash::{crash_point, Step};
 use crate::digest::{Digest, HashingWriter};
 use crate::dir::{random_hex, try_flock, Dir, Entry};
-use crate::journal::{describe, write_journal, Journal, NewFile, OldFile};
+use crate::journal::{write_journal, Journal, NewFile, OldFile};
 use crate::lock::{lock_unsupported, DirLock};
-use crate::pair::PairPaths;
+use crate::pair::{place, PairPaths};
 use crate::recover::recover_locked;
 use crate::{Error, Result};
 
@@ -91,6 +91,8 @@ pub fn save_pair(
         temp.temp.keep();
     }
     if let Err(e) = commit(&paths, &journal) {
+        // Closing the temporary files releases their locks, so recovery can remove them.
+        drop(temps);
         let _ = recover_locked(&paths, keep_going);
         return Err(e);
     }
@@ -130,7 +132,7 @@ fn ensure_replaceable(dir: &Dir, entry: &Entry, path: &Path) -> Result<()> {
         io::ErrorKind::PermissionDenied,
         format!(
             "it is {} in a sticky directory, which only its owner can replace; nothing was written",
-            describe(entry)
+            entry.describe()
         ),
     );
     Err(Error::io(path, "save to", e))
@@ -199,15 +201,15 @@ fn commit(paths: &PairPaths, journal: &Journal) -> Result<()> {
     if let Some(old) = &journal.old_external {
         backup(&paths.data_dir, &paths.data_name, &old.backup_name, Step::BackupDataLinked)?;
     }
-    sync_dirs(paths)?;
+    paths.sync_dirs()?;
     crash_point(Step::BackupsSynced);
 
     if let Some(new) = &journal.new_external {
-        rename(&paths.data_dir, &new.temp_name, &paths.data_name, &paths.external, Step::DataRenamed)?;
+        place(&paths.data_dir, &new.temp_name, &paths.data_name, new.id, Step::DataRenamed)?;
     }
     let new = &journal.new_checkpoint;
-    rename(&paths.ckpt_dir, &new.temp_name, &paths.ckpt_name, &paths.checkpoint, Step::CkptRenamed)?;
-    sync_dirs(paths)?;
+    place(&paths.ckpt_dir, &new.temp_name, &paths.ckpt_name, new.id, Step::CkptRenamed)?;
+    paths.sync_dirs()?;
     crash_point(Step::RenamesSynced);
     if journal.new_external.is_none() && paths.data_entry()?.is_some() {
         // The data name holds the old pair's file or a symlink: neither belongs to an inline pair.
@@ -226,13 +228,6 @@ fn commit(paths: &PairPaths, journal: &Journal) -> Result<()> {
         paths.data_dir.remove_if_present(&old.backup_name)?;
     }
     crash_point(Step::BackupsRemoved);
-    Ok(())
-}
-
-/// Renames `from` over `to` in `dir` (neither followed), then reports `step` to the crash hook.
-pub(crate) fn rename(dir: &Dir, from: &OsString, to: &OsString, shown: &Path, step: Step) -> Result<()> {
-    dir.rename_to(from, dir, to).map_err(|e| Error::io(shown, "replace", e))?;
-    crash_point(step);
     Ok(())
 }
 
@@ -255,11 +250,4 @@ fn no_hard_links(e: &io::Error) -> bool {
         e.raw_os_error(),
         Some(libc::EPERM) | Some(libc::EOPNOTSUPP) | Some(libc::EMLINK) | Some(libc::EXDEV)
     )
-}
-
-pub(crate) fn sync_dirs(paths: &PairPaths) -> Result<()> {
-    for dir in paths.dirs() {
-        dir.sync()?;
-    }
-    Ok(())
 }

@@ -1,4 +1,4 @@
-//! Content digests (SHA-256) of the files a save creates: computed while the bytes are written,
+//! Content digests (BLAKE3, 256 bits) of the files a save creates: computed while the bytes are written,
 //! recorded in the journal, and checked again before recovery renames a file into place, so only
 //! the very bytes the save wrote can ever replace a checkpoint — whatever file identities, names
 //! or journal text a copy, a restore or another user produced.
@@ -7,21 +7,19 @@ use std::fs::File;
 use std::io::{self, IoSlice, Write};
 use std::os::unix::fs::FileExt;
 
-use sha2::{Digest as _, Sha256};
-
-/// A file's length and SHA-256.
+/// A file's length and BLAKE3 hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Digest {
     /// Length in bytes.
     pub len: u64,
-    /// SHA-256 of the bytes.
-    pub sha256: [u8; 32],
+    /// BLAKE3 (256-bit) hash of the bytes.
+    pub hash: [u8; 32],
 }
 
 impl Digest {
-    /// The SHA-256 as 64 lowercase hex digits.
+    /// The hash as 64 lowercase hex digits.
     pub fn hex(&self) -> String {
-        self.sha256.iter().map(|b| format!("{b:02x}")).collect()
+        self.hash.iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// Parses 64 hex digits (the journal's form); `None` for anything else.
@@ -29,35 +27,35 @@ impl Digest {
         if text.len() != 64 {
             return None;
         }
-        let mut sha256 = [0u8; 32];
-        for (i, byte) in sha256.iter_mut().enumerate() {
+        let mut hash = [0u8; 32];
+        for (i, byte) in hash.iter_mut().enumerate() {
             *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
         }
-        Some(Digest { len, sha256 })
+        Some(Digest { len, hash })
     }
 }
 
-/// SHA-256 of `bytes` (the journal's own checksum).
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+/// The hash of `bytes` as 64 hex digits (the journal's own checksum, helper-name prefixes).
+pub fn hash_hex(bytes: &[u8]) -> String {
+    blake3::hash(bytes).as_bytes().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A writer that hashes exactly the bytes its inner writer accepted.
 pub struct HashingWriter<'a, W: Write> {
     inner: &'a mut W,
-    hasher: Sha256,
+    hasher: blake3::Hasher,
     len: u64,
 }
 
 impl<'a, W: Write> HashingWriter<'a, W> {
     /// Hashes what is written to `inner` from now on.
     pub fn new(inner: &'a mut W) -> Self {
-        HashingWriter { inner, hasher: Sha256::new(), len: 0 }
+        HashingWriter { inner, hasher: blake3::Hasher::new(), len: 0 }
     }
 
     /// The digest of everything written.
     pub fn finish(self) -> Digest {
-        Digest { len: self.len, sha256: self.hasher.finalize().into() }
+        Digest { len: self.len, hash: *self.hasher.finalize().as_bytes() }
     }
 }
 
@@ -99,7 +97,7 @@ impl<W: Write> Write for HashingWriter<'_, W> {
 pub fn digest_file(file: &File, keep_going: &mut dyn FnMut() -> bool) -> io::Result<Digest> {
     const CHUNK: usize = 1 << 20;
     let mut buf = vec![0u8; CHUNK];
-    let mut hasher = Sha256::new();
+    let mut hasher = blake3::Hasher::new();
     let mut offset = 0u64;
     loop {
         if offset % (8 * CHUNK as u64) == 0 && !keep_going() {
@@ -114,7 +112,7 @@ pub fn digest_file(file: &File, keep_going: &mut dyn FnMut() -> bool) -> io::Res
         hasher.update(&buf[..n]);
         offset += n as u64;
     }
-    Ok(Digest { len: offset, sha256: hasher.finalize().into() })
+    Ok(Digest { len: offset, hash: *hasher.finalize().as_bytes() })
 }
 
 #[cfg(test)]
@@ -133,7 +131,7 @@ mod tests {
         let file = File::open(&path).unwrap();
         assert_eq!(digest_file(&file, &mut || true).unwrap(), written);
         assert_eq!(written.len, 11);
-        assert_eq!(sha256_hex(b"hello world"), written.hex());
+        assert_eq!(hash_hex(b"hello world"), written.hex());
         assert_eq!(Digest::from_hex(11, &written.hex()), Some(written));
         assert_eq!(Digest::from_hex(11, "zz"), None);
     }

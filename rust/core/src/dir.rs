@@ -13,15 +13,32 @@
 //! behind the safe functions of this one module.
 
 use std::ffi::{CString, OsStr, OsString};
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::files::FileId;
 use crate::{Error, Result};
+
+/// A file's identity: the same (device, inode) pair means the same file for as long as either side
+/// holds it open (an inode number is reused only after the file is gone).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileId {
+    /// The device holding the file.
+    pub dev: u64,
+    /// The file's inode number on that device.
+    pub ino: u64,
+}
+
+impl FileId {
+    /// The identity of the file `meta` describes.
+    pub fn of(meta: &Metadata) -> FileId {
+        FileId { dev: meta.dev(), ino: meta.ino() }
+    }
+}
 
 /// An open directory (cheap to clone: clones share the descriptor).
 #[derive(Clone, Debug)]
@@ -97,6 +114,12 @@ impl Entry {
             t if t == libc::S_IFLNK as u32 => "a symbolic link",
             _ => "not a regular file",
         }
+    }
+
+    /// "a FIFO (named pipe) owned by uid N" (or "owned by you"), for messages.
+    pub fn describe(&self) -> String {
+        let owner = if self.uid == effective_uid() { "you".to_owned() } else { format!("uid {}", self.uid) };
+        format!("{} owned by {owner}", self.kind_name())
     }
 
     /// The error for "this is not a regular file": the platform's EISDIR for a directory (so
@@ -356,6 +379,21 @@ impl Dir {
         // SAFETY: valid descriptor and NUL-terminated name.
         retry(|| check(unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) }))?;
         Ok(())
+    }
+
+    /// Fails unless `name` is the regular file `id` (not a link, not another file): checked
+    /// before and after the protocol renames a file it wrote, so a name swapped for a symlink by
+    /// someone who may write the directory never ends up at a checkpoint's name.
+    pub fn expect_file(&self, name: &OsStr, id: FileId) -> Result<()> {
+        match self.stat(name) {
+            Ok(Some(e)) if e.is_file() && e.id == id => Ok(()),
+            Ok(found) => {
+                let now = found.map_or("nothing".to_owned(), |e| e.describe());
+                let e = io::Error::other(format!("it was replaced while the save ran (it is now {now})"));
+                Err(Error::io(self.show(name), "replace", e))
+            }
+            Err(e) => Err(Error::io(self.show(name), "read metadata of", e)),
+        }
     }
 
     /// Removes `name` if something has it; absence is not an error.

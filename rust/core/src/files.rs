@@ -3,31 +3,16 @@
 //! operations of saves, recovery and atomic outputs live in `dir.rs` (relative to a directory
 //! descriptor, never following helper names).
 
-use std::fs::{self, File, Metadata, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
+// Re-exported: readers (`open.rs`, `mapped.rs`) compare identities through this module.
+pub use crate::dir::FileId;
 use crate::dir::{fstat, Dir};
 use crate::{Error, Result};
-
-/// A file's identity: the same (device, inode) pair means the same file for as long as either side
-/// holds it open (an inode number is reused only after the file is gone).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileId {
-    /// The device holding the file.
-    pub dev: u64,
-    /// The file's inode number on that device.
-    pub ino: u64,
-}
-
-impl FileId {
-    /// The identity of the file `meta` describes.
-    pub fn of(meta: &Metadata) -> FileId {
-        FileId { dev: meta.dev(), ino: meta.ino() }
-    }
-}
 
 /// Whether `e` says that no file has this name: it does not exist, or cannot (a name longer than
 /// the file system allows: `<255-byte name>.data`).

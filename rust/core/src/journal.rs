@@ -4,7 +4,7 @@
 //!
 //! What it records cannot be turned into a redirection: every file it names is a helper name of
 //! this checkpoint with a random part (`PairPaths::is_helper`), every new file is identified by its
-//! length and SHA-256 (checked before recovery renames it), and old files by their backup name and
+//! length and BLAKE3 hash (checked before recovery renames it), and old files by their backup name and
 //! length. Device and inode numbers are kept only as hints (they change when a directory is copied
 //! or restored; loads use them to recognise a pair without reading it).
 
@@ -13,10 +13,10 @@ use std::io::{self, Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use crate::crash::{crash_point, Step};
-use crate::digest::{sha256_hex, Digest};
-use crate::dir::{effective_uid, Entry};
-use crate::files::FileId;
+use crate::digest::{hash_hex, Digest};
+use crate::dir::{fstat, FileId};
 // Re-exported: readers (`open.rs`) find the journal and the pair's names through this module.
+use crate::pair::rename;
 pub use crate::pair::PairPaths;
 use crate::{Error, Result};
 
@@ -26,7 +26,7 @@ use crate::{Error, Result};
 pub struct NewFile {
     /// `<prefix><random>.tmp`
     pub temp_name: OsString,
-    /// Length and SHA-256 of its bytes.
+    /// Length and BLAKE3 hash of its bytes.
     pub digest: Digest,
     /// Device and inode when written.
     pub id: FileId,
@@ -114,13 +114,13 @@ impl Journal {
             old(self.old_checkpoint.as_ref()),
             old(self.old_external.as_ref()),
         );
-        format!("{body}end {}\n", sha256_hex(body.as_bytes()))
+        format!("{body}end {}\n", hash_hex(body.as_bytes()))
     }
 
     fn decode(text: &[u8]) -> std::result::Result<Journal, CorruptJournal> {
         let text = std::str::from_utf8(text).map_err(|_| CorruptJournal)?;
         let (body, end) = text.rsplit_once("end ").ok_or(CorruptJournal)?;
-        if end != format!("{}\n", sha256_hex(body.as_bytes())) || !body.ends_with('\n') {
+        if end != format!("{}\n", hash_hex(body.as_bytes())) || !body.ends_with('\n') {
             return Err(CorruptJournal);
         }
         let mut lines = body.lines();
@@ -244,7 +244,7 @@ pub fn inspect_journal(paths: &PairPaths) -> Result<Inspected> {
         Some(entry) => entry,
     };
     if !entry.is_file() || !dir.trusts(&entry) {
-        return Ok(Inspected::Untrusted { what: describe(&entry) });
+        return Ok(Inspected::Untrusted { what: entry.describe() });
     }
     let (file, opened) = match dir.open_regular(&name) {
         Ok(f) => f,
@@ -252,7 +252,7 @@ pub fn inspect_journal(paths: &PairPaths) -> Result<Inspected> {
         Err(e) => return Err(Error::io(paths.journal(), "open", e)),
     };
     if opened.id != entry.id && !dir.trusts(&opened) {
-        return Ok(Inspected::Untrusted { what: describe(&opened) });
+        return Ok(Inspected::Untrusted { what: opened.describe() });
     }
     let mut text = Vec::new();
     file.take(MAX_JOURNAL_BYTES).read_to_end(&mut text).map_err(|e| Error::io(paths.journal(), "read", e))?;
@@ -263,12 +263,6 @@ pub fn inspect_journal(paths: &PairPaths) -> Result<Inspected> {
     }))
 }
 
-/// "a FIFO (named pipe) owned by uid N", for messages.
-pub fn describe(entry: &Entry) -> String {
-    let owner = if entry.uid == effective_uid() { "you".to_owned() } else { format!("uid {}", entry.uid) };
-    format!("{} owned by {owner}", entry.kind_name())
-}
-
 /// Makes `journal` visible under the journal name, complete and durable: written to a fresh
 /// temporary name (`O_EXCL`, random), synced, renamed, directory synced. The caller holds the
 /// directory lock.
@@ -277,6 +271,7 @@ pub fn write_journal(paths: &PairPaths, journal: &Journal) -> Result<()> {
     let (temp, mut file) = dir
         .create_unique(&paths.prefix, ".jtmp")
         .map_err(|e| Error::io(paths.journal(), "create journal", e))?;
+    let id = fstat(&file).map_err(|e| Error::io(dir.show(&temp), "read metadata of", e))?.id;
     let written = file
         .write_all(journal.encode().as_bytes())
         .and_then(|()| file.sync_all())
@@ -287,9 +282,11 @@ pub fn write_journal(paths: &PairPaths, journal: &Journal) -> Result<()> {
         return Err(e);
     }
     crash_point(Step::JournalWritten);
-    if let Err(e) = dir.rename_to(&temp, dir, &paths.journal_name()) {
-        let _ = dir.unlink(&temp);
-        return Err(Error::io(paths.journal(), "create journal", e));
+    if let Err(e) = rename(dir, &temp, &paths.journal_name(), id) {
+        if dir.stat(&temp).ok().flatten().is_some_and(|e| e.id == id) {
+            let _ = dir.unlink(&temp);
+        }
+        return Err(e);
     }
     dir.sync()?;
     crash_point(Step::JournalCommitted);
@@ -305,7 +302,7 @@ mod tests {
             checkpoint_name: OsString::from_vec(b"a\xff b.ckpt".to_vec()),
             new_checkpoint: NewFile {
                 temp_name: ".ortckpt-1.2-3.tmp".into(),
-                digest: Digest { len: 5, sha256: [7; 32] },
+                digest: Digest { len: 5, hash: [7; 32] },
                 id: FileId { dev: 1, ino: 2 },
             },
             new_external: None,
@@ -340,7 +337,7 @@ mod tests {
         let file = |ino| OldFile { backup_name: "x".into(), len: 1, id: FileId { dev: 1, ino } };
         j.new_external = Some(NewFile {
             temp_name: "t".into(),
-            digest: Digest { len: 0, sha256: [0; 32] },
+            digest: Digest { len: 0, hash: [0; 32] },
             id: FileId { dev: 1, ino: 9 },
         });
         j.old_external = Some(file(8));

@@ -3,7 +3,7 @@
 //! Where the pair lives: the checkpoint is the given path after following only the symlinks the
 //! caller or the directory's owner made (`target.rs`); the external data file is always
 //! `<given path>.data` itself, never followed (ORT finds the data file by that name). Every helper
-//! file is named `.ortckpt-<h>.<suffix>`, `<h>` being 16 hex digits of the SHA-256 of the
+//! file is named `.ortckpt-<h>.<suffix>`, `<h>` being 16 hex digits of the BLAKE3 hash of the
 //! checkpoint's file name, so the names stay short (a legal 255-byte checkpoint name still fits)
 //! and each checkpoint's leftovers are found by one prefix:
 //!
@@ -21,8 +21,9 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::digest::sha256_hex;
-use crate::dir::{Dir, Entry};
+use crate::crash::{crash_point, Step};
+use crate::digest::hash_hex;
+use crate::dir::{Dir, Entry, FileId};
 use crate::target::{resolve_for, split, Purpose};
 use crate::{Error, Result};
 
@@ -82,7 +83,7 @@ impl PairPaths {
         } else {
             Dir::open(&ext_dir)?
         };
-        let digest = sha256_hex(target.name.as_bytes());
+        let digest = hash_hex(target.name.as_bytes());
         Ok(PairPaths {
             given: given.to_path_buf(),
             checkpoint: target.path(),
@@ -135,6 +136,14 @@ impl PairPaths {
         }
     }
 
+    /// Makes renames and unlinks in both directories durable.
+    pub fn sync_dirs(&self) -> Result<()> {
+        for dir in self.dirs() {
+            dir.sync()?;
+        }
+        Ok(())
+    }
+
     /// Whether `name` is a helper name of this pair with a random part and `suffix`
     /// (`<prefix><32 hex digits><suffix>`): the only names a journal may point recovery at.
     pub fn is_helper(&self, name: &OsStr, suffix: &str) -> bool {
@@ -143,6 +152,23 @@ impl PairPaths {
         let Some(random) = rest.strip_suffix(suffix.as_bytes()) else { return false };
         random.len() == 32 && random.iter().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
     }
+}
+
+/// Renames the file `id`, named `from`, over `to` in `dir` (neither followed). The names are
+/// checked to hold exactly that file before and after (`Dir::expect_file`): a name swapped for a
+/// link meanwhile makes the rename fail (and the protocol undo) instead of putting the link at a
+/// checkpoint's name.
+pub fn rename(dir: &Dir, from: &OsStr, to: &OsStr, id: FileId) -> Result<()> {
+    dir.expect_file(from, id)?;
+    dir.rename_to(from, dir, to).map_err(|e| Error::io(dir.show(to), "replace", e))?;
+    dir.expect_file(to, id)
+}
+
+/// [`rename`], then reports `step` to the crash hook.
+pub fn place(dir: &Dir, from: &OsStr, to: &OsStr, id: FileId, step: Step) -> Result<()> {
+    rename(dir, from, to, id)?;
+    crash_point(step);
+    Ok(())
 }
 
 #[cfg(test)]

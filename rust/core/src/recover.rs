@@ -1,6 +1,6 @@
 //! Finishing or undoing an interrupted save, and removing the leftovers of dead saves.
 //!
-//! A journal holds everything needed: the new files' temporary names, lengths and SHA-256, and the
+//! A journal holds everything needed: the new files' temporary names, lengths and BLAKE3 hash, and the
 //! old files' backup names (hard links made before the renames). Recovery completes the save when
 //! every new file is found with exactly the bytes the journal records — at its final name, or at
 //! its temporary name, hashed again before it is renamed — and restores the old pair from the
@@ -13,13 +13,12 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::commit::{rename, sync_dirs};
 use crate::crash::{crash_point, Step};
 use crate::digest::{digest_file, Digest};
-use crate::dir::{try_flock, Dir, Entry};
+use crate::dir::{try_flock, Dir, Entry, FileId};
 use crate::journal::{inspect_journal, Found, Inspected, Journal, NewFile, OldFile};
 use crate::lock::DirLock;
-use crate::pair::PairPaths;
+use crate::pair::{place, PairPaths};
 use crate::{Error, Result};
 
 /// What [`recover`] found and did.
@@ -109,7 +108,7 @@ pub(crate) fn recover_locked(paths: &PairPaths, keep_going: &mut dyn FnMut() -> 
     };
     let removed = remove_leftovers(paths)?;
     if outcome.is_some() || removed {
-        sync_dirs(paths)?;
+        paths.sync_dirs()?;
     }
     if outcome.is_some() {
         paths.ckpt_dir.remove_if_present(&paths.journal_name())?;
@@ -128,8 +127,8 @@ pub(crate) fn recover_locked(paths: &PairPaths, keep_going: &mut dyn FnMut() -> 
 enum Found2 {
     /// Already at its final name (same identity, or the same bytes).
     InPlace,
-    /// At its temporary name, with exactly the recorded bytes.
-    AtTemp,
+    /// At its temporary name, with exactly the recorded bytes (this file).
+    AtTemp(FileId),
     /// Neither: the save cannot be completed.
     Missing,
 }
@@ -138,7 +137,6 @@ enum Found2 {
 struct Slot<'a> {
     dir: &'a Dir,
     name: &'a OsString,
-    shown: &'a Path,
 }
 
 impl Slot<'_> {
@@ -146,29 +144,34 @@ impl Slot<'_> {
         self.dir.stat(name).map_err(|e| Error::io(self.dir.show(name), "read metadata of", e))
     }
 
-    /// Whether the file at `name` has exactly the bytes `digest` describes (a regular file, not
+    /// The file at `name` when it has exactly the bytes `digest` describes (a regular file, not
     /// followed, never blocking; hashed in full).
-    fn holds(&self, name: &OsString, digest: &Digest, keep_going: &mut dyn FnMut() -> bool) -> Result<bool> {
+    fn holds(
+        &self,
+        name: &OsString,
+        digest: &Digest,
+        keep_going: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<FileId>> {
         match self.entry(name)? {
             Some(e) if e.is_file() && e.size == digest.len => {}
-            _ => return Ok(false),
+            _ => return Ok(None),
         }
-        let (file, _) = match self.dir.open_regular(name) {
+        let (file, opened) = match self.dir.open_regular(name) {
             Ok(f) => f,
-            Err(_) => return Ok(false),
+            Err(_) => return Ok(None),
         };
         let found = digest_file(&file, keep_going).map_err(|e| match e.kind() {
             std::io::ErrorKind::Interrupted => Error::Interrupted { path: self.dir.show(name) },
             _ => Error::io(self.dir.show(name), "read", e),
         })?;
-        Ok(found == *digest)
+        Ok((found == *digest).then_some(opened.id))
     }
 
     /// Whether the final name holds the new file (by identity hint, else by content).
     fn holds_new(&self, new: &NewFile, keep_going: &mut dyn FnMut() -> bool) -> Result<bool> {
         match self.entry(self.name)? {
             Some(e) if e.is_file() && e.id == new.id && e.size == new.digest.len => Ok(true),
-            Some(e) if e.is_file() => self.holds(self.name, &new.digest, keep_going),
+            Some(e) if e.is_file() => Ok(self.holds(self.name, &new.digest, keep_going)?.is_some()),
             _ => Ok(false),
         }
     }
@@ -184,8 +187,10 @@ impl Slot<'_> {
         }
         let temp = &new.temp_name;
         let trusted = self.entry(temp)?.is_some_and(|e| e.is_file() && self.dir.trusts(&e));
-        if paths.is_helper(temp, ".tmp") && trusted && self.holds(temp, &new.digest, keep_going)? {
-            return Ok(Found2::AtTemp);
+        if paths.is_helper(temp, ".tmp") && trusted {
+            if let Some(id) = self.holds(temp, &new.digest, keep_going)? {
+                return Ok(Found2::AtTemp(id));
+            }
         }
         Ok(Found2::Missing)
     }
@@ -194,8 +199,8 @@ impl Slot<'_> {
 /// Makes the names lead to one complete pair of `journal`: the new one when all its files are
 /// found with their recorded bytes, else the old one.
 fn finish(paths: &PairPaths, journal: &Journal, keep_going: &mut dyn FnMut() -> bool) -> Result<Recovery> {
-    let ckpt = Slot { dir: &paths.ckpt_dir, name: &paths.ckpt_name, shown: &paths.checkpoint };
-    let data = Slot { dir: &paths.data_dir, name: &paths.data_name, shown: &paths.external };
+    let ckpt = Slot { dir: &paths.ckpt_dir, name: &paths.ckpt_name };
+    let data = Slot { dir: &paths.data_dir, name: &paths.data_name };
     let new_ckpt = ckpt.locate(paths, &journal.new_checkpoint, keep_going)?;
     let new_data = match &journal.new_external {
         Some(new) => data.locate(paths, new, keep_going)?,
@@ -205,12 +210,11 @@ fn finish(paths: &PairPaths, journal: &Journal, keep_going: &mut dyn FnMut() -> 
     if new_ckpt != Found2::Missing && new_data != Found2::Missing {
         // Complete the save, in the save's own order: data first, then the checkpoint. Each file
         // renamed was hashed just above.
-        if let (Some(new), Found2::AtTemp) = (&journal.new_external, new_data) {
-            rename(data.dir, &new.temp_name, data.name, data.shown, Step::RecoverDataPlaced)?;
+        if let (Some(new), Found2::AtTemp(id)) = (&journal.new_external, new_data) {
+            place(data.dir, &new.temp_name, data.name, id, Step::RecoverDataPlaced)?;
         }
-        if new_ckpt == Found2::AtTemp {
-            let temp = &journal.new_checkpoint.temp_name;
-            rename(ckpt.dir, temp, ckpt.name, ckpt.shown, Step::RecoverCkptPlaced)?;
+        if let Found2::AtTemp(id) = new_ckpt {
+            place(ckpt.dir, &journal.new_checkpoint.temp_name, ckpt.name, id, Step::RecoverCkptPlaced)?;
         }
         // An inline save over an external-data checkpoint: whatever `.data` holds is stale now.
         if journal.new_external.is_none() && journal.old_external.is_some() {
@@ -251,17 +255,20 @@ fn restore(
         None => false,
     };
     let current = slot.entry(slot.name)?;
+    // A link at the name is never a checkpoint: one swapped in for a new file while the save ran.
+    let lost = holds_new || current.is_none_or(|e| e.is_symlink());
     match old {
-        // The name lost the old file (it holds the new one, or nothing): bring the backup back.
-        Some(old) if holds_new || current.is_none() => {
+        // The name lost the old file (it holds the new one, a link, or nothing): bring the backup
+        // back.
+        Some(old) if lost => {
             let backup = &old.backup_name;
-            let usable = slot.entry(backup)?.is_some_and(|e| {
+            let usable = slot.entry(backup)?.filter(|e| {
                 e.is_file()
-                    && slot.dir.trusts(&e)
+                    && slot.dir.trusts(e)
                     && e.size == old.len
                     && paths.is_helper(backup, suffix(backup))
             });
-            if !usable {
+            let Some(usable) = usable else {
                 return Err(unrecoverable(
                     paths,
                     format!(
@@ -270,12 +277,13 @@ fn restore(
                         slot.dir.show(backup).display()
                     ),
                 ));
-            }
-            rename(slot.dir, backup, slot.name, slot.shown, step)
+            };
+            place(slot.dir, backup, slot.name, usable.id, step)
         }
         Some(_) => Ok(()),
-        // There was no such file before the save: remove the new one if it got this name.
-        None if holds_new => {
+        // There was no such file before the save: remove the new one (or a link) if it got this
+        // name.
+        None if holds_new || current.is_some_and(|e| e.is_symlink() && slot.dir.may_replace(&e)) => {
             slot.dir.remove_if_present(slot.name)?;
             crash_point(step);
             Ok(())
@@ -295,9 +303,9 @@ fn suffix(name: &OsString) -> &'static str {
 
 /// Removes this checkpoint's helper files that no live save owns: backups and journal temps
 /// (they matter only while a save holds the directory lock, which we hold now, or to the journal
-/// just finished) and temporary files whose own lock is free. Files the caller may not trust
-/// (another user's, in a sticky directory), symlinks and special files are left alone: they are
-/// not ours, and with random names they are in no save's way. Returns whether any was removed.
+/// just finished), temporary files whose own lock is free, and symlinks at helper names. Files
+/// the caller may not trust (another user's, in a sticky directory) and special files are left
+/// alone: they are not ours, and with random names they are in no save's way. Returns whether any was removed.
 fn remove_leftovers(paths: &PairPaths) -> Result<bool> {
     let mut removed = false;
     for dir in paths.dirs() {
@@ -307,7 +315,17 @@ fn remove_leftovers(paths: &PairPaths) -> Result<bool> {
             else {
                 continue;
             };
-            if !entry.is_file() || !dir.trusts(&entry) {
+            if !dir.trusts(&entry) {
+                continue;
+            }
+            if entry.is_symlink() {
+                // No save of ours makes links: one at a helper name was planted; removing the
+                // name never touches its target.
+                dir.remove_if_present(&name)?;
+                removed = true;
+                continue;
+            }
+            if !entry.is_file() {
                 continue;
             }
             if paths.is_helper(&name, ".tmp") {
