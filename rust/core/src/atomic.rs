@@ -89,6 +89,23 @@ impl Drop for Temp {
     }
 }
 
+/// The destination of an output, checked before anything is written: its name fits the file
+/// system, and (in a sticky directory) the caller may replace what it holds.
+fn checked_target(path: &Path) -> Result<Target> {
+    let target = resolve(path, "write to")?;
+    target.dir.check_name(&target.name)?;
+    if let Some(entry) = &target.entry {
+        if !target.dir.may_replace(entry) {
+            let e = std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("it is {} in a sticky directory, which only its owner can replace", entry.describe()),
+            );
+            return Err(Error::io(target.path(), "write to", e));
+        }
+    }
+    Ok(target)
+}
+
 /// One output file being written: [`AtomicOutput::commit`] replaces the destination with it;
 /// dropping it uncommitted removes it and leaves the destination untouched.
 #[derive(Debug)]
@@ -102,8 +119,7 @@ impl AtomicOutput {
     /// device, a name too long for the file system, and symlinks others planted (see
     /// `target.rs`); the caller's own symlink is followed to the file it names.
     pub fn create(path: &Path) -> Result<AtomicOutput> {
-        let target = resolve(path, "write to")?;
-        target.dir.check_name(&target.name)?;
+        let target = checked_target(path)?;
         let temp = Temp::create(&target.dir, TEMP_PREFIX, ".tmp", target.entry.as_ref())?;
         Ok(AtomicOutput { target, temp })
     }
@@ -156,8 +172,7 @@ pub struct StagedOutput {
 impl StagedOutput {
     /// Starts an output to `path` (the destination is checked as in [`AtomicOutput::create`]).
     pub fn create(path: &Path) -> Result<StagedOutput> {
-        let target = resolve(path, "write to")?;
-        target.dir.check_name(&target.name)?;
+        let target = checked_target(path)?;
         let (staging_name, staging) = target
             .dir
             .create_private_dir(TEMP_PREFIX, ".d")
