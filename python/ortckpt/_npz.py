@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ._atomic import atomic_path
+from ._atomic import atomic_file
 from ._layout import NPZ_KEY, ConversionError, Layout, array_of, build_state, decode, encode, tensors_of
 from ._progress import progress
 from .state import CheckpointState
@@ -46,7 +46,7 @@ def _storable(key: str, array: np.ndarray[Any, Any], layout: Layout) -> np.ndarr
 
 def write(state: CheckpointState, path: str, *, include_optimizer_state: bool, show_progress: bool) -> None:
     items, layout = tensors_of(state, include_optimizer_state)
-    with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+    with atomic_file(path) as out, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
         for key, provider in progress(
             items, enabled=show_progress, desc="writing", total=len(items), unit="tensor"
         ):

@@ -26,8 +26,11 @@
 mod adapter;
 pub mod aggregate;
 mod assemble;
+mod atomic;
 mod commit;
 mod crash;
+mod digest;
+mod dir;
 mod dtype;
 mod error;
 mod external;
@@ -37,9 +40,11 @@ mod input;
 mod journal;
 mod legacy;
 mod loaded;
+mod lock;
 mod mapped;
 mod names;
 mod open;
+mod pair;
 mod placement;
 mod reader;
 mod recover;
@@ -47,13 +52,15 @@ mod save;
 mod schema;
 mod shape;
 mod spec;
+mod target;
 mod writer;
 
 pub use adapter::{
     index_adapter, read_adapter_file, serialize_adapter, AdapterFile, AdapterIndex, AdapterParameter,
     AdapterParameterSpec, ADAPTER_FILE_IDENTIFIER, ADAPTER_FORMAT_VERSION,
 };
-pub use crash::STEPS as CRASH_STEPS;
+pub use atomic::{AtomicOutput, StagedOutput};
+pub use crash::{Step as CrashStep, STEPS as CRASH_STEPS};
 pub use dtype::DataType;
 pub use error::{Error, ErrorKind, Result};
 pub use external::check_external_ranges;
@@ -66,12 +73,15 @@ pub use legacy::{
     OpenLegacyFile, LEGACY_FOLDER_VERSION, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY, MAX_PBSEQ_MESSAGE_BYTES,
 };
 pub use loaded::{CheckpointBytes, LoadedCheckpoint, Values};
+pub use lock::DEFAULT_LOCK_TIMEOUT_SECS;
 pub use mapped::MappedFile;
 pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};
 pub use placement::{SaveOptions, DEFAULT_EXTERNAL_DATA_THRESHOLD, EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
 pub use reader::{index_checkpoint, index_checkpoint_raw, LengthCheck, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
-pub use recover::{helper_files, recover, Recovery};
-pub use save::{external_data_location, external_data_path, save_checkpoint, SaveSummary};
+pub use recover::{helper_files, recover, recover_interruptible, Recovery};
+pub use save::{
+    external_data_location, external_data_path, save_checkpoint, save_checkpoint_interruptible, SaveSummary,
+};
 pub use spec::{
     CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec, TensorPayload, TensorSpec, WRITABLE_VERSIONS,
     WRITTEN_VERSION,
@@ -80,6 +90,8 @@ pub use writer::{serialize_checkpoint, DATA_ALIGNMENT};
 
 #[cfg(any(test, feature = "test-support"))]
 pub use adapter::oracle::check_adapter_bytes;
+#[cfg(test)]
+mod protocol_tests;
 #[cfg(test)]
 mod reader_tests;
 #[cfg(any(test, feature = "test-support"))]
