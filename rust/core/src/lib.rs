@@ -31,6 +31,7 @@ mod journal;
 mod legacy_pbseq;
 mod mapped;
 mod names;
+mod npz;
 mod open;
 mod placement;
 mod reader;
@@ -54,6 +55,10 @@ pub use legacy_pbseq::{
     MAX_PBSEQ_MESSAGE_BYTES,
 };
 pub use mapped::MappedFile;
+pub use npz::{
+    default_npz_budget, read_npz, read_npz_raw, NpyHeader, NpzData, NpzError, NpzMember, NPZ_BUDGET_RATIO,
+    NPZ_MIN_BUDGET,
+};
 pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};
 pub use placement::{SaveOptions, DEFAULT_EXTERNAL_DATA_THRESHOLD, EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
 pub use reader::{index_checkpoint, index_checkpoint_raw, LengthCheck, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
