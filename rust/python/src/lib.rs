@@ -6,6 +6,7 @@ mod convert;
 mod errors;
 mod index;
 mod mapped;
+mod npz;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -198,9 +199,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(helper_files, m)?)?;
     m.add_function(wrap_pyfunction!(pbseq_messages, m)?)?;
     m.add_function(wrap_pyfunction!(legacy_file_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(npz::read_npz, m)?)?;
     m.add("LEGACY_LR_PROPERTY", ortckpt_core::LEGACY_LR_PROPERTY)?;
     m.add("LEGACY_STEP_PROPERTY", ortckpt_core::LEGACY_STEP_PROPERTY)?;
     m.add("CRASH_STEPS", ortckpt_core::CRASH_STEPS.to_vec())?;
+    m.add("NPZ_BUDGET_RATIO", ortckpt_core::NPZ_BUDGET_RATIO)?;
+    m.add("NPZ_MIN_BUDGET", ortckpt_core::NPZ_MIN_BUDGET)?;
     errors::register(m)?;
     m.add("WRITTEN_VERSION", ortckpt_core::WRITTEN_VERSION)?;
     m.add("WRITABLE_VERSIONS", ortckpt_core::WRITABLE_VERSIONS.to_vec())?;
