@@ -77,6 +77,8 @@ def _array(
     if count == 0:
         return np.zeros(shape, dtype)
     flat = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)  # type: ignore[call-overload]
+    # read-only: the state keeps read-only arrays as they are (an inflated member is not copied)
+    flat.flags.writeable = False
     array: np.ndarray[Any, Any] = flat.reshape(shape, order="F" if fortran else "C")
     return array
 

@@ -3,14 +3,15 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use numpy::PyArray1;
 use ortckpt_core::{NpzData, NpzError, NpzMember};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 
 use crate::errors::{core_error, with_attributes, ConversionError, GuardedError};
 use crate::mapped::{path_arg, show, MappedFile};
 
-/// One member: (key, dtype string, shape, fortran order, buffer, data offset in the buffer).
+/// One member: (key, dtype string, shape, fortran order, buffer, data offset in the buffer); the
+/// buffer is the opened file (stored members) or a uint8 array of the inflated member.
 type Member = (String, String, Vec<u64>, bool, Py<PyAny>, u64);
 
 /// `ConversionError` for `err` in the archive `source`, naming the member as its `tensor`.
@@ -59,9 +60,9 @@ pub(crate) fn read_npz(
     for NpzMember { key, header, data } in members {
         let (buffer, offset) = match data {
             NpzData::InPlace { offset } => (file.clone_ref(py).into_any(), offset),
-            // One copy into a bytes object, the decoded vector freed right after.
+            // The decoded vector itself becomes a numpy uint8 array: no copy.
             NpzData::Inflated(bytes) => {
-                (PyBytes::new(py, &bytes).into_any().unbind(), header.header_len as u64)
+                (PyArray1::from_vec(py, bytes).into_any().unbind(), header.header_len as u64)
             }
         };
         out.push((key, header.descr, header.shape, header.fortran_order, buffer, offset));
