@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _npy(descr: object, shape: object, data: bytes = b"", fortran: object = False) -> bytes:
-    header = "{'descr': %r, 'fortran_order': %r, 'shape': %r, }" % (descr, fortran, shape)
+    header = f"{{'descr': {descr!r}, 'fortran_order': {fortran!r}, 'shape': {shape!r}, }}"
     body = header.encode("latin-1") + b"\n"
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(body)) + body + data
 
@@ -109,7 +109,10 @@ BAD_NPZ: dict[str, tuple[dict[str, bytes], str]] = {
         {"w.npy": F4, "__ortckpt__.npy": _layout({**LAYOUT, "properties": [["p"]]})},
         "not [name, type, value]",
     ),
-    "layout frozen int": ({"w.npy": F4, "__ortckpt__.npy": _layout({**LAYOUT, "frozen": [3]})}, "expected a string"),
+    "layout frozen int": (
+        {"w.npy": F4, "__ortckpt__.npy": _layout({**LAYOUT, "frozen": [3]})},
+        "expected a string",
+    ),
     "layout dtype unknown": (
         {"w.npy": F4, "__ortckpt__.npy": _layout({**LAYOUT, "dtypes": {"w": "float128"}})},
         "unknown stored dtype",
@@ -146,7 +149,11 @@ def test_malformed_npz_raises_conversion_error(tmp_path: Path, case: str):
 
 
 def _entry(dtype: object = "F32", shape: object = (2,), offsets: object = (0, 8)) -> dict[str, object]:
-    return {"dtype": dtype, "shape": list(shape) if isinstance(shape, tuple) else shape, "data_offsets": offsets}
+    return {
+        "dtype": dtype,
+        "shape": list(shape) if isinstance(shape, tuple) else shape,
+        "data_offsets": offsets,
+    }
 
 
 BAD_SAFETENSORS: dict[str, tuple[dict[str, Any], bytes, bytes | None, str]] = {
@@ -181,7 +188,9 @@ BAD_SAFETENSORS: dict[str, tuple[dict[str, Any], bytes, bytes | None, str]] = {
     "layout lr not bits": (
         {
             "__metadata__": {
-                "ortckpt": json.dumps({**LAYOUT, "optimizer": [{"name": "g", "initial_learning_rate": "zzzzzzzz"}]})
+                "ortckpt": json.dumps(
+                    {**LAYOUT, "optimizer": [{"name": "g", "initial_learning_rate": "zzzzzzzz"}]}
+                )
             }
         },
         b"",
@@ -207,9 +216,7 @@ def test_malformed_safetensors_raises_conversion_error(tmp_path: Path, case: str
 
 
 def test_cli_convert_never_prints_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    inputs = [
-        _npz(tmp_path / f"n{i}.npz", members) for i, (members, _) in enumerate(BAD_NPZ.values())
-    ]
+    inputs = [_npz(tmp_path / f"n{i}.npz", members) for i, (members, _) in enumerate(BAD_NPZ.values())]
     for i, (header, data, raw_header, _) in enumerate(BAD_SAFETENSORS.values()):
         if raw_header is None:
             inputs.append(_safetensors(tmp_path / f"s{i}.safetensors", header, data))
@@ -324,13 +331,7 @@ def test_special_inputs_are_refused_without_reading(tmp_path: Path, call: str, s
             path = path.rename(tmp_path / "in.safetensors")
     else:
         path = Path(special)
-    code = (
-        "import ortckpt\n"
-        "try:\n"
-        f"    {call}\n"
-        "except OSError as exc:\n"
-        "    print('refused:', exc)\n"
-    )
+    code = f"import ortckpt\ntry:\n    {call}\nexcept OSError as exc:\n    print('refused:', exc)\n"
     proc = _reads_within(code, path)
     assert proc.returncode == 0 and "refused:" in proc.stdout, proc.stderr[-2000:]
     assert "regular file" in proc.stdout

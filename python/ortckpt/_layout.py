@@ -208,7 +208,9 @@ def decode(text: str, source: str) -> Layout:
     if not isinstance(dtypes, dict):
         raise ConversionError(f"{where}: dtypes must be an object")
     layout.dtypes = {k: _str(v, f"{where} dtype of {k!r}") for k, v in dtypes.items()}
-    layout.properties = [_property_of(e, where) for e in _list(doc.get("properties", []), f"{where} properties")]
+    layout.properties = [
+        _property_of(e, where) for e in _list(doc.get("properties", []), f"{where} properties")
+    ]
     layout.optimizer = [_group_of(g, where) for g in _list(doc.get("optimizer", []), f"{where} optimizer")]
     return layout
 

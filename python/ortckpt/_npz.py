@@ -21,8 +21,9 @@ import numpy as np
 
 from . import _native
 from ._atomic import atomic_file
-from ._layout import NPZ_KEY, ConversionError, Layout, array_of, build_state, decode, encode, tensors_of
+from ._layout import NPZ_KEY, Layout, array_of, build_state, decode, encode, tensors_of
 from ._progress import progress
+from .errors import ConversionError
 from .state import CheckpointState
 
 _RAW_VIEWS = {1: np.uint8, 2: np.uint16}
@@ -68,9 +69,7 @@ def write(state: CheckpointState, path: str, *, include_optimizer_state: bool, s
             np.lib.format.write_array(member, np.frombuffer(encode(layout).encode(), np.uint8))
 
 
-def _array(
-    descr: str, shape: list[int], fortran: bool, buffer: object, offset: int
-) -> np.ndarray[Any, Any]:
+def _array(descr: str, shape: list[int], fortran: bool, buffer: object, offset: int) -> np.ndarray[Any, Any]:
     """A read-only view of a member's data (the core checked its dtype, shape and length)."""
     dtype = np.dtype(descr)
     count = math.prod(shape)

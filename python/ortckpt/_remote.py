@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._types import StrPath
-from .errors import CheckpointError, SourceTooLargeError
+from .errors import CheckpointError
+from .errors import SourceTooLargeError as SourceTooLargeError  # (its home before errors.py)
 from .io import external_data_path, load_bytes
 from .io import load as load_local
 
@@ -193,7 +194,9 @@ def _staging(url: str, storage_options: StorageOptions, default_name: str) -> It
 
 
 @contextlib.contextmanager
-def local_input(path: StrPath, storage_options: StorageOptions = None, max_bytes: int | None = None) -> Iterator[str]:
+def local_input(
+    path: StrPath, storage_options: StorageOptions = None, max_bytes: int | None = None
+) -> Iterator[str]:
     """A local path holding ``path``'s content: the path itself, or a temporary copy of a URL
     (copied in chunks, so memory stays bounded; ``SourceTooLargeError`` past ``max_bytes``)."""
     if not is_url(path):

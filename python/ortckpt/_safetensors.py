@@ -24,8 +24,9 @@ import numpy as np
 
 from . import _native
 from ._atomic import atomic_file
-from ._layout import SAFETENSORS_KEY, ConversionError, array_of, build_state, decode, encode, tensors_of
+from ._layout import SAFETENSORS_KEY, array_of, build_state, decode, encode, tensors_of
 from ._progress import progress
+from .errors import ConversionError
 from .state import CheckpointState
 
 # safetensors dtype codes -> numpy dtype names (ml_dtypes names for bfloat16 and float8)
@@ -71,7 +72,7 @@ def numpy_dtype(name: str) -> np.dtype[Any] | None:
 def _bytes_of(array: np.ndarray[Any, Any]) -> memoryview:
     """The array's bytes in C order (a view when it is C-contiguous already)."""
     flat = np.ascontiguousarray(array).reshape(-1)
-    return memoryview(flat.view(np.uint8))
+    return flat.view(np.uint8).data
 
 
 def write(state: CheckpointState, path: str, *, include_optimizer_state: bool, show_progress: bool) -> None:
@@ -88,14 +89,20 @@ def write(state: CheckpointState, path: str, *, include_optimizer_state: bool, s
                 f"tensor {key!r} is {what}: safetensors cannot hold it (it holds {supported}); "
                 "convert to .npz instead, which holds every checkpoint dtype"
             )
-        header[key] = {"dtype": code, "shape": list(array.shape), "data_offsets": [offset, offset + array.nbytes]}
+        header[key] = {
+            "dtype": code,
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + array.nbytes],
+        }
         offset += array.nbytes
     text = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % 8)
     with atomic_file(path) as out:
         out.write(_LENGTH.pack(len(text)))
         out.write(text)
-        for key, provider in progress(items, enabled=show_progress, desc="writing", total=len(items), unit="tensor"):
+        for _, provider in progress(
+            items, enabled=show_progress, desc="writing", total=len(items), unit="tensor"
+        ):
             out.write(_bytes_of(array_of(state, provider)))
 
 
@@ -129,7 +136,8 @@ def _entry(path: str, key: str, info: object, data_len: int) -> tuple[np.dtype[A
     code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
     if not isinstance(code, str) or code not in _DTYPES:
         raise ConversionError(
-            f"{path}: tensor {key!r} has safetensors dtype {code!r}, which ONNX Runtime checkpoints cannot hold"
+            f"{path}: tensor {key!r} has safetensors dtype {code!r}, "
+            "which ONNX Runtime checkpoints cannot hold"
         )
     if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
         raise _fail(path, f"{where}: its shape {shape!r} is not a list of non-negative integers")
@@ -139,12 +147,16 @@ def _entry(path: str, key: str, info: object, data_len: int) -> tuple[np.dtype[A
         or not all(_is_int(o) for o in offsets)
         or not 0 <= offsets[0] <= offsets[1] <= data_len
     ):
-        raise _fail(path, f"{where}: its data_offsets {offsets!r} are not a range of the {data_len} data bytes")
+        raise _fail(
+            path, f"{where}: its data_offsets {offsets!r} are not a range of the {data_len} data bytes"
+        )
     dtype = numpy_dtype(_DTYPES[code])
     assert dtype is not None  # every code maps to a known name
     expected = math.prod(shape) * dtype.itemsize
     if offsets[1] - offsets[0] != expected:
-        raise _fail(path, f"{where}: it holds {offsets[1] - offsets[0]} bytes, its shape and dtype {expected}")
+        raise _fail(
+            path, f"{where}: it holds {offsets[1] - offsets[0]} bytes, its shape and dtype {expected}"
+        )
     return dtype, shape, offsets[0], offsets[1]
 
 
@@ -159,7 +171,8 @@ def read(path: str, *, trainable: object, show_progress: bool) -> CheckpointStat
         raise _fail(path, "its __metadata__ is not an object of strings")
     data_len = len(data) - data_start
     entries = sorted(
-        ((key, *_entry(path, key, info, data_len)) for key, info in header.items()), key=lambda e: (e[3], e[4])
+        ((key, *_entry(path, key, info, data_len)) for key, info in header.items()),
+        key=lambda e: (e[3], e[4]),
     )
     end = 0
     for key, _, _, begin, stop in entries:
@@ -167,7 +180,9 @@ def read(path: str, *, trainable: object, show_progress: bool) -> CheckpointStat
             raise _fail(path, f"tensor {key!r} starts at data byte {begin}, not at {end} (overlap or gap)")
         end = stop
     if end != data_len:
-        raise _fail(path, f"its tensors end at data byte {end} but the file holds {data_len} (truncated or padded)")
+        raise _fail(
+            path, f"its tensors end at data byte {end} but the file holds {data_len} (truncated or padded)"
+        )
     tensors: dict[str, np.ndarray[Any, Any]] = {}
     for key, dtype, shape, begin, stop in progress(
         entries, enabled=show_progress, desc="reading", total=len(entries), unit="tensor"

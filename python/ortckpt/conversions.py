@@ -32,9 +32,10 @@ from typing import Any, Union
 import numpy as np
 
 from . import _native, _npz, _safetensors
-from ._layout import ConversionError, array_of, build_state, momentum_key, tensors_of
+from ._layout import array_of, build_state, momentum_key, tensors_of
 from ._remote import is_url, load, local_input, local_output, local_path, open_state
 from ._types import StrPath
+from .errors import ConversionError
 from .io import load_bytes, save
 from .state import CheckpointState
 
@@ -86,10 +87,11 @@ def to_safetensors(
     file, atomically.
 
     Parameters keep their names; the momentums (kept unless ``include_optimizer_state=False``)
-    are stored under ``__optimizer__/<group>/<parameter>/<momentum>``. Trainable flags, properties and optimizer
-    groups go into the metadata key ``"ortckpt"``, so ``from_safetensors`` gives the state back bit
-    for bit. safetensors cannot hold string or complex128 tensors: ``ConversionError`` names them
-    (``.npz`` holds every dtype). ``progress`` shows a bar on a terminal.
+    are stored under ``__optimizer__/<group>/<parameter>/<momentum>``. Trainable flags,
+    properties and optimizer groups go into the metadata key ``"ortckpt"``, so
+    ``from_safetensors`` gives the state back bit for bit. safetensors cannot hold string or
+    complex128 tensors: ``ConversionError`` names them (``.npz`` holds every dtype).
+    ``progress`` shows a bar on a terminal.
     """
     state = open_state(src, storage_options=storage_options)
     with local_output(out, storage_options) as path:
@@ -164,7 +166,10 @@ def from_npz(
     if is_url(path):
         with local_input(path, storage_options) as local:
             state = _npz.read(
-                local, trainable=trainable, show_progress=progress, max_decompressed_bytes=max_decompressed_bytes
+                local,
+                trainable=trainable,
+                show_progress=progress,
+                max_decompressed_bytes=max_decompressed_bytes,
             )
             return load_bytes(state.to_bytes())
     return _npz.read(

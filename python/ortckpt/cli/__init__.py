@@ -151,5 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(_message(exc))
     except MemoryError:
         return _fail("out of memory (the input is larger than this machine can hold)")
-    except Exception as exc:  # noqa: BLE001 - a bug of ours: one line, never a traceback
-        return _fail(f"internal error ({type(exc).__name__}: {_message(exc)}); please report this with the input")
+    except Exception as exc:  # a bug of ours: still one line, never a traceback
+        return _fail(
+            f"internal error ({type(exc).__name__}: {_message(exc)}); please report this with the input"
+        )
