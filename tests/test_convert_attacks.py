@@ -272,14 +272,14 @@ def test_duplicate_member_names_are_refused(tmp_path: Path):
         ortckpt.from_npz(path)
 
 
-def test_non_ascii_names_round_trip_and_lone_surrogates_are_refused(tmp_path: Path):
+def test_non_ascii_names_round_trip(tmp_path: Path):
     names = ["\U0010ffff", "\u00e9t\u00e9", "\U0001f600/x"]
     state = CheckpointState({n: np.full(2, i, np.float32) for i, n in enumerate(names)})
     ortckpt.to_npz(state, tmp_path / "u.npz")
-    assert sorted(ortckpt.from_npz(tmp_path / "u.npz").parameters) == sorted(names)
-    with pytest.raises(ConversionError, match="not valid Unicode"):
-        ortckpt.to_npz(CheckpointState({"a\udcff": np.zeros(1, np.float32)}), tmp_path / "s.npz")
-    assert not (tmp_path / "s.npz").exists()
+    back = ortckpt.from_npz(tmp_path / "u.npz")
+    assert {n: p.data.tolist() for n, p in back.parameters.items()} == {
+        n: [float(i)] * 2 for i, n in enumerate(names)
+    }
 
 
 # -- file descriptors ---------------------------------------------------------------------------------

@@ -34,13 +34,6 @@ def _storable(key: str, array: np.ndarray[Any, Any], layout: Layout) -> np.ndarr
         raise ConversionError(
             f"tensor {key!r}: .npz member names cannot hold NUL characters; convert to safetensors instead"
         )
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConversionError(
-            f"tensor {key!r}: its name is not valid Unicode (a lone surrogate), which a .npz member "
-            "name cannot hold; convert to an ORT checkpoint instead"
-        ) from None
     if array.dtype == np.dtype(object):
         if any(s.endswith("\x00") for s in array.flat):
             raise ConversionError(
