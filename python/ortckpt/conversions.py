@@ -1,6 +1,6 @@
 """Conversions between checkpoints and the formats the rest of the ecosystem reads.
 
-* ``to_safetensors`` / ``from_safetensors`` (``pip install 'ortckpt[safetensors]'``);
+* ``to_safetensors`` / ``from_safetensors`` (read and written by ortckpt; no extra package);
 * ``to_npz`` / ``from_npz`` (numpy only; holds every checkpoint dtype, strings included);
 * ``to_state_dict`` / ``from_state_dict``: a plain ``dict[str, numpy.ndarray]``;
 * ``to_torch``: a ``dict[str, torch.Tensor]`` when torch is installed;
