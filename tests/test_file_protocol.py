@@ -4,6 +4,7 @@ and stale external data files are handled."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import stat
@@ -193,3 +194,49 @@ def test_ctrl_c_interrupts_a_private_read(tmp_path: Path) -> None:
         tb = tb.tb_next
     # raised through the native read (open_checkpoint inside _load_file), not between bytecodes
     assert frames[-2:] == ["_load_file", "handler"], frames
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def test_atomic_file_commits_whole_files_with_one_permission_rule(tmp_path: Path) -> None:
+    """``_atomic.atomic_file``: a real, seekable file object; the destination changes only on a
+    clean exit; new files get 0666 & ~umask, a replaced file keeps its permission bits; no
+    temporary file is left either way."""
+    from ortckpt._atomic import atomic_file, atomic_path
+
+    out = tmp_path / "out.bin"
+    with atomic_file(out) as f:
+        f.write(b"hello world")
+        f.seek(0)
+        f.write(b"H")
+        assert not out.exists()
+    assert out.read_bytes() == b"Hello world"
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o666 & ~_umask()
+    os.chmod(out, 0o600)
+    with pytest.raises(RuntimeError), atomic_file(out) as f:
+        f.write(b"partial")
+        raise RuntimeError
+    assert out.read_bytes() == b"Hello world"
+    with atomic_path(out) as p:  # for by-path writers (safetensors)
+        Path(p).write_bytes(b"by path")
+    assert out.read_bytes() == b"by path"
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+    assert os.listdir(tmp_path) == ["out.bin"]
+    with pytest.raises(OSError) as info, atomic_file(tmp_path / ("n" * 256)):
+        pass
+    assert info.value.errno == errno.ENAMETOOLONG
+    assert os.listdir(tmp_path) == ["out.bin"]
+
+
+def test_npz_output_uses_the_permission_rule(tmp_path: Path) -> None:
+    out = tmp_path / "m.npz"
+    ortckpt.to_npz(state(1.0), out)
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o666 & ~_umask()
+    os.chmod(out, 0o640)
+    ortckpt.to_npz(state(2.0), out)
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o640
+    assert os.listdir(tmp_path) == ["m.npz"]

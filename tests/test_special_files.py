@@ -139,3 +139,27 @@ def test_directory_target_is_refused(tmp_path: Path) -> None:
     exc = assert_refused(lambda: ortckpt.save(state(), target))
     assert isinstance(exc, IsADirectoryError)
     assert isinstance(assert_refused(lambda: ortckpt.load(target)), IsADirectoryError)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
+def test_atomic_file_refuses_special_destinations(tmp_path: Path, kind: str) -> None:
+    """The atomic output every non-checkpoint writer uses (npz, safetensors) refuses the same
+    destinations a save does, before writing anything."""
+    from ortckpt._atomic import atomic_file
+
+    target = {"fifo": fifo(tmp_path), "directory": tmp_path, "device": Path("/dev/null")}[kind]
+    before = sorted(os.listdir(tmp_path))
+
+    def write() -> None:
+        with atomic_file(target) as f:
+            f.write(b"x")
+
+    exc = assert_refused(write)
+    assert (
+        isinstance(exc, IsADirectoryError)
+        if kind == "directory"
+        else "device" in str(exc) or "FIFO" in str(exc)
+    )
+    assert sorted(os.listdir(tmp_path)) == before
+    if kind == "fifo":
+        assert stat.S_ISFIFO(os.lstat(target).st_mode)

@@ -18,6 +18,7 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "WRITABLE_VERSIONS",
     "WRITTEN_VERSION",
+    "AtomicOutput",
     "CheckpointChangedError",
     "CheckpointError",
     "DuplicateNameError",
@@ -26,6 +27,7 @@ __all__ = [
     "InterruptedSaveError",
     "InvalidCheckpointError",
     "MappedFile",
+    "StagedOutput",
     "TensorDataError",
     "TensorRecord",
     "UnsupportedVersionError",
@@ -138,6 +140,27 @@ class MappedFile:
     def prepare(self, offset: int, length: int) -> None: ...
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
+
+@final
+class AtomicOutput:
+    """One output file written under a temporary name beside its destination (created with
+    O_EXCL under a random name); ``commit`` syncs it and renames it over the destination."""
+
+    def __new__(cls, path: PathArg) -> AtomicOutput: ...
+    def fileno(self) -> int: ...
+    def commit(self) -> None: ...
+    def discard(self) -> None: ...
+
+@final
+class StagedOutput:
+    """One output file for a writer that takes only a path: it writes ``writer_path()`` inside a
+    private (0700) staging directory beside the destination; ``commit`` applies the permission
+    rule, syncs and renames it over the destination."""
+
+    def __new__(cls, path: PathArg) -> StagedOutput: ...
+    def writer_path(self) -> str: ...
+    def commit(self) -> None: ...
+    def discard(self) -> None: ...
 
 def index_checkpoint(
     data: bytes | MappedFile,

@@ -1,134 +1,250 @@
 //! The crash-consistent save of a checkpoint pair (`<path>` and, when there is external data,
 //! `<path>.data`; ORT dictates both names, so two renames are unavoidable).
 //!
-//! 1. The new files are written under temporary names beside their destinations and synced.
-//! 2. Under the directory's commit lock, leftovers of interrupted saves are recovered/removed.
-//! 3. The journal (old and new file identities) is written, synced, renamed into place, and the
-//!    directory synced: from here on, a crash is completed by recovery.
+//! 0. Every name the save will use is checked first (length, kind, who may replace it): a save
+//!    that could not finish fails before it writes anything.
+//! 1. The new files are written under fresh random temporary names beside their destinations
+//!    (hashed while written) and synced.
+//! 2. Under the directory's commit lock, interrupted saves are settled and leftovers removed.
+//! 3. The journal (new files' names and SHA-256, old files' backup names) is written, synced,
+//!    renamed into place, and the directory synced: from here on, a crash is completed by recovery.
 //! 4. The old files get backup hard links (synced), so they stay reachable whatever happens next.
 //! 5. The new data file, then the new checkpoint, are renamed over the old names (synced); an
 //!    inline save over an external-data checkpoint then removes the stale `.data`.
 //! 6. The journal is removed (synced): the save is committed. Then the backups are removed.
 //!
 //! The names change only while the journal exists, which is what lets readers detect a mix
-//! (see `open.rs`). Every step reports to the test crash hook (`crash.rs`).
+//! (see `open.rs`). Every step reports to the test crash hook (`crash.rs`). Every operation is
+//! relative to the directories' descriptors and never follows a link at a helper name
+//! (`dir.rs`).
 
-use std::fs;
-use std::io;
+use std::ffi::OsString;
+use std::io::{self, Write};
 use std::path::Path;
 
-use crate::crash::crash_point;
-use crate::files::{check_save_target, id_of_name, remove_if_present, rename, sync_dir, DirLock, TempFile};
-use crate::journal::{write_journal, Journal, NewFile, PairPaths};
+use crate::atomic::Temp;
+use crate::crash::{crash_point, Step};
+use crate::digest::{Digest, HashingWriter};
+use crate::dir::{random_hex, try_flock, Dir, Entry};
+use crate::journal::{describe, write_journal, Journal, NewFile, OldFile};
+use crate::lock::{lock_unsupported, DirLock};
+use crate::pair::PairPaths;
 use crate::recover::recover_locked;
 use crate::{Error, Result};
 
-/// Writes the bytes of one file of the pair into its temporary file.
-pub type WriteFile<'a> = &'a mut dyn FnMut(&mut TempFile) -> Result<()>;
+/// Writes the bytes of one file of the pair.
+pub type WriteFile<'a> = &'a mut dyn FnMut(&mut dyn Write) -> io::Result<()>;
 
 /// Saves the pair at `path`: `write_checkpoint` produces the checkpoint's bytes and
-/// `write_external` (when the checkpoint has external data) the `.data` file's.
+/// `write_external` (when the checkpoint has external data) the `.data` file's. `keep_going` is
+/// asked while waiting for the directory lock (false stops with [`Error::Interrupted`]).
 pub fn save_pair(
     path: &Path,
     write_checkpoint: WriteFile<'_>,
     write_external: Option<WriteFile<'_>>,
+    keep_going: &mut dyn FnMut() -> bool,
 ) -> Result<()> {
-    let paths = PairPaths::new(path)?;
-    check_save_target(&paths.checkpoint)?;
-    check_save_target(&paths.external)?;
+    let paths = PairPaths::for_write(path)?;
+    let checkpoint_before = check_names(&paths, write_external.is_some())?;
 
-    let mut external = match write_external {
+    let external = match write_external {
         Some(write) => {
-            let like = if paths.external.exists() { &paths.external } else { &paths.checkpoint };
-            let mut temp = TempFile::create(&paths.ext_dir, &paths.prefix, like)?;
-            crash_point("data_created");
-            write(&mut temp)?;
-            crash_point("data_written");
-            temp.sync()?;
-            crash_point("data_synced");
-            Some(temp)
+            let like = match paths.data_entry()? {
+                Some(e) if e.is_file() => Some(e),
+                _ => checkpoint_before,
+            };
+            let steps = [Step::DataCreated, Step::DataWritten, Step::DataSynced];
+            Some(write_new(&paths, &paths.data_dir, like.as_ref(), write, steps, &paths.external)?)
         }
         None => None,
     };
-    let mut checkpoint = TempFile::create(&paths.dir, &paths.prefix, &paths.checkpoint)?;
-    crash_point("ckpt_created");
-    write_checkpoint(&mut checkpoint)?;
-    crash_point("ckpt_written");
-    checkpoint.sync()?;
-    crash_point("ckpt_synced");
+    let steps = [Step::CkptCreated, Step::CkptWritten, Step::CkptSynced];
+    let checkpoint = write_new(
+        &paths,
+        &paths.ckpt_dir,
+        checkpoint_before.as_ref(),
+        write_checkpoint,
+        steps,
+        &paths.checkpoint,
+    )?;
 
-    let _lock = DirLock::exclusive(&paths.dir)?;
-    crash_point("locked");
-    recover_locked(&paths)?;
-    crash_point("cleanup_done");
-    // The targets may have been replaced by something else while we wrote.
-    check_save_target(&paths.checkpoint)?;
-    check_save_target(&paths.external)?;
+    let _lock = DirLock::exclusive(&paths.dir, keep_going)?;
+    crash_point(Step::Locked);
+    recover_locked(&paths, keep_going)?;
+    crash_point(Step::CleanupDone);
+    // The names may have been given to something else while we wrote.
+    let checkpoint_now = check_names(&paths, external.is_some())?;
+    let external_now = paths.data_entry()?.filter(Entry::is_file);
 
     let journal = Journal {
-        checkpoint_name: paths.checkpoint.file_name().unwrap_or_default().to_owned(),
-        new_checkpoint: new_file(&checkpoint),
-        new_external: external.as_ref().map(new_file),
-        old_checkpoint: id_of_name(&paths.checkpoint)?,
-        old_external: id_of_name(&paths.external)?,
+        checkpoint_name: paths.ckpt_name.clone(),
+        new_checkpoint: checkpoint.journal_entry(),
+        new_external: external.as_ref().map(NewTemp::journal_entry),
+        old_checkpoint: checkpoint_now.map(|e| old_file(&paths, e, ".old")).transpose()?,
+        old_external: external_now.map(|e| old_file(&paths, e, ".old-data")).transpose()?,
     };
     write_journal(&paths, &journal)?;
     // From here the journal owns the new files: on any failure, recovery completes or undoes.
-    checkpoint.disarm();
-    if let Some(temp) = external.as_mut() {
-        temp.disarm();
+    let mut temps = vec![checkpoint];
+    temps.extend(external);
+    for temp in &mut temps {
+        temp.temp.keep();
     }
     if let Err(e) = commit(&paths, &journal) {
-        let _ = recover_locked(&paths);
+        let _ = recover_locked(&paths, keep_going);
         return Err(e);
     }
     Ok(())
 }
 
-fn new_file(temp: &TempFile) -> NewFile {
-    NewFile { temp_name: temp.path().file_name().unwrap_or_default().to_owned(), id: temp.id() }
+/// Checks every final name before anything is written: the checkpoint name (absent or a regular
+/// file the caller may replace) and, for an external save, the data name (length; absent, a
+/// regular file or a symlink, which is replaced as a name and never followed). Returns what the
+/// checkpoint name holds.
+fn check_names(paths: &PairPaths, external: bool) -> Result<Option<Entry>> {
+    paths.ckpt_dir.check_name(&paths.ckpt_name)?;
+    let checkpoint = paths.checkpoint_entry()?;
+    if let Some(entry) = checkpoint {
+        if !entry.is_file() {
+            return Err(Error::io(&paths.checkpoint, "save to", entry.not_regular()));
+        }
+        ensure_replaceable(&paths.ckpt_dir, &entry, &paths.checkpoint)?;
+    }
+    if external {
+        paths.data_dir.check_name(&paths.data_name)?;
+    }
+    if let Some(entry) = paths.data_entry()? {
+        if !entry.is_file() && !entry.is_symlink() {
+            return Err(Error::io(&paths.external, "save to", entry.not_regular()));
+        }
+        ensure_replaceable(&paths.data_dir, &entry, &paths.external)?;
+    }
+    Ok(checkpoint)
+}
+
+fn ensure_replaceable(dir: &Dir, entry: &Entry, path: &Path) -> Result<()> {
+    if dir.may_replace(entry) {
+        return Ok(());
+    }
+    let e = io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "it is {} in a sticky directory, which only its owner can replace; nothing was written",
+            describe(entry)
+        ),
+    );
+    Err(Error::io(path, "save to", e))
+}
+
+/// A new file of the save, written and synced under its temporary name.
+struct NewTemp {
+    temp: Temp,
+    digest: Digest,
+}
+
+impl NewTemp {
+    fn journal_entry(&self) -> NewFile {
+        NewFile { temp_name: self.temp.name().clone(), digest: self.digest, id: self.temp.id() }
+    }
+}
+
+fn write_new(
+    paths: &PairPaths,
+    dir: &Dir,
+    like: Option<&Entry>,
+    write: WriteFile<'_>,
+    steps: [Step; 3],
+    dest: &Path,
+) -> Result<NewTemp> {
+    let mut temp = create_locked_temp(paths, dir, like)?;
+    crash_point(steps[0]);
+    let mut out = HashingWriter::new(temp.file_mut());
+    write(&mut out).map_err(|e| Error::io(dest, "write", e))?;
+    let digest = out.finish();
+    crash_point(steps[1]);
+    temp.sync()?;
+    crash_point(steps[2]);
+    Ok(NewTemp { temp, digest })
+}
+
+/// A fresh temporary file holding its own `flock` while the save lives, so a cleanup of crash
+/// leftovers (`recover.rs`) can tell it from an orphan.
+fn create_locked_temp(paths: &PairPaths, dir: &Dir, like: Option<&Entry>) -> Result<Temp> {
+    for _ in 0..10 {
+        let temp = Temp::create(dir, &paths.prefix, ".tmp", like)?;
+        match try_flock(temp.file(), libc::LOCK_EX) {
+            Ok(_) => {}
+            Err(e) if lock_unsupported(&e) => {}
+            Err(e) => return Err(Error::io(temp.path(), "lock", e)),
+        }
+        // A concurrent cleanup may have taken the file for an orphan between its creation and
+        // our lock and removed it; then the name no longer leads to it: start again.
+        if dir.stat(temp.name()).ok().flatten().is_some_and(|e| e.id == temp.id()) {
+            return Ok(temp);
+        }
+    }
+    Err(Error::io(dir.path(), "create temporary file in", io::Error::other("removed repeatedly")))
+}
+
+fn old_file(paths: &PairPaths, entry: Entry, suffix: &str) -> Result<OldFile> {
+    let random = random_hex(16).map_err(|e| Error::io(&paths.checkpoint, "save to", e))?;
+    let backup_name = OsString::from(format!("{}{random}{suffix}", paths.prefix));
+    Ok(OldFile { backup_name, len: entry.size, id: entry.id })
 }
 
 fn commit(paths: &PairPaths, journal: &Journal) -> Result<()> {
-    if journal.old_checkpoint.is_some() {
-        backup(&paths.checkpoint, &paths.backup_checkpoint(), "backup_ckpt_linked")?;
+    if let Some(old) = &journal.old_checkpoint {
+        backup(&paths.ckpt_dir, &paths.ckpt_name, &old.backup_name, Step::BackupCkptLinked)?;
     }
-    if journal.old_external.is_some() {
-        backup(&paths.external, &paths.backup_external(), "backup_data_linked")?;
+    if let Some(old) = &journal.old_external {
+        backup(&paths.data_dir, &paths.data_name, &old.backup_name, Step::BackupDataLinked)?;
     }
     sync_dirs(paths)?;
-    crash_point("backups_synced");
+    crash_point(Step::BackupsSynced);
 
-    if let Some(temp) = journal.new_external_path(paths) {
-        rename(&temp, &paths.external, "data_renamed")?;
+    if let Some(new) = &journal.new_external {
+        rename(&paths.data_dir, &new.temp_name, &paths.data_name, &paths.external, Step::DataRenamed)?;
     }
-    rename(&journal.new_checkpoint_path(paths), &paths.checkpoint, "ckpt_renamed")?;
+    let new = &journal.new_checkpoint;
+    rename(&paths.ckpt_dir, &new.temp_name, &paths.ckpt_name, &paths.checkpoint, Step::CkptRenamed)?;
     sync_dirs(paths)?;
-    crash_point("renames_synced");
-    if journal.new_external.is_none() && journal.old_external.is_some() {
-        remove_if_present(&paths.external)?;
-        sync_dir(&paths.ext_dir)?;
-        crash_point("stale_data_removed");
+    crash_point(Step::RenamesSynced);
+    if journal.new_external.is_none() && paths.data_entry()?.is_some() {
+        // The data name holds the old pair's file or a symlink: neither belongs to an inline pair.
+        paths.data_dir.remove_if_present(&paths.data_name)?;
+        paths.data_dir.sync()?;
+        crash_point(Step::StaleDataRemoved);
     }
 
-    remove_if_present(&paths.journal())?;
-    sync_dir(&paths.dir)?;
-    crash_point("journal_removed");
-    remove_if_present(&paths.backup_checkpoint())?;
-    remove_if_present(&paths.backup_external())?;
-    crash_point("backups_removed");
+    paths.ckpt_dir.remove_if_present(&paths.journal_name())?;
+    paths.ckpt_dir.sync()?;
+    crash_point(Step::JournalRemoved);
+    if let Some(old) = &journal.old_checkpoint {
+        paths.ckpt_dir.remove_if_present(&old.backup_name)?;
+    }
+    if let Some(old) = &journal.old_external {
+        paths.data_dir.remove_if_present(&old.backup_name)?;
+    }
+    crash_point(Step::BackupsRemoved);
+    Ok(())
+}
+
+/// Renames `from` over `to` in `dir` (neither followed), then reports `step` to the crash hook.
+pub(crate) fn rename(dir: &Dir, from: &OsString, to: &OsString, shown: &Path, step: Step) -> Result<()> {
+    dir.rename_to(from, dir, to).map_err(|e| Error::io(shown, "replace", e))?;
+    crash_point(step);
     Ok(())
 }
 
 /// Keeps the file `name` reachable as `backup`: a hard link, or (on file systems without hard
 /// links) a rename, after which the name is briefly absent (readers wait on the journal).
-fn backup(name: &Path, backup: &Path, step: &str) -> Result<()> {
-    match fs::hard_link(name, backup) {
+fn backup(dir: &Dir, name: &OsString, backup: &OsString, step: Step) -> Result<()> {
+    match dir.link(name, backup) {
         Ok(()) => {}
         Err(e) if no_hard_links(&e) => {
-            fs::rename(name, backup).map_err(|e| Error::io(backup, "create backup", e))?;
+            dir.rename_to(name, dir, backup).map_err(|e| Error::io(dir.show(backup), "create backup", e))?;
         }
-        Err(e) => return Err(Error::io(backup, "create backup", e)),
+        Err(e) => return Err(Error::io(dir.show(backup), "create backup", e)),
     }
     crash_point(step);
     Ok(())
@@ -141,9 +257,9 @@ fn no_hard_links(e: &io::Error) -> bool {
     )
 }
 
-fn sync_dirs(paths: &PairPaths) -> Result<()> {
+pub(crate) fn sync_dirs(paths: &PairPaths) -> Result<()> {
     for dir in paths.dirs() {
-        sync_dir(dir)?;
+        dir.sync()?;
     }
     Ok(())
 }

@@ -1,114 +1,46 @@
-//! The names around a checkpoint pair (`<path>` + `<path>.data`) and the save journal: a small
-//! intent file that exists, complete and synced, for exactly the time a save (or a recovery)
-//! changes which files those two names lead to. See docs/format.md, "Crash consistency".
+//! The save journal: a small intent file that exists, complete and synced, for exactly the time a
+//! save (or a recovery) changes which files the checkpoint's two names lead to. See
+//! docs/format.md, "Crash consistency", and `pair.rs` for the names.
 //!
-//! Every helper file is named `.ortckpt-<h>.<suffix>` where `<h>` is 16 hex digits of a hash of
-//! the checkpoint's file name, so the names stay short (a legal 255-byte checkpoint name still
-//! fits) and each checkpoint's leftovers are found by one prefix:
-//!
-//! * `.ortckpt-<h>.journal`  the journal (in the checkpoint's directory)
-//! * `.ortckpt-<h>.old`      the previous checkpoint, hard-linked before the renames
-//! * `.ortckpt-<h>.old-data` the previous external data file (in the data file's directory)
-//! * `.ortckpt-<h>.<pid>-<n>.tmp` / `.jtmp`  new files being written / a journal being written
+//! What it records cannot be turned into a redirection: every file it names is a helper name of
+//! this checkpoint with a random part (`PairPaths::is_helper`), every new file is identified by its
+//! length and SHA-256 (checked before recovery renames it), and old files by their backup name and
+//! length. Device and inode numbers are kept only as hints (they change when a directory is copied
+//! or restored; loads use them to recognise a pair without reading it).
 
-use std::ffi::{OsStr, OsString};
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::ffi::OsString;
+use std::io::{self, Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
 
-use crate::crash::crash_point;
-use crate::files::{parent_dir, resolve_symlinks, sync_dir, FileId};
-use crate::save::external_data_path;
+use crate::crash::{crash_point, Step};
+use crate::digest::{sha256_hex, Digest};
+use crate::dir::{effective_uid, Entry};
+use crate::files::FileId;
+// Re-exported: readers (`open.rs`) find the journal and the pair's names through this module.
+pub use crate::pair::PairPaths;
 use crate::{Error, Result};
 
-/// The resolved names of one checkpoint pair and of its helper files.
-#[derive(Clone, Debug)]
-pub struct PairPaths {
-    /// The checkpoint as the caller named it (messages, and ORT's `.data` rule).
-    pub given: PathBuf,
-    /// The checkpoint file, symlinks resolved: the name a save replaces.
-    pub checkpoint: PathBuf,
-    /// The external data file (`given + ".data"`, symlinks resolved).
-    pub external: PathBuf,
-    /// The checkpoint's directory: home of the journal and the lock.
-    pub dir: PathBuf,
-    /// The external data file's directory (usually `dir`).
-    pub ext_dir: PathBuf,
-    /// `.ortckpt-<h>.`
-    pub prefix: String,
-}
-
-impl PairPaths {
-    pub fn new(given: &Path) -> Result<PairPaths> {
-        if given.as_os_str().is_empty() {
-            return Err(Error::io(given, "use", io::Error::from_raw_os_error(libc::ENOENT)));
-        }
-        let checkpoint = resolve_symlinks(given);
-        let name = match checkpoint.file_name() {
-            Some(name) => name.to_owned(),
-            None => {
-                let e = io::Error::new(io::ErrorKind::InvalidInput, "the path does not name a file");
-                return Err(Error::io(given, "use", e));
-            }
-        };
-        let external = resolve_symlinks(&external_data_path(given));
-        Ok(PairPaths {
-            given: given.to_path_buf(),
-            dir: parent_dir(&checkpoint),
-            ext_dir: parent_dir(&external),
-            external,
-            checkpoint,
-            prefix: format!(".ortckpt-{:016x}.", fnv1a(name.as_bytes())),
-        })
-    }
-
-    fn helper(&self, dir: &Path, suffix: &str) -> PathBuf {
-        dir.join(format!("{}{suffix}", self.prefix))
-    }
-
-    pub fn journal(&self) -> PathBuf {
-        self.helper(&self.dir, "journal")
-    }
-
-    pub fn backup_checkpoint(&self) -> PathBuf {
-        self.helper(&self.dir, "old")
-    }
-
-    pub fn backup_external(&self) -> PathBuf {
-        self.helper(&self.ext_dir, "old-data")
-    }
-
-    /// The checkpoint's file name, as recorded in the journal.
-    fn checkpoint_name(&self) -> &OsStr {
-        self.checkpoint.file_name().unwrap_or_default()
-    }
-
-    /// Both directories (once when they are the same).
-    pub fn dirs(&self) -> Vec<&Path> {
-        if self.ext_dir == self.dir {
-            vec![&self.dir]
-        } else {
-            vec![&self.dir, &self.ext_dir]
-        }
-    }
-}
-
-/// 64-bit FNV-1a: a stable, dependency-free hash for helper file names (not for security).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-/// A new file of a save: its temporary name (in its destination's directory) and identity.
+/// A new file of a save: its temporary name (in its destination's directory), its content
+/// digest, and its identity when it was written (a hint).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewFile {
+    /// `<prefix><random>.tmp`
     pub temp_name: OsString,
+    /// Length and SHA-256 of its bytes.
+    pub digest: Digest,
+    /// Device and inode when written.
+    pub id: FileId,
+}
+
+/// A file a save replaces: the backup name it gets before the renames, its length and identity
+/// (a hint).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OldFile {
+    /// `<prefix><random>.old` / `.old-data`
+    pub backup_name: OsString,
+    /// Length in bytes.
+    pub len: u64,
+    /// Device and inode when the save began.
     pub id: FileId,
 }
 
@@ -116,14 +48,19 @@ pub struct NewFile {
 /// absent file) and which complete, synced files they will lead to after (`new_*`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Journal {
+    /// The checkpoint's file name.
     pub checkpoint_name: OsString,
+    /// The new checkpoint file.
     pub new_checkpoint: NewFile,
+    /// The new external data file, when the new checkpoint has one.
     pub new_external: Option<NewFile>,
-    pub old_checkpoint: Option<FileId>,
-    pub old_external: Option<FileId>,
+    /// The checkpoint file the save replaces.
+    pub old_checkpoint: Option<OldFile>,
+    /// The external data file the save replaces.
+    pub old_external: Option<OldFile>,
 }
 
-const MAGIC: &str = "ortckpt-journal 1";
+const MAGIC: &str = "ortckpt-journal 2";
 
 /// A journal file that exists but cannot be parsed (never written by a save, which makes it
 /// visible only complete; something else changed it).
@@ -131,21 +68,15 @@ const MAGIC: &str = "ortckpt-journal 1";
 pub struct CorruptJournal;
 
 impl Journal {
-    pub fn new_checkpoint_path(&self, paths: &PairPaths) -> PathBuf {
-        paths.dir.join(&self.new_checkpoint.temp_name)
-    }
-
-    pub fn new_external_path(&self, paths: &PairPaths) -> Option<PathBuf> {
-        self.new_external.as_ref().map(|f| paths.ext_dir.join(&f.temp_name))
-    }
-
     /// Whether the files `checkpoint` / `external` (identities of open files) are one complete
     /// pair this journal knows — the pair before the save or the pair after it. `Some(true)`: yes,
     /// with `external` as its data file; `Some(false)`: yes, and that pair has no data file (so
-    /// whatever `.data` holds now is not part of it); `None`: a mix.
+    /// whatever `.data` holds now is not part of it); `None`: a mix, or files the identities do
+    /// not match (after a copy: then `recover` decides by content).
     pub fn complete_pair(&self, checkpoint: FileId, external: Option<FileId>) -> Option<bool> {
         let new = (Some(self.new_checkpoint.id), self.new_external.as_ref().map(|f| f.id));
-        for (c, e) in [new, (self.old_checkpoint, self.old_external)] {
+        let old = (self.old_checkpoint.as_ref().map(|f| f.id), self.old_external.as_ref().map(|f| f.id));
+        for (c, e) in [new, old] {
             if c == Some(checkpoint) {
                 match e {
                     None => return Some(false),
@@ -158,27 +89,38 @@ impl Journal {
     }
 
     fn encode(&self) -> String {
-        fn id(v: Option<FileId>) -> String {
-            v.map_or("-".into(), |i| format!("{} {}", i.dev, i.ino))
-        }
         fn new(v: Option<&NewFile>) -> String {
-            v.map_or("-".into(), |f| format!("{} {} {}", hex(f.temp_name.as_bytes()), f.id.dev, f.id.ino))
+            v.map_or("-".into(), |f| {
+                format!(
+                    "{} {} {} {} {}",
+                    hex(f.temp_name.as_bytes()),
+                    f.digest.len,
+                    f.digest.hex(),
+                    f.id.dev,
+                    f.id.ino
+                )
+            })
+        }
+        fn old(v: Option<&OldFile>) -> String {
+            v.map_or("-".into(), |f| {
+                format!("{} {} {} {}", hex(f.backup_name.as_bytes()), f.len, f.id.dev, f.id.ino)
+            })
         }
         let body = format!(
             "{MAGIC}\ncheckpoint {}\nnew_checkpoint {}\nnew_external {}\nold_checkpoint {}\nold_external {}\n",
             hex(self.checkpoint_name.as_bytes()),
             new(Some(&self.new_checkpoint)),
             new(self.new_external.as_ref()),
-            id(self.old_checkpoint),
-            id(self.old_external),
+            old(self.old_checkpoint.as_ref()),
+            old(self.old_external.as_ref()),
         );
-        format!("{body}end {:016x}\n", fnv1a(body.as_bytes()))
+        format!("{body}end {}\n", sha256_hex(body.as_bytes()))
     }
 
     fn decode(text: &[u8]) -> std::result::Result<Journal, CorruptJournal> {
         let text = std::str::from_utf8(text).map_err(|_| CorruptJournal)?;
         let (body, end) = text.rsplit_once("end ").ok_or(CorruptJournal)?;
-        if end != format!("{:016x}\n", fnv1a(body.as_bytes())) || !body.ends_with('\n') {
+        if end != format!("{}\n", sha256_hex(body.as_bytes())) || !body.ends_with('\n') {
             return Err(CorruptJournal);
         }
         let mut lines = body.lines();
@@ -199,36 +141,46 @@ impl Journal {
         };
         let new_checkpoint = parse_new(&field("new_checkpoint")?)?.ok_or(CorruptJournal)?;
         let new_external = parse_new(&field("new_external")?)?;
-        let old_checkpoint = parse_id(&field("old_checkpoint")?)?;
-        let old_external = parse_id(&field("old_external")?)?;
+        let old_checkpoint = parse_old(&field("old_checkpoint")?)?;
+        let old_external = parse_old(&field("old_external")?)?;
         Ok(Journal { checkpoint_name, new_checkpoint, new_external, old_checkpoint, old_external })
     }
 }
 
-fn parse_id(words: &[&str]) -> std::result::Result<Option<FileId>, CorruptJournal> {
-    match words {
-        ["-"] => Ok(None),
-        [dev, ino] => Ok(Some(FileId {
-            dev: dev.parse().map_err(|_| CorruptJournal)?,
-            ino: ino.parse().map_err(|_| CorruptJournal)?,
-        })),
-        _ => Err(CorruptJournal),
+fn number(word: &str) -> std::result::Result<u64, CorruptJournal> {
+    word.parse().map_err(|_| CorruptJournal)
+}
+
+/// A helper file name: a plain name in its directory, never a path.
+fn plain_name(word: &str) -> std::result::Result<OsString, CorruptJournal> {
+    let name = OsString::from_vec(unhex(word)?);
+    if name.is_empty() || name.as_bytes().contains(&b'/') {
+        return Err(CorruptJournal);
     }
+    Ok(name)
 }
 
 fn parse_new(words: &[&str]) -> std::result::Result<Option<NewFile>, CorruptJournal> {
     match words {
         ["-"] => Ok(None),
-        [name, rest @ ..] => {
-            let temp_name = OsString::from_vec(unhex(name)?);
-            // A temp name is a plain file name in its directory, never a path.
-            if temp_name.is_empty() || temp_name.as_bytes().contains(&b'/') {
-                return Err(CorruptJournal);
-            }
-            let id = parse_id(rest)?.ok_or(CorruptJournal)?;
-            Ok(Some(NewFile { temp_name, id }))
-        }
-        [] => Err(CorruptJournal),
+        [name, len, sha, dev, ino] => Ok(Some(NewFile {
+            temp_name: plain_name(name)?,
+            digest: Digest::from_hex(number(len)?, sha).ok_or(CorruptJournal)?,
+            id: FileId { dev: number(dev)?, ino: number(ino)? },
+        })),
+        _ => Err(CorruptJournal),
+    }
+}
+
+fn parse_old(words: &[&str]) -> std::result::Result<Option<OldFile>, CorruptJournal> {
+    match words {
+        ["-"] => Ok(None),
+        [name, len, dev, ino] => Ok(Some(OldFile {
+            backup_name: plain_name(name)?,
+            len: number(len)?,
+            id: FileId { dev: number(dev)?, ino: number(ino)? },
+        })),
+        _ => Err(CorruptJournal),
     }
 }
 
@@ -246,55 +198,101 @@ fn unhex(text: &str) -> std::result::Result<Vec<u8>, CorruptJournal> {
         .collect()
 }
 
-/// The journal found beside a checkpoint.
+/// The journal found beside a checkpoint, as a reader sees it.
 pub enum Found {
+    /// No journal.
     None,
     /// A journal of this checkpoint.
-    Journal(Journal),
-    /// A journal under this checkpoint's helper name that belongs to another file name (a hash
-    /// collision): not ours to act on.
+    Journal(Box<Journal>),
+    /// Not this checkpoint's to act on: a journal of another file name with the same name hash,
+    /// or a file at the journal name that someone else owns in a sticky directory.
     Foreign,
+    /// A journal that cannot be parsed.
     Corrupt,
+}
+
+/// The journal found beside a checkpoint, as a save or recovery sees it.
+pub enum Inspected {
+    /// What a reader sees too.
+    Found(Found),
+    /// Something at the journal name that a save must not act on: `what` says why.
+    Untrusted {
+        /// e.g. "a FIFO (named pipe) owned by uid 1000"
+        what: String,
+    },
 }
 
 /// Journals are a few hundred bytes; anything much larger is not one of ours.
 const MAX_JOURNAL_BYTES: u64 = 64 * 1024;
 
+/// The journal beside `paths`, for readers: whatever a save could not act on is not theirs
+/// either (a planted file at the journal name never blocks or misleads a load).
 pub fn read_journal(paths: &PairPaths) -> Result<Found> {
-    let path = paths.journal();
-    let file = match crate::files::open_regular(&path) {
-        Ok(f) => f,
-        Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => return Ok(Found::None),
-        Err(e) => return Err(e),
-    };
-    let mut text = Vec::new();
-    io::Read::read_to_end(&mut io::Read::take(&file, MAX_JOURNAL_BYTES), &mut text)
-        .map_err(|e| Error::io(&path, "read", e))?;
-    Ok(match Journal::decode(&text) {
-        Ok(j) if j.checkpoint_name.as_os_str() == paths.checkpoint_name() => Found::Journal(j),
-        Ok(_) => Found::Foreign,
-        Err(CorruptJournal) => Found::Corrupt,
+    Ok(match inspect_journal(paths)? {
+        Inspected::Found(found) => found,
+        Inspected::Untrusted { .. } => Found::Foreign,
     })
 }
 
-/// Makes `journal` visible under the journal name, complete and durable: written to a temporary
-/// name, synced, renamed, directory synced. The caller holds the directory lock.
+/// The journal beside `paths`. Never follows a link or blocks on a FIFO at the journal name;
+/// in a sticky directory a journal someone else owns is not trusted (see `Dir::trusts`).
+pub fn inspect_journal(paths: &PairPaths) -> Result<Inspected> {
+    let name = paths.journal_name();
+    let dir = &paths.ckpt_dir;
+    let entry = match dir.stat(&name).map_err(|e| Error::io(paths.journal(), "read metadata of", e))? {
+        None => return Ok(Inspected::Found(Found::None)),
+        Some(entry) => entry,
+    };
+    if !entry.is_file() || !dir.trusts(&entry) {
+        return Ok(Inspected::Untrusted { what: describe(&entry) });
+    }
+    let (file, opened) = match dir.open_regular(&name) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Inspected::Found(Found::None)),
+        Err(e) => return Err(Error::io(paths.journal(), "open", e)),
+    };
+    if opened.id != entry.id && !dir.trusts(&opened) {
+        return Ok(Inspected::Untrusted { what: describe(&opened) });
+    }
+    let mut text = Vec::new();
+    file.take(MAX_JOURNAL_BYTES).read_to_end(&mut text).map_err(|e| Error::io(paths.journal(), "read", e))?;
+    Ok(Inspected::Found(match Journal::decode(&text) {
+        Ok(j) if j.checkpoint_name.as_os_str() == paths.checkpoint_name() => Found::Journal(Box::new(j)),
+        Ok(_) => Found::Foreign,
+        Err(CorruptJournal) => Found::Corrupt,
+    }))
+}
+
+/// "a FIFO (named pipe) owned by uid N", for messages.
+pub fn describe(entry: &Entry) -> String {
+    let owner = if entry.uid == effective_uid() { "you".to_owned() } else { format!("uid {}", entry.uid) };
+    format!("{} owned by {owner}", entry.kind_name())
+}
+
+/// Makes `journal` visible under the journal name, complete and durable: written to a fresh
+/// temporary name (`O_EXCL`, random), synced, renamed, directory synced. The caller holds the
+/// directory lock.
 pub fn write_journal(paths: &PairPaths, journal: &Journal) -> Result<()> {
-    let temp = paths.dir.join(format!("{}{}.jtmp", paths.prefix, std::process::id()));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(&temp)
-        .map_err(|e| Error::io(&temp, "create journal", e))?;
-    file.write_all(journal.encode().as_bytes()).map_err(|e| Error::io(&temp, "write", e))?;
-    file.sync_all().map_err(|e| Error::io(&temp, "sync", e))?;
+    let dir = &paths.ckpt_dir;
+    let (temp, mut file) = dir
+        .create_unique(&paths.prefix, ".jtmp")
+        .map_err(|e| Error::io(paths.journal(), "create journal", e))?;
+    let written = file
+        .write_all(journal.encode().as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|e| Error::io(dir.show(&temp), "write", e));
     drop(file);
-    crash_point("journal_written");
-    fs::rename(&temp, paths.journal()).map_err(|e| Error::io(paths.journal(), "create journal", e))?;
-    sync_dir(&paths.dir)?;
-    crash_point("journal_committed");
+    if let Err(e) = written {
+        let _ = dir.unlink(&temp);
+        return Err(e);
+    }
+    crash_point(Step::JournalWritten);
+    if let Err(e) = dir.rename_to(&temp, dir, &paths.journal_name()) {
+        let _ = dir.unlink(&temp);
+        return Err(Error::io(paths.journal(), "create journal", e));
+    }
+    dir.sync()?;
+    crash_point(Step::JournalCommitted);
     Ok(())
 }
 
@@ -302,12 +300,20 @@ pub fn write_journal(paths: &PairPaths, journal: &Journal) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn sample() -> Journal {
+    pub(crate) fn sample() -> Journal {
         Journal {
             checkpoint_name: OsString::from_vec(b"a\xff b.ckpt".to_vec()),
-            new_checkpoint: NewFile { temp_name: ".ortckpt-1.2-3.tmp".into(), id: FileId { dev: 1, ino: 2 } },
+            new_checkpoint: NewFile {
+                temp_name: ".ortckpt-1.2-3.tmp".into(),
+                digest: Digest { len: 5, sha256: [7; 32] },
+                id: FileId { dev: 1, ino: 2 },
+            },
             new_external: None,
-            old_checkpoint: Some(FileId { dev: 1, ino: u64::MAX }),
+            old_checkpoint: Some(OldFile {
+                backup_name: "b".into(),
+                len: 3,
+                id: FileId { dev: 1, ino: u64::MAX },
+            }),
             old_external: None,
         }
     }
@@ -331,10 +337,15 @@ mod tests {
     #[test]
     fn complete_pairs_are_old_or_new_never_mixed() {
         let mut j = sample();
-        j.new_external = Some(NewFile { temp_name: "t".into(), id: FileId { dev: 1, ino: 9 } });
-        j.old_external = Some(FileId { dev: 1, ino: 8 });
+        let file = |ino| OldFile { backup_name: "x".into(), len: 1, id: FileId { dev: 1, ino } };
+        j.new_external = Some(NewFile {
+            temp_name: "t".into(),
+            digest: Digest { len: 0, sha256: [0; 32] },
+            id: FileId { dev: 1, ino: 9 },
+        });
+        j.old_external = Some(file(8));
         let (nc, ne) = (j.new_checkpoint.id, FileId { dev: 1, ino: 9 });
-        let (oc, oe) = (j.old_checkpoint.unwrap(), FileId { dev: 1, ino: 8 });
+        let (oc, oe) = (j.old_checkpoint.as_ref().unwrap().id, FileId { dev: 1, ino: 8 });
         assert_eq!(j.complete_pair(nc, Some(ne)), Some(true));
         assert_eq!(j.complete_pair(oc, Some(oe)), Some(true));
         assert_eq!(j.complete_pair(nc, Some(oe)), None);
@@ -343,16 +354,5 @@ mod tests {
         // an inline old checkpoint is complete whatever `.data` holds (the new save's data file)
         j.old_external = None;
         assert_eq!(j.complete_pair(oc, Some(ne)), Some(false));
-    }
-
-    #[test]
-    fn helper_names_are_short_for_long_file_names() {
-        let dir = tempfile::tempdir().unwrap();
-        let long = dir.path().join("x".repeat(255));
-        let paths = PairPaths::new(&long).unwrap();
-        for p in [paths.journal(), paths.backup_checkpoint(), paths.backup_external()] {
-            assert!(p.file_name().unwrap().len() < 40, "{}", p.display());
-        }
-        assert!(PairPaths::new(Path::new("")).is_err());
     }
 }

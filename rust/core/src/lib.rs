@@ -19,8 +19,11 @@
 #![warn(missing_docs)]
 
 mod assemble;
+mod atomic;
 mod commit;
 mod crash;
+mod digest;
+mod dir;
 mod dtype;
 mod error;
 mod external;
@@ -29,10 +32,12 @@ mod index;
 mod input;
 mod journal;
 mod legacy_pbseq;
+mod lock;
 mod mapped;
 mod names;
 mod npz;
 mod open;
+mod pair;
 mod placement;
 mod reader;
 mod recover;
@@ -40,9 +45,11 @@ mod save;
 mod schema;
 mod shape;
 mod spec;
+mod target;
 mod writer;
 
-pub use crash::STEPS as CRASH_STEPS;
+pub use atomic::{AtomicOutput, StagedOutput};
+pub use crash::{Step as CrashStep, STEPS as CRASH_STEPS};
 pub use dtype::DataType;
 pub use error::{Error, ErrorKind, Result};
 pub use external::check_external_ranges;
@@ -54,6 +61,7 @@ pub use legacy_pbseq::{
     classify_legacy_file, pbseq_messages, LegacyFile, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY,
     MAX_PBSEQ_MESSAGE_BYTES,
 };
+pub use lock::DEFAULT_LOCK_TIMEOUT_SECS;
 pub use mapped::MappedFile;
 pub use npz::{
     default_npz_budget, read_npz, read_npz_raw, NpyHeader, NpzData, NpzError, NpzMember, NPZ_BUDGET_RATIO,
@@ -62,14 +70,16 @@ pub use npz::{
 pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};
 pub use placement::{SaveOptions, DEFAULT_EXTERNAL_DATA_THRESHOLD, EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
 pub use reader::{index_checkpoint, index_checkpoint_raw, LengthCheck, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
-pub use recover::{helper_files, recover, Recovery};
-pub use save::{external_data_path, save_checkpoint, SaveSummary};
+pub use recover::{helper_files, recover, recover_interruptible, Recovery};
+pub use save::{external_data_path, save_checkpoint, save_checkpoint_interruptible, SaveSummary};
 pub use spec::{
     CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec, TensorPayload, TensorSpec, WRITABLE_VERSIONS,
     WRITTEN_VERSION,
 };
 pub use writer::{serialize_checkpoint, DATA_ALIGNMENT};
 
+#[cfg(test)]
+mod protocol_tests;
 #[cfg(test)]
 mod reader_tests;
 #[cfg(any(test, feature = "test-support"))]

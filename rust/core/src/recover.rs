@@ -1,20 +1,25 @@
 //! Finishing or undoing an interrupted save, and removing the leftovers of dead saves.
 //!
-//! A journal holds everything needed: the identities of the old pair (kept alive by the backup
-//! hard links) and of the new pair (complete and synced before the journal was written, still
-//! under their temporary names or already renamed). Recovery completes the save when every new
-//! file is still there (the usual case: a crash anywhere after the journal became durable), and
-//! restores the old pair from the backups otherwise. Each step is idempotent and the journal is
-//! removed last, so a crash during recovery is recovered by running it again.
+//! A journal holds everything needed: the new files' temporary names, lengths and SHA-256, and the
+//! old files' backup names (hard links made before the renames). Recovery completes the save when
+//! every new file is found with exactly the bytes the journal records — at its final name, or at
+//! its temporary name, hashed again before it is renamed — and restores the old pair from the
+//! backups otherwise. Nothing is decided by device or inode numbers alone (they are hints; a copy
+//! or a restore changes them), so a directory copied with `cp -a` while holding an interrupted save
+//! recovers like the original. Each step is idempotent and the journal is removed last, so a
+//! crash during recovery is recovered by running it again.
 
-use std::ffi::OsStr;
-use std::fs;
+use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::crash::crash_point;
-use crate::files::{id_of_name, remove_if_present, rename, sync_dir, try_lock_orphan, DirLock, FileId};
-use crate::journal::{read_journal, Found, Journal, PairPaths};
+use crate::commit::{rename, sync_dirs};
+use crate::crash::{crash_point, Step};
+use crate::digest::{digest_file, Digest};
+use crate::dir::{try_flock, Dir, Entry};
+use crate::journal::{inspect_journal, Found, Inspected, Journal, NewFile, OldFile};
+use crate::lock::DirLock;
+use crate::pair::PairPaths;
 use crate::{Error, Result};
 
 /// What [`recover`] found and did.
@@ -44,52 +49,72 @@ impl Recovery {
 }
 
 /// Restores one complete state of the checkpoint `path` (and its `.data`) after interrupted saves
-/// and removes every temporary, backup and journal file they left. Waits for a save in progress.
+/// and removes every temporary, backup and journal file they left. Waits (bounded) for a save in
+/// progress.
 pub fn recover(path: &Path) -> Result<Recovery> {
-    let paths = PairPaths::new(path)?;
-    let _lock = DirLock::exclusive(&paths.dir)?;
-    recover_locked(&paths)
+    recover_interruptible(path, &mut || true)
+}
+
+/// [`recover`], asking `keep_going` while it waits for the directory lock and while it hashes.
+pub fn recover_interruptible(path: &Path, keep_going: &mut dyn FnMut() -> bool) -> Result<Recovery> {
+    let paths = PairPaths::for_write(path)?;
+    let _lock = DirLock::exclusive(&paths.dir, keep_going)?;
+    recover_locked(&paths, keep_going)
+}
+
+fn unrecoverable(paths: &PairPaths, detail: String) -> Error {
+    Error::Unrecoverable { path: paths.given.clone(), detail }
 }
 
 /// [`recover`] for a caller that holds the directory lock already (a save, before it commits).
-pub(crate) fn recover_locked(paths: &PairPaths) -> Result<Recovery> {
-    let outcome = match read_journal(paths)? {
-        Found::None => None,
-        // Another file name with the same 64-bit name hash has an interrupted save here: its
-        // journal is not ours to settle, and a save of ours must not overwrite it.
-        Found::Foreign => {
-            return Err(Error::Unrecoverable {
-                path: paths.given.clone(),
-                detail: format!(
+pub(crate) fn recover_locked(paths: &PairPaths, keep_going: &mut dyn FnMut() -> bool) -> Result<Recovery> {
+    let journal = paths.journal();
+    let outcome = match inspect_journal(paths)? {
+        Inspected::Found(Found::None) => None,
+        Inspected::Untrusted { what } => {
+            return Err(unrecoverable(
+                paths,
+                format!(
+                    "its save journal name {} holds {what}, which ortckpt does not act on (in a sticky \
+                     directory only your own journal is trusted, and never anything but a regular file); \
+                     nothing was changed: have it removed (by its owner or root) and try again",
+                    journal.display()
+                ),
+            ))
+        }
+        // Another file name with the same name hash has an interrupted save here: its journal is
+        // not ours to settle, and a save of ours must not overwrite it.
+        Inspected::Found(Found::Foreign) => {
+            return Err(unrecoverable(
+                paths,
+                format!(
                     "the save journal {} belongs to an interrupted save of another checkpoint in this \
                      directory (its name has the same hash); recover that checkpoint first",
-                    paths.journal().display()
+                    journal.display()
                 ),
-            })
+            ))
         }
-        Found::Corrupt => {
-            return Err(Error::Unrecoverable {
-                path: paths.given.clone(),
-                detail: format!(
-                    "its save journal {} is unreadable (it was not written by ortckpt, or the disk is \
-                     damaged); check which of the files beside it hold the checkpoint you want, then \
-                     remove the journal",
-                    paths.journal().display()
+        Inspected::Found(Found::Corrupt) => {
+            return Err(unrecoverable(
+                paths,
+                format!(
+                    "its save journal {} is unreadable (it was not written by this version of ortckpt, \
+                     or the disk is damaged); check which of the files beside it hold the checkpoint \
+                     you want, then remove the journal",
+                    journal.display()
                 ),
-            })
+            ))
         }
-        Found::Journal(journal) => Some(finish(paths, &journal)?),
+        Inspected::Found(Found::Journal(j)) => Some(finish(paths, &j, keep_going)?),
     };
     let removed = remove_leftovers(paths)?;
     if outcome.is_some() || removed {
-        for dir in paths.dirs() {
-            sync_dir(dir)?;
-        }
+        sync_dirs(paths)?;
     }
     if outcome.is_some() {
-        remove_if_present(&paths.journal())?;
-        sync_dir(&paths.dir)?;
-        crash_point("recover_journal_removed");
+        paths.ckpt_dir.remove_if_present(&paths.journal_name())?;
+        paths.ckpt_dir.sync()?;
+        crash_point(Step::RecoverJournalRemoved);
     }
     Ok(match (outcome, removed) {
         (Some(r), _) => r,
@@ -98,87 +123,160 @@ pub(crate) fn recover_locked(paths: &PairPaths) -> Result<Recovery> {
     })
 }
 
-/// Makes the names lead to one complete pair of `journal`: the new one when all its files still
-/// exist, else the old one.
-fn finish(paths: &PairPaths, journal: &Journal) -> Result<Recovery> {
-    let current_checkpoint = id_of_name(&paths.checkpoint)?;
-    let current_external = id_of_name(&paths.external)?;
-    let new_checkpoint_temp = journal.new_checkpoint_path(paths);
-    let new_external_temp = journal.new_external_path(paths);
+/// Where a new file of the journal is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Found2 {
+    /// Already at its final name (same identity, or the same bytes).
+    InPlace,
+    /// At its temporary name, with exactly the recorded bytes.
+    AtTemp,
+    /// Neither: the save cannot be completed.
+    Missing,
+}
 
-    let checkpoint_ready = current_checkpoint == Some(journal.new_checkpoint.id)
-        || id_of_name(&new_checkpoint_temp)? == Some(journal.new_checkpoint.id);
-    let external_ready = match (&journal.new_external, &new_external_temp) {
-        (Some(new), Some(temp)) => current_external == Some(new.id) || id_of_name(temp)? == Some(new.id),
-        _ => true,
+/// One name of the pair during recovery: its directory, name and path for messages.
+struct Slot<'a> {
+    dir: &'a Dir,
+    name: &'a OsString,
+    shown: &'a Path,
+}
+
+impl Slot<'_> {
+    fn entry(&self, name: &OsString) -> Result<Option<Entry>> {
+        self.dir.stat(name).map_err(|e| Error::io(self.dir.show(name), "read metadata of", e))
+    }
+
+    /// Whether the file at `name` has exactly the bytes `digest` describes (a regular file, not
+    /// followed, never blocking; hashed in full).
+    fn holds(&self, name: &OsString, digest: &Digest, keep_going: &mut dyn FnMut() -> bool) -> Result<bool> {
+        match self.entry(name)? {
+            Some(e) if e.is_file() && e.size == digest.len => {}
+            _ => return Ok(false),
+        }
+        let (file, _) = match self.dir.open_regular(name) {
+            Ok(f) => f,
+            Err(_) => return Ok(false),
+        };
+        let found = digest_file(&file, keep_going).map_err(|e| match e.kind() {
+            std::io::ErrorKind::Interrupted => Error::Interrupted { path: self.dir.show(name) },
+            _ => Error::io(self.dir.show(name), "read", e),
+        })?;
+        Ok(found == *digest)
+    }
+
+    /// Whether the final name holds the new file (by identity hint, else by content).
+    fn holds_new(&self, new: &NewFile, keep_going: &mut dyn FnMut() -> bool) -> Result<bool> {
+        match self.entry(self.name)? {
+            Some(e) if e.is_file() && e.id == new.id && e.size == new.digest.len => Ok(true),
+            Some(e) if e.is_file() => self.holds(self.name, &new.digest, keep_going),
+            _ => Ok(false),
+        }
+    }
+
+    fn locate(
+        &self,
+        paths: &PairPaths,
+        new: &NewFile,
+        keep_going: &mut dyn FnMut() -> bool,
+    ) -> Result<Found2> {
+        if self.holds_new(new, keep_going)? {
+            return Ok(Found2::InPlace);
+        }
+        let temp = &new.temp_name;
+        let trusted = self.entry(temp)?.is_some_and(|e| e.is_file() && self.dir.trusts(&e));
+        if paths.is_helper(temp, ".tmp") && trusted && self.holds(temp, &new.digest, keep_going)? {
+            return Ok(Found2::AtTemp);
+        }
+        Ok(Found2::Missing)
+    }
+}
+
+/// Makes the names lead to one complete pair of `journal`: the new one when all its files are
+/// found with their recorded bytes, else the old one.
+fn finish(paths: &PairPaths, journal: &Journal, keep_going: &mut dyn FnMut() -> bool) -> Result<Recovery> {
+    let ckpt = Slot { dir: &paths.ckpt_dir, name: &paths.ckpt_name, shown: &paths.checkpoint };
+    let data = Slot { dir: &paths.data_dir, name: &paths.data_name, shown: &paths.external };
+    let new_ckpt = ckpt.locate(paths, &journal.new_checkpoint, keep_going)?;
+    let new_data = match &journal.new_external {
+        Some(new) => data.locate(paths, new, keep_going)?,
+        None => Found2::InPlace,
     };
 
-    if checkpoint_ready && external_ready {
-        // Complete the save, in the save's own order: data first, then the checkpoint.
-        if let (Some(new), Some(temp)) = (&journal.new_external, &new_external_temp) {
-            if current_external != Some(new.id) {
-                rename(temp, &paths.external, "recover_data_placed")?;
+    if new_ckpt != Found2::Missing && new_data != Found2::Missing {
+        // Complete the save, in the save's own order: data first, then the checkpoint. Each file
+        // renamed was hashed just above.
+        if let (Some(new), Found2::AtTemp) = (&journal.new_external, new_data) {
+            rename(data.dir, &new.temp_name, data.name, data.shown, Step::RecoverDataPlaced)?;
+        }
+        if new_ckpt == Found2::AtTemp {
+            let temp = &journal.new_checkpoint.temp_name;
+            rename(ckpt.dir, temp, ckpt.name, ckpt.shown, Step::RecoverCkptPlaced)?;
+        }
+        // An inline save over an external-data checkpoint: whatever `.data` holds is stale now.
+        if journal.new_external.is_none() && journal.old_external.is_some() {
+            if let Some(e) = data.entry(data.name)? {
+                if (e.is_file() || e.is_symlink()) && data.dir.trusts(&e) {
+                    data.dir.remove_if_present(data.name)?;
+                }
             }
-        }
-        if current_checkpoint != Some(journal.new_checkpoint.id) {
-            rename(&new_checkpoint_temp, &paths.checkpoint, "recover_ckpt_placed")?;
-        }
-        // An inline save over an external-data checkpoint: the old data file is stale now.
-        if journal.new_external.is_none()
-            && current_external.is_some()
-            && current_external == journal.old_external
-        {
-            remove_if_present(&paths.external)?;
         }
         return Ok(Recovery::CompletedNew);
     }
 
     // Undo: put the old files back (each is still reachable under its backup name or its own).
+    let new_data_file = journal.new_external.as_ref();
+    restore(paths, &data, journal.old_external.as_ref(), new_data_file, Step::RecoverDataPlaced, keep_going)?;
+    let new_ckpt_file = Some(&journal.new_checkpoint);
     restore(
-        &paths.external,
-        &paths.backup_external(),
-        current_external,
-        journal.old_external,
-        journal.new_external.as_ref().map(|f| f.id),
-        "recover_data_placed",
-    )?;
-    restore(
-        &paths.checkpoint,
-        &paths.backup_checkpoint(),
-        current_checkpoint,
-        journal.old_checkpoint,
-        Some(journal.new_checkpoint.id),
-        "recover_ckpt_placed",
+        paths,
+        &ckpt,
+        journal.old_checkpoint.as_ref(),
+        new_ckpt_file,
+        Step::RecoverCkptPlaced,
+        keep_going,
     )?;
     Ok(Recovery::RestoredOld)
 }
 
 fn restore(
-    name: &Path,
-    backup: &Path,
-    current: Option<FileId>,
-    old: Option<FileId>,
-    new: Option<FileId>,
-    step: &str,
+    paths: &PairPaths,
+    slot: &Slot<'_>,
+    old: Option<&OldFile>,
+    new: Option<&NewFile>,
+    step: Step,
+    keep_going: &mut dyn FnMut() -> bool,
 ) -> Result<()> {
+    let holds_new = match new {
+        Some(new) => slot.holds_new(new, keep_going)?,
+        None => false,
+    };
+    let current = slot.entry(slot.name)?;
     match old {
-        Some(old) if current != Some(old) => {
-            if id_of_name(backup)? != Some(old) {
-                return Err(Error::Unrecoverable {
-                    path: name.to_path_buf(),
-                    detail: format!(
-                        "the interrupted save can be neither completed (its new files are gone) nor \
-                         undone (the backup {} is gone); the files must be repaired by hand",
-                        backup.display()
+        // The name lost the old file (it holds the new one, or nothing): bring the backup back.
+        Some(old) if holds_new || current.is_none() => {
+            let backup = &old.backup_name;
+            let usable = slot.entry(backup)?.is_some_and(|e| {
+                e.is_file()
+                    && slot.dir.trusts(&e)
+                    && e.size == old.len
+                    && paths.is_helper(backup, suffix(backup))
+            });
+            if !usable {
+                return Err(unrecoverable(
+                    paths,
+                    format!(
+                        "the interrupted save can be neither completed (its new files are gone or changed) \
+                         nor undone (the backup {} is gone or changed); the files must be repaired by hand",
+                        slot.dir.show(backup).display()
                     ),
-                });
+                ));
             }
-            rename(backup, name, step)
+            rename(slot.dir, backup, slot.name, slot.shown, step)
         }
         Some(_) => Ok(()),
         // There was no such file before the save: remove the new one if it got this name.
-        None if current.is_some() && current == new => {
-            remove_if_present(name)?;
+        None if holds_new => {
+            slot.dir.remove_if_present(slot.name)?;
             crash_point(step);
             Ok(())
         }
@@ -186,26 +284,42 @@ fn restore(
     }
 }
 
+/// The suffix of a backup name (`.old-data` or `.old`).
+fn suffix(name: &OsString) -> &'static str {
+    if name.as_bytes().ends_with(b".old-data") {
+        ".old-data"
+    } else {
+        ".old"
+    }
+}
+
 /// Removes this checkpoint's helper files that no live save owns: backups and journal temps
 /// (they matter only while a save holds the directory lock, which we hold now, or to the journal
-/// just finished) and temporary files whose own lock is free. Returns whether any was removed.
+/// just finished) and temporary files whose own lock is free. Files the caller may not trust
+/// (another user's, in a sticky directory), symlinks and special files are left alone: they are
+/// not ours, and with random names they are in no save's way. Returns whether any was removed.
 fn remove_leftovers(paths: &PairPaths) -> Result<bool> {
     let mut removed = false;
     for dir in paths.dirs() {
-        for name in helper_names(dir, &paths.prefix)? {
-            let path = dir.join(&name);
-            let bytes = name.as_bytes();
-            if bytes.ends_with(b".journal") {
-                continue; // removed last by the caller, once everything else is done
+        for name in dir.names_with_prefix(paths.prefix.as_bytes())? {
+            let Some(entry) =
+                dir.stat(&name).map_err(|e| Error::io(dir.show(&name), "read metadata of", e))?
+            else {
+                continue;
+            };
+            if !entry.is_file() || !dir.trusts(&entry) {
+                continue;
             }
-            if bytes.ends_with(b".tmp") {
+            if paths.is_helper(&name, ".tmp") {
                 // Held locked by its writer for as long as the save lives.
-                if let Some(_held) = try_lock_orphan(&path) {
-                    remove_if_present(&path)?;
-                    removed = true;
+                if let Ok((file, opened)) = dir.open_regular(&name) {
+                    if opened.id == entry.id && try_flock(&file, libc::LOCK_EX).unwrap_or(false) {
+                        dir.remove_if_present(&name)?;
+                        removed = true;
+                    }
                 }
-            } else if bytes.ends_with(b".old") || bytes.ends_with(b".old-data") || bytes.ends_with(b".jtmp") {
-                remove_if_present(&path)?;
+            } else if [".old", ".old-data", ".jtmp"].iter().any(|s| paths.is_helper(&name, s)) {
+                dir.remove_if_present(&name)?;
                 removed = true;
             }
         }
@@ -213,28 +327,12 @@ fn remove_leftovers(paths: &PairPaths) -> Result<bool> {
     Ok(removed)
 }
 
-fn helper_names(dir: &Path, prefix: &str) -> Result<Vec<std::ffi::OsString>> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) => return Err(Error::io(dir, "list directory", e)),
-    };
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(dir, "list directory", e))?;
-        let name = entry.file_name();
-        if OsStr::as_bytes(&name).starts_with(prefix.as_bytes()) {
-            names.push(name);
-        }
-    }
-    Ok(names)
-}
-
 /// Paths of this checkpoint's helper files (tests and diagnostics).
 pub fn helper_files(path: &Path) -> Result<Vec<PathBuf>> {
     let paths = PairPaths::new(path)?;
     let mut out = Vec::new();
     for dir in paths.dirs() {
-        out.extend(helper_names(dir, &paths.prefix)?.into_iter().map(|n| dir.join(n)));
+        out.extend(dir.names_with_prefix(paths.prefix.as_bytes())?.into_iter().map(|n| dir.show(&n)));
     }
     Ok(out)
 }

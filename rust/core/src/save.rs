@@ -4,10 +4,10 @@
 //! memory, whatever the checkpoint's size.
 
 use std::io::{IoSlice, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::commit::{save_pair, WriteFile};
-use crate::files::TempFile;
+pub use crate::pair::external_data_path;
 use crate::placement::SaveOptions;
 use crate::spec::CheckpointSpec;
 use crate::writer::{plan_and_layout, Pieces};
@@ -22,23 +22,27 @@ pub struct SaveSummary {
     pub external_data_bytes: Option<u64>,
 }
 
-/// ORT's `ExternalCheckpointDataPath`: the checkpoint path with `.data` appended.
-pub fn external_data_path(checkpoint: &Path) -> PathBuf {
-    let mut s = checkpoint.as_os_str().to_owned();
-    s.push(".data");
-    PathBuf::from(s)
-}
-
 /// Writes `spec` to `path`, and tensor data to `external_data_path(path)` when the options call
 /// for it, crash-consistently (see `commit.rs`). Every tensor's bytes are streamed from the
 /// caller's buffers.
 pub fn save_checkpoint(path: &Path, spec: &CheckpointSpec<'_>, options: &SaveOptions) -> Result<SaveSummary> {
+    save_checkpoint_interruptible(path, spec, options, &mut || true)
+}
+
+/// [`save_checkpoint`], asking `keep_going` while it waits for the directory's commit lock
+/// (returning false stops with [`crate::Error::Interrupted`], nothing committed).
+pub fn save_checkpoint_interruptible(
+    path: &Path,
+    spec: &CheckpointSpec<'_>,
+    options: &SaveOptions,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<SaveSummary> {
     let layout = plan_and_layout(spec, options)?;
-    let mut write_checkpoint = |file: &mut TempFile| file.write_with(|f| write_pieces(f, &layout.checkpoint));
-    let mut write_external = |file: &mut TempFile| file.write_with(|f| write_pieces(f, &layout.external));
+    let mut write_checkpoint = |out: &mut dyn Write| write_pieces(out, &layout.checkpoint);
+    let mut write_external = |out: &mut dyn Write| write_pieces(out, &layout.external);
     let external: Option<WriteFile<'_>> =
         if layout.external.is_empty() { None } else { Some(&mut write_external) };
-    save_pair(path, &mut write_checkpoint, external)?;
+    save_pair(path, &mut write_checkpoint, external, keep_going)?;
     Ok(SaveSummary {
         checkpoint_bytes: layout.checkpoint.len(),
         external_data_bytes: (!layout.external.is_empty()).then(|| layout.external.len()),
@@ -53,7 +57,7 @@ const STAGING_BYTES: usize = 1 << 20;
 
 /// Writes `pieces` to `out` in order: small pieces through a 1 MiB staging buffer, large ones
 /// directly, each direct write vectored with the staged bytes before it.
-pub(crate) fn write_pieces(out: &mut impl Write, pieces: &Pieces<'_>) -> std::io::Result<()> {
+pub(crate) fn write_pieces(out: &mut (impl Write + ?Sized), pieces: &Pieces<'_>) -> std::io::Result<()> {
     let mut staged: Vec<u8> =
         Vec::with_capacity(STAGING_BYTES.min(usize::try_from(pieces.len()).unwrap_or(0)));
     for piece in pieces.slices() {
@@ -73,7 +77,7 @@ pub(crate) fn write_pieces(out: &mut impl Write, pieces: &Pieces<'_>) -> std::io
 }
 
 /// `write_all` for several buffers (std's `write_all_vectored` is unstable).
-fn write_all_vectored(out: &mut impl Write, mut bufs: &mut [IoSlice<'_>]) -> std::io::Result<()> {
+fn write_all_vectored(out: &mut (impl Write + ?Sized), mut bufs: &mut [IoSlice<'_>]) -> std::io::Result<()> {
     IoSlice::advance_slices(&mut bufs, 0);
     while !bufs.is_empty() {
         match out.write_vectored(bufs) {

@@ -2,6 +2,7 @@
 //! verification, copies and writes, and maps errors; the format logic lives in the core crate.
 
 mod arrays;
+mod atomic;
 mod convert;
 mod errors;
 mod index;
@@ -100,8 +101,10 @@ fn save_checkpoint(
     let held = spec_from_py(spec)?;
     let spec = held.spec();
     let options = ortckpt_core::SaveOptions { external_data_threshold, external_momentums };
-    py.detach(|| guarded(|| ortckpt_core::save_checkpoint(&path, spec, &options)))
-        .map_err(|e| core_error(&show(&path), e))?;
+    // Interruptible: the wait for another process's directory lock checks for Ctrl-C.
+    interruptible(py, &show(&path), |keep_going| {
+        ortckpt_core::save_checkpoint_interruptible(&path, spec, &options, keep_going)
+    })?;
     Ok(())
 }
 
@@ -128,7 +131,7 @@ fn open_checkpoint(
 fn recover(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<&'static str> {
     let path = path_arg(path)?;
     let outcome =
-        py.detach(|| guarded(|| ortckpt_core::recover(&path))).map_err(|e| core_error(&show(&path), e))?;
+        interruptible(py, &show(&path), |keep_going| ortckpt_core::recover_interruptible(&path, keep_going))?;
     Ok(outcome.as_str())
 }
 
@@ -188,6 +191,8 @@ fn external_data_path(path: &Bound<'_, PyAny>) -> PyResult<OsString> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::silence_panic_output();
     m.add_class::<MappedFile>()?;
+    m.add_class::<atomic::AtomicOutput>()?;
+    m.add_class::<atomic::StagedOutput>()?;
     m.add_class::<Index>()?;
     m.add_class::<TensorRecord>()?;
     m.add_function(wrap_pyfunction!(index_checkpoint, m)?)?;

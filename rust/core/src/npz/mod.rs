@@ -176,11 +176,12 @@ fn read_member(
     if file.encrypted() {
         return Err(fail("it is encrypted".into()));
     }
-    let (method, size, compressed, start) =
-        (file.compression(), file.size(), file.compressed_size(), file.data_start());
+    let (method, size, compressed, header_start) =
+        (file.compression(), file.size(), file.compressed_size(), file.header_start());
     drop(file);
     match method {
         CompressionMethod::Stored => {
+            let start = local_data_start(input, header_start).map_err(&fail)?;
             let header = stored_header(input, start, size, compressed).map_err(&fail)?;
             let offset = start + header.header_len as u64;
             Ok(NpzMember { key, header, data: NpzData::InPlace { offset } })
@@ -207,6 +208,17 @@ fn check_size(header: &NpyHeader, size: u64) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Where a member's data starts: after its local file header (30 bytes, then the name and the
+/// extra field, whose lengths the local header gives) at `header_start`.
+fn local_data_start(input: Input<'_>, header_start: u64) -> Result<u64, String> {
+    let at = usize::try_from(header_start).map_err(|_| "its local header is out of range".to_string())?;
+    let field = |off: usize| at.checked_add(off).and_then(|p| input.u16(p)).map(u64::from);
+    match (input.u32(at), field(26), field(28)) {
+        (Some(0x0403_4b50), Some(name), Some(extra)) => Ok(header_start + 30 + name + extra),
+        _ => Err("its local header is missing or truncated".into()),
+    }
 }
 
 /// The header of a stored member whose data is `size` bytes at `start` of the archive.
