@@ -413,6 +413,12 @@ def test_convert_in_place_keeps_the_optimizer(tmp_path: Path, trained: Checkpoin
     assert_same_state(trained, ortckpt.load(path))
     ortckpt.convert(path, path)
     assert_same_state(trained, ortckpt.load(path))
+    for flat in (tmp_path / "x.npz", tmp_path / "x.safetensors"):
+        ortckpt.convert(path, flat)
+        size = os.path.getsize(flat)
+        assert main(["convert", str(flat), str(flat)]) == 0  # the mapped input replaced atomically
+        assert os.path.getsize(flat) == size
+        assert_same_state(trained, load_source(str(flat)))
 
 
 @pytest.mark.parametrize("ext", [".npz", ".safetensors"])
