@@ -4,8 +4,8 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     # SECONDS per target, default 60; default: every target
 #
 # Targets (fuzz/fuzz_targets/): index_bytes (index_checkpoint on arbitrary bytes, then a
-# write/read round trip of what it accepts) and spec_roundtrip (serialize_checkpoint on arbitrary
-# specs, then read back). The corpus grows in fuzz/corpus/TARGET (not in git); it is seeded from
+# write/read round trip of what it accepts), spec_roundtrip (serialize_checkpoint on arbitrary
+# specs, then read back) and npz (read_npz on arbitrary bytes, within a decompression budget). The corpus grows in fuzz/corpus/TARGET (not in git); it is seeded from
 # tests/data, ../shared/corpus and fuzz/seeds/TARGET. Crashes, timeouts and OOMs land in
 # fuzz/artifacts/TARGET and make this script exit non-zero; logs go to fuzz/logs/TARGET.log.
 #
