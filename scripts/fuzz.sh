@@ -6,9 +6,10 @@
 # Targets (fuzz/fuzz_targets/): index_bytes (index_checkpoint on arbitrary bytes, then a
 # write/read round trip of what it accepts), spec_roundtrip (serialize_checkpoint on arbitrary
 # specs, then read back), legacy_folder (the ORT 1.15 folder decoder on arbitrary .pbseq bytes,
-# in every role; seeded from tests/data/ort115) and adapter_bytes (index_adapter, ORT adapter files,
-# on arbitrary bytes, then a write/read round trip). The corpus grows in fuzz/corpus/TARGET (not in
-# git); it is seeded from tests/data, tests/data/corpus and fuzz/seeds/TARGET. Crashes, timeouts and OOMs land in
+# in every role; seeded from tests/data/ort115), adapter_bytes (index_adapter, ORT adapter files,
+# on arbitrary bytes, then a write/read round trip) and npz (read_npz on arbitrary bytes, within a
+# decompression budget). The corpus grows in fuzz/corpus/TARGET (not in git); it is seeded from
+# tests/data, tests/data/corpus and fuzz/seeds/TARGET. Crashes, timeouts and OOMs land in
 # fuzz/artifacts/TARGET and make this script exit non-zero; logs go to fuzz/logs/TARGET.log.
 #
 # Reproduce or minimize a finding (same environment):

@@ -85,9 +85,11 @@ def test_safetensors_is_memory_mapped(tmp_path: Path):
     data = state.parameters["w"].data
     assert not data.flags.writeable
     base: Any = data
-    while base is not None and not isinstance(base, np.memmap):
+    while isinstance(base, np.ndarray):
         base = base.base
-    assert isinstance(base, np.memmap), "the tensor should be a view of the file mapping, not a copy"
+    assert isinstance(base, ortckpt._native.MappedFile) and base.mapped, (
+        "the tensor should be a view of the file mapping, not a copy"
+    )
 
 
 def test_bf16_fp8_bit_exact_both_formats(tmp_path: Path, raw):
@@ -225,11 +227,11 @@ def test_malformed_inputs(tmp_path: Path):
     with pytest.raises(ConversionError, match="not a valid safetensors file"):
         ortckpt.from_safetensors(garbage)
     (tmp_path / "g.npz").write_bytes(b"PK garbage")
-    with pytest.raises(ConversionError, match=r"not a \.npz archive"):
+    with pytest.raises(ConversionError, match=r"g\.npz: it is not a valid zip archive"):
         ortckpt.from_npz(tmp_path / "g.npz")
     # pickled object arrays are refused, never unpickled
     np.savez(tmp_path / "obj.npz", o=np.array([{"x": 1}], dtype=object))
-    with pytest.raises(ConversionError, match="Python objects"):
+    with pytest.raises(ConversionError, match="never objects, which would need unpickling"):
         ortckpt.from_npz(tmp_path / "obj.npz")
     # a broken layout
     save_file(

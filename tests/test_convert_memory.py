@@ -88,3 +88,76 @@ def test_convert_does_not_copy_the_model(tmp_path: Path):
     assert list(a.parameters) == list(b.parameters)
     for name in a.parameters:
         assert a.parameters[name].data.tobytes() == b.parameters[name].data.tobytes()
+
+
+# -- npz: decompression bombs and the memory of compressed members ----------------------------------
+
+NPZ_SCRIPT = textwrap.dedent(
+    """
+    import json, resource, sys
+    import ortckpt
+
+    def status(key):
+        with open("/proc/self/status") as f:
+            return int(next(l for l in f if l.startswith(key + ":")).split()[1]) * 1024
+
+    # room for 512 MiB more than what the interpreter holds now: a 1 GiB inflation cannot fit
+    limit = status("VmSize") + (512 << 20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    before = status("VmRSS")
+    try:
+        state = ortckpt.from_npz(sys.argv[1])
+        result = {"ok": sum(p.data.nbytes for p in state.parameters.values())}
+    except ortckpt.ConversionError as exc:
+        result = {"refused": str(exc)}
+    result["grown"] = status("VmHWM") - before  # peak resident set, anonymous or not
+    print(json.dumps(result))
+    """
+)
+
+
+def _npz_child(path: Path) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-c", NPZ_SCRIPT, str(path)], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result: dict[str, object] = json.loads(proc.stdout)
+    return result
+
+
+def _deflated_zeros(path: Path, size: int) -> Path:
+    """An archive of one deflated uint8 member of ``size`` zeros (streamed: no ``size`` buffer)."""
+    import zipfile
+
+    header = np.lib.format.header_data_from_array_1_0(np.zeros(0, np.uint8))
+    header["shape"] = (size,)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+        with zf.open("zeros.npy", "w", force_zip64=True) as member:
+            np.lib.format.write_array_header_1_0(member, header)
+            chunk = bytes(8 * MIB)
+            for _ in range(size // len(chunk)):
+                member.write(chunk)
+    return path
+
+
+def test_npz_bomb_is_refused_within_the_address_space_limit(tmp_path: Path):
+    bomb = _deflated_zeros(tmp_path / "bomb.npz", 1 << 30)
+    assert bomb.stat().st_size < 2 * MIB  # about 1 MiB of deflate for 1 GiB of zeros
+    result = _npz_child(bomb)
+    assert "over the budget" in str(result.get("refused")), result
+    assert int(result["grown"]) < 64 * MIB, result  # type: ignore[call-overload]
+
+
+def test_npz_reading_stays_within_a_small_multiple_of_the_input(tmp_path: Path):
+    rng = np.random.default_rng(1)
+    arrays = {f"t{i}": rng.standard_normal(MIB // 4, dtype=np.float32) for i in range(16)}  # 16 MiB
+    np.savez_compressed(tmp_path / "c.npz", **arrays)
+    np.savez(tmp_path / "s.npz", **arrays)
+    size = (tmp_path / "c.npz").stat().st_size
+    compressed = _npz_child(tmp_path / "c.npz")
+    assert compressed.get("ok") == 16 * MIB, compressed
+    # the inflated members (16 MiB) plus one member's copy: well under 3x the archive
+    assert int(compressed["grown"]) < 3 * size, compressed  # type: ignore[call-overload]
+    stored = _npz_child(tmp_path / "s.npz")
+    assert stored.get("ok") == 16 * MIB, stored
+    assert int(stored["grown"]) < 3 * size, stored  # type: ignore[call-overload]

@@ -14,15 +14,17 @@ from . import errors
 # The server side (docs/federated.md): fsspec URLs for load; the ONNX functions, conversions and
 # validated averaging are imported on first use (module __getattr__ below), so that
 # ``import ortckpt`` stays fast for the many programs that use none of them.
-from ._remote import SourceTooLargeError, load
+from ._remote import load
 from ._version import __version__
 from .errors import (
     CheckpointChangedError,
     CheckpointError,
+    ConversionError,
     DuplicateNameError,
     ExternalDataError,
     InterruptedSaveError,
     InvalidCheckpointError,
+    SourceTooLargeError,
     TensorDataError,
     UnsupportedVersionError,
 )
@@ -33,7 +35,6 @@ if _typing.TYPE_CHECKING:
     from .adapters import from_adapter, to_adapter
     from .aggregate import AggregationError, AggregationReport, SourceReport, average
     from .conversions import (
-        ConversionError,
         convert,
         from_npz,
         from_safetensors,
@@ -57,7 +58,6 @@ _LAZY = {
     **dict.fromkeys(("AggregationError", "AggregationReport", "SourceReport", "average"), "aggregate"),
     **dict.fromkeys(
         (
-            "ConversionError",
             "convert",
             "from_npz",
             "from_safetensors",

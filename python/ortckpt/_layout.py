@@ -20,23 +20,21 @@ bit-exact (NaN payloads and -0.0 included).
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .errors import CheckpointError, ConversionError
 from .state import CheckpointState, OptimizerGroup
 
 FORMAT = "ortckpt-layout/1"
 SAFETENSORS_KEY = "ortckpt"
 NPZ_KEY = "__ortckpt__"
 OPTIMIZER_PREFIX = "__optimizer__/"
-
-
-class ConversionError(ValueError):
-    """A checkpoint cannot be represented in the target format, or a file's layout is inconsistent."""
 
 
 def momentum_key(group: str, param: str, momentum: str) -> str:
@@ -141,43 +139,79 @@ def _list(value: object, what: str) -> list[Any]:
     return value
 
 
+def _str(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise ConversionError(f"{what}: expected a string, got {type(value).__name__}")
+    return value
+
+
+_INT64 = range(-(1 << 63), 1 << 63)
+
+
+def _int(value: object, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value not in _INT64:
+        raise ConversionError(f"{what}: expected a 64-bit integer, got {value!r:.80}")
+    return value
+
+
+def _pair(value: object, what: str) -> tuple[Any, Any]:
+    items = _list(value, what)
+    if len(items) != 2:
+        raise ConversionError(f"{what}: expected a pair, got {len(items)} items")
+    return items[0], items[1]
+
+
+def _property_of(entry: object, where: str) -> tuple[str, object]:
+    items = _list(entry, f"{where} property")
+    if len(items) != 3:
+        raise ConversionError(f"{where}: a property is not [name, type, value]")
+    name = _str(items[0], f"{where} property name")
+    kind, value = items[1], items[2]
+    what = f"{where} property {name!r}"
+    if kind == "float":
+        return name, _from_bits(value, what)
+    if kind == "int":
+        return name, _int(value, what)
+    if kind == "str":
+        return name, _str(value, what)
+    raise ConversionError(f"{where}: property {name!r} has unknown type {kind!r}")
+
+
+def _group_of(group: object, where: str) -> tuple[str, int, float, list[tuple[str, list[tuple[str, str]]]]]:
+    if not isinstance(group, dict):
+        raise ConversionError(f"{where}: optimizer group must be an object")
+    name = _str(group.get("name"), f"{where} optimizer group name")
+    what = f"{where} optimizer group {name!r}"
+    lr = _from_bits(group.get("initial_learning_rate"), f"{what} learning rate")
+    step = _int(group.get("step", 0), f"{what} step")
+    states = []
+    for entry in _list(group.get("states", []), f"{what} states"):
+        param, moms = _pair(entry, f"{what} state")
+        param = _str(param, f"{what} parameter name")
+        pairs = [_pair(m, f"{what} momentum") for m in _list(moms, f"{what} momentums")]
+        states.append((param, [(_str(m, f"{what} momentum"), _str(k, f"{what} key")) for m, k in pairs]))
+    return name, step, lr, states
+
+
 def decode(text: str, source: str) -> Layout:
     """Parse a layout, refusing anything malformed with a ``ConversionError`` naming ``source``."""
     where = f"{source}: ortckpt layout"
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConversionError(f"{where} is not valid JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise ConversionError(f"{where} is not valid JSON: {type(exc).__name__}: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ConversionError(f"{where}: unknown format (expected {FORMAT!r})")
     layout = Layout()
-    try:
-        layout.frozen = [str(n) for n in _list(doc.get("frozen", []), f"{where} frozen")]
-        dtypes = doc.get("dtypes", {})
-        if not isinstance(dtypes, dict):
-            raise ConversionError(f"{where}: dtypes must be an object")
-        layout.dtypes = {str(k): str(v) for k, v in dtypes.items()}
-        for entry in _list(doc.get("properties", []), f"{where} properties"):
-            name, kind, value = _list(entry, f"{where} property")
-            if kind == "float":
-                layout.properties.append((str(name), _from_bits(value, f"{where} property {name!r}")))
-            elif kind in ("int", "str"):
-                layout.properties.append((str(name), value))
-            else:
-                raise ConversionError(f"{where}: property {name!r} has unknown type {kind!r}")
-        for group in _list(doc.get("optimizer", []), f"{where} optimizer"):
-            if not isinstance(group, dict):
-                raise ConversionError(f"{where}: optimizer group must be an object")
-            lr = _from_bits(group.get("initial_learning_rate"), f"{where} learning rate")
-            states = [
-                (str(param), [(str(m), str(k)) for m, k in _list(moms, f"{where} momentums")])
-                for param, moms in _list(group.get("states", []), f"{where} states")
-            ]
-            layout.optimizer.append((str(group["name"]), int(group.get("step", 0)), lr, states))
-    except (KeyError, TypeError, ValueError) as exc:
-        if isinstance(exc, ConversionError):
-            raise
-        raise ConversionError(f"{where} is malformed: {exc}") from None
+    layout.frozen = [_str(n, f"{where} frozen") for n in _list(doc.get("frozen", []), f"{where} frozen")]
+    dtypes = doc.get("dtypes", {})
+    if not isinstance(dtypes, dict):
+        raise ConversionError(f"{where}: dtypes must be an object")
+    layout.dtypes = {k: _str(v, f"{where} dtype of {k!r}") for k, v in dtypes.items()}
+    layout.properties = [
+        _property_of(e, where) for e in _list(doc.get("properties", []), f"{where} properties")
+    ]
+    layout.optimizer = [_group_of(g, where) for g in _list(doc.get("optimizer", []), f"{where} optimizer")]
     return layout
 
 
@@ -224,14 +258,28 @@ def build_state(
                     if key not in tensors:
                         raise ConversionError(f"{source}: momentum tensor {key!r} is missing")
                     moms[param][momentum] = tensors[key]
-            optimizer[group] = OptimizerGroup(step=step, initial_learning_rate=lr, states=moms)
+            with _refused(source):
+                optimizer[group] = OptimizerGroup(step=step, initial_learning_rate=lr, states=moms)
     properties = layout.properties if layout is not None else []
-    return CheckpointState(
-        {n: a for n, a in params.items() if flags[n]},
-        frozen={n: a for n, a in params.items() if not flags[n]},
-        properties=properties,
-        optimizer=optimizer,
-    )
+    with _refused(source):
+        return CheckpointState(
+            {n: a for n, a in params.items() if flags[n]},
+            frozen={n: a for n, a in params.items() if not flags[n]},
+            properties=properties,
+            optimizer=optimizer,
+        )
+
+
+@contextlib.contextmanager
+def _refused(source: str) -> Iterator[None]:
+    """What the state refuses of a file's content (a dtype, shape or property it cannot hold) as a
+    ``ConversionError`` naming the file."""
+    try:
+        yield
+    except ConversionError:
+        raise
+    except (CheckpointError, TypeError, ValueError, OverflowError) as exc:
+        raise ConversionError(f"{source}: {exc}") from None
 
 
 def _is_float(array: np.ndarray[Any, Any]) -> bool:

@@ -13,6 +13,8 @@ from typing_extensions import Buffer
 __all__ = [
     "CRASH_STEPS",
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",
+    "NPZ_BUDGET_RATIO",
+    "NPZ_MIN_BUDGET",
     "SUPPORTED_VERSIONS",
     "WRITABLE_VERSIONS",
     "WRITTEN_VERSION",
@@ -20,6 +22,7 @@ __all__ = [
     "AtomicOutput",
     "CheckpointChangedError",
     "CheckpointError",
+    "ConversionError",
     "DuplicateNameError",
     "ExternalDataError",
     "Index",
@@ -27,6 +30,7 @@ __all__ = [
     "InvalidCheckpointError",
     "LaneReader",
     "MappedFile",
+    "SourceTooLargeError",
     "StagedOutput",
     "TensorDataError",
     "TensorRecord",
@@ -41,6 +45,7 @@ __all__ = [
     "read_adapter",
     "read_adapter_bytes",
     "read_legacy_folder",
+    "read_npz",
     "recover",
     "reduce_columns",
     "release_buffers",
@@ -245,12 +250,17 @@ def accumulate(
     weight: float | None = None,
     weight_property: str | None = None,
 ) -> float | tuple[str, str]: ...
+def read_npz(
+    path: PathArg, max_decompressed_bytes: int | None = None
+) -> tuple[MappedFile, list[tuple[str, str, list[int], bool, MappedFile | NDArray[np.uint8], int]]]: ...
 
 WRITTEN_VERSION: int
 WRITABLE_VERSIONS: list[int]
 SUPPORTED_VERSIONS: list[int]
 DEFAULT_EXTERNAL_DATA_THRESHOLD: int
 CRASH_STEPS: list[str]
+NPZ_BUDGET_RATIO: int
+NPZ_MIN_BUDGET: int
 
 class CheckpointError(ValueError):
     source: str | None
@@ -263,3 +273,5 @@ class DuplicateNameError(CheckpointError): ...
 class ExternalDataError(CheckpointError): ...
 class InterruptedSaveError(CheckpointError): ...
 class CheckpointChangedError(CheckpointError): ...
+class ConversionError(CheckpointError): ...
+class SourceTooLargeError(CheckpointError): ...

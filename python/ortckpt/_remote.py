@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._types import StrPath
 from .errors import CheckpointError
+from .errors import SourceTooLargeError as SourceTooLargeError  # (its home before errors.py)
 from .io import external_data_path, load_bytes
 from .io import load as load_local
 
@@ -28,22 +29,26 @@ _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
 _COPY_CHUNK = 8 << 20
 
 
-class SourceTooLargeError(CheckpointError):
-    """A checkpoint (or upload) is larger than the size limit it was read with."""
+# fsspec's schemes for the local file system: their paths are opened by ortckpt itself (regular
+# files only, never blocking; outputs through the one atomic replace), never through fsspec.
+_LOCAL_SCHEMES = ("file", "local")
 
 
 def is_url(path: object) -> bool:
-    """True for ``scheme://...`` strings other than ``file://`` (those are local paths)."""
+    """True for ``scheme://...`` strings other than ``file://`` and ``local://`` (local paths)."""
     if not isinstance(path, str):
         return False
     match = _URL.match(path)
-    return match is not None and match.group(1).lower() != "file"
+    return match is not None and match.group(1).lower() not in _LOCAL_SCHEMES
 
 
 def local_path(path: StrPath) -> str:
-    """A local path as a ``str`` (``file://`` stripped)."""
+    """A local path as a ``str`` (``file://`` or ``local://`` stripped)."""
     text = os.fsdecode(os.fspath(path))
-    return text[len("file://") :] if text.lower().startswith("file://") else text
+    match = _URL.match(text)
+    if match is not None and match.group(1).lower() in _LOCAL_SCHEMES:
+        return text[match.end() :]
+    return text
 
 
 def _filesystem(url: str, storage_options: StorageOptions) -> tuple[Any, str]:
@@ -189,17 +194,27 @@ def _staging(url: str, storage_options: StorageOptions, default_name: str) -> It
 
 
 @contextlib.contextmanager
-def local_input(path: StrPath, storage_options: StorageOptions = None) -> Iterator[str]:
+def local_input(
+    path: StrPath, storage_options: StorageOptions = None, max_bytes: int | None = None
+) -> Iterator[str]:
     """A local path holding ``path``'s content: the path itself, or a temporary copy of a URL
-    (copied in chunks, so memory stays bounded)."""
+    (copied in chunks, so memory stays bounded; ``SourceTooLargeError`` past ``max_bytes``)."""
     if not is_url(path):
         yield local_path(path)
         return
-    import shutil
-
-    with _staging(str(path), storage_options, "input") as (fs, remote, local):
-        with fs.open(remote, "rb") as src, open(local, "wb") as dst:
-            shutil.copyfileobj(src, dst, _COPY_CHUNK)
+    url = str(path)
+    with _staging(url, storage_options, "input") as (fs, remote, local):
+        if max_bytes is not None:
+            size = _size(fs, remote)
+            if size is not None and size > max_bytes:
+                raise _too_large(url, size, max_bytes)
+        copied = 0
+        with fs.open(remote, "rb") as src, open(local, "xb") as dst:
+            while chunk := src.read(_COPY_CHUNK):
+                copied += len(chunk)
+                if max_bytes is not None and copied > max_bytes:
+                    raise _too_large(url, f"more than {max_bytes}", max_bytes)
+                dst.write(chunk)
         yield local
 
 

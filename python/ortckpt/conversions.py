@@ -1,6 +1,6 @@
 """Conversions between checkpoints and the formats the rest of the ecosystem reads.
 
-* ``to_safetensors`` / ``from_safetensors`` (``pip install 'ortckpt[safetensors]'``);
+* ``to_safetensors`` / ``from_safetensors`` (read and written by ortckpt; no extra package);
 * ``to_npz`` / ``from_npz`` (numpy only; holds every checkpoint dtype, strings included);
 * ``to_state_dict`` / ``from_state_dict``: a plain ``dict[str, numpy.ndarray]``;
 * ``to_torch``: a ``dict[str, torch.Tensor]`` when torch is installed;
@@ -10,7 +10,17 @@
 What the files hold besides tensors (trainable flags, properties, optimizer groups) is described in
 ``ortckpt._layout`` and docs/federated.md; round trips through safetensors and npz are bit-exact.
 Sources and outputs may be fsspec URLs (``ortckpt[remote]``): a remote input is copied to a
-temporary file in chunks, and an output is written locally and then uploaded.
+temporary file in chunks, and an output is written locally and then uploaded; ``file://`` and
+``local://`` URLs are local paths.
+
+What is refused, and why (``ConversionError``, a ``CheckpointError``; ``OSError`` for the OS):
+
+* a malformed input (any malformation of an npz, safetensors file or their layout, named by file
+  and tensor or member), and npz members that would decompress past ``max_decompressed_bytes``;
+* losing data without being asked: the optimizer state is kept whenever the source has one, and
+  dropped only with ``include_optimizer_state=False`` (``--drop-optimizer``);
+* reading a FIFO, device or directory as an input, or replacing one with an output (every output
+  is written to a new file that replaces the target only when complete).
 """
 
 from __future__ import annotations
@@ -22,9 +32,10 @@ from typing import Any, Union
 import numpy as np
 
 from . import _native, _npz, _safetensors
-from ._layout import ConversionError, array_of, build_state, momentum_key, tensors_of
-from ._remote import is_url, load, local_input, local_output, open_state
+from ._layout import array_of, build_state, momentum_key, tensors_of
+from ._remote import is_url, load, local_input, local_output, local_path, open_state
 from ._types import StrPath
+from .errors import ConversionError
 from .io import load_bytes, save
 from .state import CheckpointState
 
@@ -58,27 +69,37 @@ def format_of(path: StrPath) -> str:
     return "ckpt"
 
 
+def _with_optimizer(state: CheckpointState, include_optimizer_state: bool | None) -> bool:
+    """Whether to write the optimizer state: what the caller said, else whenever there is one
+    (a conversion never drops data it was not told to drop)."""
+    return state.optimizer is not None if include_optimizer_state is None else include_optimizer_state
+
+
 def to_safetensors(
     src: Source,
     out: StrPath,
     *,
-    include_optimizer_state: bool = False,
+    include_optimizer_state: bool | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: bool = False,
 ) -> None:
     """Write the parameters of ``src`` (a state, checkpoint bytes, or a path/URL) to a safetensors
     file, atomically.
 
-    Parameters keep their names; with ``include_optimizer_state`` the momentums are stored under
-    ``__optimizer__/<group>/<parameter>/<momentum>``. Trainable flags, properties and optimizer
-    groups go into the metadata key ``"ortckpt"``, so ``from_safetensors`` gives the state back bit
-    for bit. safetensors cannot hold string or complex128 tensors: ``ConversionError`` names them
-    (``.npz`` holds every dtype). ``progress`` shows a bar on a terminal.
+    Parameters keep their names; the momentums (kept unless ``include_optimizer_state=False``)
+    are stored under ``__optimizer__/<group>/<parameter>/<momentum>``. Trainable flags,
+    properties and optimizer groups go into the metadata key ``"ortckpt"``, so
+    ``from_safetensors`` gives the state back bit for bit. safetensors cannot hold string or
+    complex128 tensors: ``ConversionError`` names them (``.npz`` holds every dtype).
+    ``progress`` shows a bar on a terminal.
     """
     state = open_state(src, storage_options=storage_options)
     with local_output(out, storage_options) as path:
         _safetensors.write(
-            state, path, include_optimizer_state=include_optimizer_state, show_progress=progress
+            state,
+            path,
+            include_optimizer_state=_with_optimizer(state, include_optimizer_state),
+            show_progress=progress,
         )
 
 
@@ -100,14 +121,14 @@ def from_safetensors(
         with local_input(path, storage_options) as local:
             state = _safetensors.read(local, trainable=trainable, show_progress=progress)
             return load_bytes(state.to_bytes())
-    return _safetensors.read(os.fsdecode(os.fspath(path)), trainable=trainable, show_progress=progress)
+    return _safetensors.read(local_path(path), trainable=trainable, show_progress=progress)
 
 
 def to_npz(
     src: Source,
     out: StrPath,
     *,
-    include_optimizer_state: bool = False,
+    include_optimizer_state: bool | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: bool = False,
 ) -> None:
@@ -119,7 +140,12 @@ def to_npz(
     """
     state = open_state(src, storage_options=storage_options)
     with local_output(out, storage_options) as path:
-        _npz.write(state, path, include_optimizer_state=include_optimizer_state, show_progress=progress)
+        _npz.write(
+            state,
+            path,
+            include_optimizer_state=_with_optimizer(state, include_optimizer_state),
+            show_progress=progress,
+        )
 
 
 def from_npz(
@@ -128,16 +154,30 @@ def from_npz(
     trainable: Iterable[str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: bool = False,
+    max_decompressed_bytes: int | None = None,
 ) -> CheckpointState:
     """A ``CheckpointState`` from a ``.npz`` archive (uncompressed members memory-mapped).
 
     Flags as for ``from_safetensors``. Archives are never unpickled: object arrays are refused.
+    Compressed members may expand to ``max_decompressed_bytes`` in total (default: 8 times the
+    archive's size, at least 64 MiB); a larger total, or a member that decompresses past the size
+    it declares, is a ``ConversionError`` before the memory is spent.
     """
     if is_url(path):
         with local_input(path, storage_options) as local:
-            state = _npz.read(local, trainable=trainable, show_progress=progress)
+            state = _npz.read(
+                local,
+                trainable=trainable,
+                show_progress=progress,
+                max_decompressed_bytes=max_decompressed_bytes,
+            )
             return load_bytes(state.to_bytes())
-    return _npz.read(os.fsdecode(os.fspath(path)), trainable=trainable, show_progress=progress)
+    return _npz.read(
+        local_path(path),
+        trainable=trainable,
+        show_progress=progress,
+        max_decompressed_bytes=max_decompressed_bytes,
+    )
 
 
 def to_state_dict(src: Source, *, include_optimizer_state: bool = False) -> dict[str, np.ndarray[Any, Any]]:
@@ -195,7 +235,7 @@ def _torch_to_numpy(tensor: Any) -> np.ndarray[Any, Any]:
     name = str(tensor.dtype).replace("torch.", "")
     if name in _TORCH_VIEWS:
         raw = tensor.view(getattr(torch, _TORCH_VIEWS[name])).numpy()
-        return raw.view(_safetensors._numpy_dtype(name))  # type: ignore[no-any-return]
+        return raw.view(_safetensors.numpy_dtype(name))  # type: ignore[no-any-return]
     return tensor.numpy()  # type: ignore[no-any-return]
 
 
@@ -269,7 +309,7 @@ def convert(
     src: StrPath,
     out: StrPath,
     *,
-    include_optimizer_state: bool = False,
+    include_optimizer_state: bool | None = None,
     trainable: Iterable[str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: bool = False,
@@ -282,8 +322,13 @@ def convert(
     memory-mapped and safetensors/npz outputs written tensor by tensor, so no copy of the model is
     made (an ORT checkpoint output is written by ``ortckpt.save`` straight from the mapped
     inputs). Returns the state that was written (backed by the input's mapping).
+
+    The optimizer state is converted whenever the source has one; ``include_optimizer_state=False``
+    leaves it out (the only way a conversion drops it). ``out`` may name ``src`` itself: the output
+    replaces it atomically, and the input stays readable until then.
     """
     state = load_source(src, trainable=trainable, storage_options=storage_options, progress=progress)
+    include_optimizer_state = _with_optimizer(state, include_optimizer_state)
     target = format_of(out)
     if target == "safetensors":
         to_safetensors(

@@ -9,7 +9,10 @@
     ├── DuplicateNameError          two parameters (or properties, groups, momentums) with one name
     ├── ExternalDataError           external data file missing, short, out of range
     ├── InterruptedSaveError        a crashed save left the files mixed: run ortckpt.recover(path)
-    └── CheckpointChangedError      a memory-mapped checkpoint was rewritten in place since load
+    ├── CheckpointChangedError      a memory-mapped checkpoint was rewritten in place since load
+    ├── SourceTooLargeError         an input is larger than the max_bytes it was read with
+    └── ConversionError             a safetensors/npz file is malformed, or a checkpoint cannot be
+                                    converted without losing data the caller did not agree to lose
 
 Operating-system failures (missing file, permissions, a path that is not a regular file) stay
 ``OSError`` subclasses.
@@ -20,10 +23,12 @@ from __future__ import annotations
 from ._native import (
     CheckpointChangedError,
     CheckpointError,
+    ConversionError,
     DuplicateNameError,
     ExternalDataError,
     InterruptedSaveError,
     InvalidCheckpointError,
+    SourceTooLargeError,
     TensorDataError,
     UnsupportedVersionError,
 )
@@ -31,10 +36,12 @@ from ._native import (
 __all__ = [
     "CheckpointChangedError",
     "CheckpointError",
+    "ConversionError",
     "DuplicateNameError",
     "ExternalDataError",
     "InterruptedSaveError",
     "InvalidCheckpointError",
+    "SourceTooLargeError",
     "TensorDataError",
     "UnsupportedVersionError",
 ]

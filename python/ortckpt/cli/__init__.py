@@ -13,8 +13,8 @@
 
 Every command takes ``--json``; the commands that write take ``--dry-run``. Exit status: 0 on
 success (``diff``: the checkpoints are identical), 1 when ``diff`` finds differences, 2 on errors
-(one ``ortckpt: error: ...`` line on stderr, no traceback; the command's usage first for
-command-line mistakes).
+(one ``ortckpt: error: ...`` line on stderr, never a traceback, whatever the input; the
+command's usage first for command-line mistakes).
 
 This package holds ``main`` (parsing, dispatch, errors and exit codes); each command lives in its
 own module, imported only when it runs (see ``_parser``).
@@ -149,3 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OverflowError) as exc:
         # invalid input the library refused (e.g. an unknown --trainable name)
         return _fail(_message(exc))
+    except MemoryError:
+        return _fail("out of memory (the input is larger than this machine can hold)")
+    except Exception as exc:  # a bug of ours: still one line, never a traceback
+        return _fail(
+            f"internal error ({type(exc).__name__}: {_message(exc)}); please report this with the input"
+        )

@@ -74,7 +74,8 @@ def run_convert(args: argparse.Namespace, out: TextIO) -> int:
         "output": dest,
         "output_format": target,
         "parameters": params,
-        "include_optimizer_state": bool(args.include_optimizer_state),
+        # what was (or would be) written: the source's optimizer state unless --drop-optimizer
+        "include_optimizer_state": state.optimizer is not None and args.include_optimizer_state is not False,
         "format_version": args.format_version if target == "ckpt" else None,
     }
     report.update(written(args, [dest]))

@@ -252,14 +252,14 @@ def _add_server_commands(parser: Parser, commands: Any) -> None:
         "convert between checkpoints (any ORT release), safetensors and npz files",
         "Convert IN to OUT, each format chosen by extension: .safetensors, .npz, anything else\n"
         "an ORT checkpoint (IN may also be the checkpoint folder ORT 1.15 wrote). Trainable flags,\n"
-        "properties and (with --include-optimizer-state) optimizer state travel in the files'\n"
+        "properties and optimizer state (unless --drop-optimizer) travel in the files'\n"
         "metadata, so a round trip is bit-exact. Tensors are memory-mapped and written one at a\n"
         "time. IN and OUT may be fsspec URLs (s3://...). A checkpoint OUT is written in format\n"
         "version 2 (ORT 1.18 and later) or, with --format-version 1, for ORT 1.16-1.17.",
         "  ortckpt convert trained.ckpt trained.safetensors\n"
-        "  ortckpt convert trained.ckpt full.npz --include-optimizer-state\n"
+        "  ortckpt convert trained.ckpt weights.npz --drop-optimizer\n"
         "  ortckpt convert model.safetensors model.ckpt --trainable fc1.weight fc1.bias\n"
-        "  ortckpt convert checkpoint/ model.ckpt --include-optimizer-state   # ORT 1.15 folder\n"
+        "  ortckpt convert checkpoint/ model.ckpt                            # ORT 1.15 folder\n"
         "  ortckpt convert model.ckpt old.ckpt --format-version 1            # for ORT 1.16-1.17\n",
         run="_convert:run_convert",
     )
@@ -267,8 +267,20 @@ def _add_server_commands(parser: Parser, commands: Any) -> None:
         "input", metavar="IN", help="checkpoint (file, or ORT 1.15 folder), .safetensors or .npz file"
     )
     convert.add_argument("output", metavar="OUT", help="file to write (format by extension)")
-    convert.add_argument(
-        "--include-optimizer-state", action="store_true", help="also convert the optimizer state"
+    optimizer = convert.add_mutually_exclusive_group()
+    optimizer.add_argument(
+        "--include-optimizer-state",
+        action="store_const",
+        const=True,
+        dest="include_optimizer_state",
+        help="convert the optimizer state (the default when IN has one)",
+    )
+    optimizer.add_argument(
+        "--drop-optimizer",
+        action="store_const",
+        const=False,
+        dest="include_optimizer_state",
+        help="leave IN's optimizer state out of OUT (without it a conversion never drops it)",
     )
     convert.add_argument(
         "--trainable",

@@ -43,6 +43,7 @@ mod loaded;
 mod lock;
 mod mapped;
 mod names;
+mod npz;
 mod open;
 mod pair;
 mod placement;
@@ -75,6 +76,10 @@ pub use legacy::{
 pub use loaded::{CheckpointBytes, LoadedCheckpoint, Values};
 pub use lock::DEFAULT_LOCK_TIMEOUT_SECS;
 pub use mapped::MappedFile;
+pub use npz::{
+    default_npz_budget, read_npz, read_npz_raw, NpyHeader, NpzData, NpzError, NpzMember, NPZ_BUDGET_RATIO,
+    NPZ_MIN_BUDGET,
+};
 pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};
 pub use placement::{SaveOptions, DEFAULT_EXTERNAL_DATA_THRESHOLD, EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
 pub use reader::{index_checkpoint, index_checkpoint_raw, LengthCheck, FILE_IDENTIFIER, SUPPORTED_VERSIONS};

@@ -54,6 +54,18 @@ create_exception!(
     CheckpointError,
     "A loaded checkpoint file was modified on disk (in place) since it was loaded."
 );
+create_exception!(
+    ortckpt,
+    ConversionError,
+    CheckpointError,
+    "A safetensors or npz file is malformed, or a conversion cannot keep what the checkpoint holds."
+);
+create_exception!(
+    ortckpt,
+    SourceTooLargeError,
+    CheckpointError,
+    "A checkpoint (or upload) is larger than the size limit it was read with."
+);
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -69,6 +81,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ExternalDataError", py.get_type::<ExternalDataError>())?;
     m.add("InterruptedSaveError", py.get_type::<InterruptedSaveError>())?;
     m.add("CheckpointChangedError", py.get_type::<CheckpointChangedError>())?;
+    m.add("ConversionError", py.get_type::<ConversionError>())?;
+    m.add("SourceTooLargeError", py.get_type::<SourceTooLargeError>())?;
     Ok(())
 }
 
@@ -133,7 +147,7 @@ pub(crate) fn core_error(source: &str, e: GuardedError) -> PyErr {
 
 /// Sets `source` (the path or "<bytes>") and `tensor` (the tensor's name, or None) on a
 /// CheckpointError, so callers can tell which input and tensor failed without parsing messages.
-fn with_attributes(err: PyErr, source: &str, tensor: Option<&str>) -> PyErr {
+pub(crate) fn with_attributes(err: PyErr, source: &str, tensor: Option<&str>) -> PyErr {
     Python::attach(|py| {
         let value = err.value(py);
         // Setting attributes on a fresh exception instance cannot fail short of memory exhaustion;

@@ -10,6 +10,7 @@ mod errors;
 mod index;
 mod legacy;
 mod mapped;
+mod npz;
 
 use std::ffi::OsString;
 
@@ -145,7 +146,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(external_data_location, m)?)?;
     m.add_function(wrap_pyfunction!(recover, m)?)?;
     m.add_function(wrap_pyfunction!(legacy::read_legacy_folder, m)?)?;
+    m.add_function(wrap_pyfunction!(npz::read_npz, m)?)?;
     m.add("CRASH_STEPS", ortckpt_core::CRASH_STEPS.to_vec())?;
+    m.add("NPZ_BUDGET_RATIO", ortckpt_core::NPZ_BUDGET_RATIO)?;
+    m.add("NPZ_MIN_BUDGET", ortckpt_core::NPZ_MIN_BUDGET)?;
     errors::register(m)?;
     m.add("WRITTEN_VERSION", ortckpt_core::WRITTEN_VERSION)?;
     m.add("WRITABLE_VERSIONS", ortckpt_core::WRITABLE_VERSIONS.to_vec())?;

@@ -1,0 +1,71 @@
+//! `read_npz`: the core's `.npz` decoder on a file opened by the core (regular files only, never
+//! blocking), members returned as (buffer, offset) pairs numpy views without copying.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use numpy::PyArray1;
+use ortckpt_core::{NpzData, NpzError, NpzMember};
+use pyo3::prelude::*;
+
+use crate::errors::{core_error, with_attributes, ConversionError, GuardedError};
+use crate::mapped::{path_arg, show, MappedFile};
+
+/// One member: (key, dtype string, shape, fortran order, buffer, data offset in the buffer); the
+/// buffer is the opened file (stored members) or a uint8 array of the inflated member.
+type Member = (String, String, Vec<u64>, bool, Py<PyAny>, u64);
+
+/// `ConversionError` for `err` in the archive `source`, naming the member as its `tensor`.
+fn conversion_error(source: &str, err: &NpzError) -> PyErr {
+    with_attributes(ConversionError::new_err(format!("{source}: {err}")), source, err.member.as_deref())
+}
+
+/// Opens the `.npz` archive at `path` and decodes every member (deflated members may total at
+/// most `max_decompressed_bytes`, default: the core's budget for the archive's size). Returns the
+/// opened file and the members; a stored member's buffer is the file itself.
+#[pyfunction]
+#[pyo3(signature = (path, max_decompressed_bytes=None))]
+pub(crate) fn read_npz(
+    py: Python<'_>,
+    path: &Bound<'_, PyAny>,
+    max_decompressed_bytes: Option<u64>,
+) -> PyResult<(Py<MappedFile>, Vec<Member>)> {
+    let path = path_arg(path)?;
+    let source = show(&path);
+    let file = py
+        .detach(|| ortckpt_core::MappedFile::open(&path))
+        .map_err(|e| core_error(&source, GuardedError::Core(e)))?;
+    let bytes = file.bytes();
+    let budget =
+        max_decompressed_bytes.unwrap_or_else(|| ortckpt_core::default_npz_budget(bytes.len() as u64));
+    let (base, len) = (bytes.as_ptr() as usize, bytes.len());
+    let decoded = py.detach(|| {
+        catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: `file` owns the mapping (or buffer) at base..base + len and outlives this call.
+            unsafe { ortckpt_core::read_npz_raw(base as *const u8, len, budget) }
+        }))
+    });
+    let members = match decoded {
+        Ok(Ok(members)) => members,
+        Ok(Err(err)) => return Err(conversion_error(&source, &err)),
+        Err(_) => {
+            let err = NpzError {
+                member: None,
+                detail: "internal error in ortckpt's npz decoder; please report this with the file".into(),
+            };
+            return Err(conversion_error(&source, &err));
+        }
+    };
+    let file = Py::new(py, MappedFile::wrap(file))?;
+    let mut out = Vec::with_capacity(members.len());
+    for NpzMember { key, header, data } in members {
+        let (buffer, offset) = match data {
+            NpzData::InPlace { offset } => (file.clone_ref(py).into_any(), offset),
+            // The decoded vector itself becomes a numpy uint8 array: no copy.
+            NpzData::Inflated(bytes) => {
+                (PyArray1::from_vec(py, bytes).into_any().unbind(), header.header_len as u64)
+            }
+        };
+        out.push((key, header.descr, header.shape, header.fortran_order, buffer, offset));
+    }
+    Ok((file, out))
+}
