@@ -41,7 +41,7 @@ import numpy as np
 import pytest
 
 import ortckpt
-from ortckpt import CheckpointState, InterruptedSaveError, _native
+from ortckpt import CheckpointState, InterruptedSaveError
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux file semantics (flock, setpriv)")
 
@@ -84,8 +84,8 @@ def _checksum(body: str) -> str:
 
 def helper_prefix(path: Path) -> str:
     """The helper-file prefix of ``path``'s checkpoint (``.ortckpt-<h>.``), from a real save's
-    journal name as ``helper_files`` reports it while a save is interrupted."""
-    journal = [Path(p).name for p in _native.helper_files(path) if p.endswith(".journal")]
+    journal name (the only ``.ortckpt-*.journal`` of its directory) while a save is interrupted."""
+    journal = [p.name for p in path.parent.glob(".ortckpt-*.journal")]
     assert len(journal) == 1, journal
     return journal[0][: -len("journal")]
 

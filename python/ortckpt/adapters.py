@@ -102,7 +102,7 @@ def to_adapter(
     state's ``adapter_version`` / ``model_version`` properties (set by ``from_adapter``), else 0.
     """
     data, names = _serialize(state_or_path, parameters, adapter_version, model_version)
-    with _atomic.atomic_path(path_str(out)) as tmp, open(tmp, "wb") as f:
+    with _atomic.atomic_file(path_str(out)) as f:
         f.write(data)
     return names
 
