@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from . import _dtypes, _native
-from .io import BYTES_SOURCE, external_data_path
+from .io import BYTES_SOURCE, external_data_path, load
 from .state import CheckpointState
 
 #: dtypes whose values are averaged: real floats (bfloat16/float8 included) and complex
@@ -174,9 +174,7 @@ def open_upload(src: Any, max_bytes: int | None, storage_options: Any) -> _nativ
         size = _folder_size(name)
         if max_bytes is not None and size > max_bytes:
             raise _too_large(name, size, max_bytes)
-        from ._legacy import load_folder
-
-        return _native.Upload.from_bytes(load_folder(name).to_bytes(include_optimizer_state=True), name)
+        return _native.Upload.from_bytes(load(name).to_bytes(include_optimizer_state=True), name)
     found = _native.Upload.read(name, max_bytes)
     if isinstance(found, tuple):
         raise Rejected(*found)

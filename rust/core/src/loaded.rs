@@ -108,10 +108,12 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
         for tensor in index.tensors() {
             if let Storage::Inline { offset, len: n, .. } = tensor.storage {
                 if offset.checked_add(n).is_none_or(|end| end > len) {
-                    return Err(Error::Internal { detail: format!(
-                        "tensor {:?}: values at {offset}+{n} lie outside the {len}-byte buffer",
-                        tensor.name
-                    ) });
+                    return Err(Error::Internal {
+                        detail: format!(
+                            "tensor {:?}: values at {offset}+{n} lie outside the {len}-byte buffer",
+                            tensor.name
+                        ),
+                    });
                 }
             }
         }

@@ -22,6 +22,7 @@ pub(crate) fn read_legacy_folder(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyR
     // One copy into a `bytes` (the index's buffers are `bytes` or mapped files); the decoded
     // values are freed when this returns.
     let values = Held::of(PyBytes::new(py, &folder.values).as_any())?;
-    let loaded = LoadedCheckpoint::from_index(folder.index, values).map_err(|e| core_error(&source, GuardedError::Core(e)))?;
+    let loaded = LoadedCheckpoint::from_index(folder.index, values)
+        .map_err(|e| core_error(&source, GuardedError::Core(e)))?;
     Ok(Some(Index::new(loaded, source)))
 }
