@@ -191,7 +191,16 @@ def check_proto_is_valid_onnx(t: TensorProto, arr: Arr) -> None:
         return
     if arr.dtype == np.bool_:
         got = got.astype(np.bool_)
-    assert got.shape == arr.shape and got.tobytes() == np.ascontiguousarray(arr).tobytes()
+    assert got.shape == arr.shape
+    if arr.dtype.kind == "f" and t.float_data:
+        # protobuf's Python runtime before 7 (pulled in by flwr) quiets signalling NaNs while
+        # decoding float_data, so onnx sees NaN there, not the same payload; ortckpt's own decoder
+        # is checked bit-exact elsewhere in this file
+        nan = np.isnan(arr)
+        assert np.array_equal(np.isnan(got), nan)
+        assert got[~nan].tobytes() == np.ascontiguousarray(arr)[~nan].tobytes()
+        return
+    assert got.tobytes() == np.ascontiguousarray(arr).tobytes()
 
 
 # -- every storage form, every dtype --------------------------------------------------------------

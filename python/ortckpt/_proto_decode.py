@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _dtypes
+from . import _dtypes, _native
 from ._onnx_external import ExternalFiles, external_tensor
 from ._onnx_import import require_onnx
 from ._scalars import check_name
@@ -143,6 +143,11 @@ def _typed_array(proto: onnx.TensorProto, name: str, data_type: int, shape: tupl
     arr: NDArray[Any]
     if count == 0:
         arr = np.zeros(shape, dtype=dtype)
+    elif data_type in (_dtypes.FLOAT, _dtypes.COMPLEX64):
+        # float_data read through Python floats loses NaN payloads (a float32 signalling NaN comes
+        # back quiet with protobuf < 7): the core decodes the serialized message bit-exactly
+        values_bytes = _native.tensor_proto_values(proto.SerializeToString(), name)
+        arr = np.frombuffer(values_bytes, dtype=dtype)
     elif data_type in _TO_ARRAY_TYPES:
         from onnx import numpy_helper
 

@@ -70,8 +70,9 @@ pub use index::{
     TensorRef,
 };
 pub use legacy::{
-    classify_legacy_file, read_legacy_files, read_legacy_folder, LegacyCheckpoint, LegacyFile, LegacyInput,
-    OpenLegacyFile, LEGACY_FOLDER_VERSION, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY, MAX_PBSEQ_MESSAGE_BYTES,
+    classify_legacy_file, read_legacy_files, read_legacy_folder, tensor_proto_values, LegacyCheckpoint,
+    LegacyFile, LegacyInput, OpenLegacyFile, LEGACY_FOLDER_VERSION, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY,
+    MAX_PBSEQ_MESSAGE_BYTES,
 };
 pub use loaded::{CheckpointBytes, LoadedCheckpoint, Values};
 pub use lock::DEFAULT_LOCK_TIMEOUT_SECS;

@@ -1,8 +1,10 @@
 //! The names around a checkpoint pair (`<path>` + `<path>.data`) and their helper files.
 //!
 //! Where the pair lives: the checkpoint is the given path after following only the symlinks the
-//! caller or the directory's owner made (`target.rs`); the external data file is always
-//! `<given path>.data` itself, never followed (ORT finds the data file by that name). Every helper
+//! caller or the directory's owner made (`target.rs`); the external data file is `<given path>.data`
+//! (ORT finds the data file by that name) or, when the given name is a symlink and nothing has that
+//! name, `<checkpoint>.data` beside the link's target ([`external_data_location`]); either name is
+//! never followed. Every helper
 //! file is named `.ortckpt-<h>.<suffix>`, `<h>` being 16 hex digits of the BLAKE3 hash of the
 //! checkpoint's file name, so the names stay short (a legal 255-byte checkpoint name still fits)
 //! and each checkpoint's leftovers are found by one prefix:

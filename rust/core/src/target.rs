@@ -76,7 +76,7 @@ pub fn resolve_for(path: &Path, action: &'static str, purpose: Purpose) -> Resul
     let mut current = path.to_path_buf();
     for _ in 0..MAX_LINKS {
         let (dir_path, name) = split(&current)?;
-        let dir = Dir::open(&dir_path)?;
+        let dir = open_parent(&dir_path, &current, action)?;
         let entry = match dir.stat(&name) {
             Err(e) if purpose == Purpose::Read && e.raw_os_error() == Some(libc::ENAMETOOLONG) => None,
             other => other.map_err(|e| Error::io(&current, "read metadata of", e))?,
@@ -110,4 +110,25 @@ pub fn resolve_for(path: &Path, action: &'static str, purpose: Purpose) -> Resul
         }
     }
     Err(Error::io(path, action, io::Error::from_raw_os_error(libc::ELOOP)))
+}
+
+/// Opens the directory `dir_path` holding `path`. When it is missing or not a directory, the
+/// error names `path` (what the user asked for) and the directory, so no helper's name leaks.
+fn open_parent(dir_path: &Path, path: &Path, action: &'static str) -> Result<Dir> {
+    Dir::open(dir_path).map_err(|e| {
+        let errno = match &e {
+            Error::Io { source, .. } => source.raw_os_error(),
+            _ => None,
+        };
+        let (kind, problem) = match errno {
+            Some(libc::ENOENT) => {
+                (io::ErrorKind::NotFound, format!("directory {} does not exist", dir_path.display()))
+            }
+            Some(libc::ENOTDIR) => {
+                (io::ErrorKind::NotADirectory, format!("{} is not a directory", dir_path.display()))
+            }
+            _ => return e,
+        };
+        Error::io(path, action, io::Error::new(kind, problem))
+    })
 }

@@ -5,8 +5,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use ortckpt_core::{Error, ErrorKind};
 use pyo3::create_exception;
 use pyo3::exceptions::{
-    PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyKeyboardInterrupt, PyOSError,
-    PyPermissionError, PyValueError,
+    PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyKeyboardInterrupt, PyNotADirectoryError,
+    PyOSError, PyPermissionError, PyValueError,
 };
 use pyo3::prelude::*;
 
@@ -171,6 +171,7 @@ fn os_error(message: &str, path: &std::path::Path, io: &std::io::Error) -> PyErr
         std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(args),
         std::io::ErrorKind::AlreadyExists => PyFileExistsError::new_err(args),
         std::io::ErrorKind::IsADirectory => PyIsADirectoryError::new_err(args),
+        std::io::ErrorKind::NotADirectory => PyNotADirectoryError::new_err(args),
         _ => PyOSError::new_err(args),
     }
 }

@@ -26,3 +26,13 @@ pub(crate) fn read_legacy_folder(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyR
         .map_err(|e| core_error(&source, GuardedError::Core(e)))?;
     Ok(Some(Index::new(loaded, source)))
 }
+
+/// The values of one serialized `onnx.TensorProto` (`data`; `tensor` names it in errors) as
+/// little-endian bytes of its data type, decoded by the core bit-exactly.
+#[pyfunction]
+pub(crate) fn tensor_proto_values(py: Python<'_>, data: &[u8], tensor: &str) -> PyResult<Py<PyBytes>> {
+    let values = py
+        .detach(|| ortckpt_core::tensor_proto_values(data))
+        .map_err(|e| core_error(&format!("tensor {tensor:?}"), GuardedError::Core(e)))?;
+    Ok(PyBytes::new(py, &values).unbind())
+}

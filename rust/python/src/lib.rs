@@ -146,6 +146,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(external_data_location, m)?)?;
     m.add_function(wrap_pyfunction!(recover, m)?)?;
     m.add_function(wrap_pyfunction!(legacy::read_legacy_folder, m)?)?;
+    m.add_function(wrap_pyfunction!(legacy::tensor_proto_values, m)?)?;
     m.add_function(wrap_pyfunction!(npz::read_npz, m)?)?;
     m.add("CRASH_STEPS", ortckpt_core::CRASH_STEPS.to_vec())?;
     m.add("NPZ_BUDGET_RATIO", ortckpt_core::NPZ_BUDGET_RATIO)?;

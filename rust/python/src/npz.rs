@@ -3,15 +3,15 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use numpy::PyArray1;
 use ortckpt_core::{NpzData, NpzError, NpzMember};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 use crate::errors::{core_error, with_attributes, ConversionError, GuardedError};
 use crate::mapped::{path_arg, show, MappedFile};
 
 /// One member: (key, dtype string, shape, fortran order, buffer, data offset in the buffer); the
-/// buffer is the opened file (stored members) or a uint8 array of the inflated member.
+/// buffer is the opened file (stored members) or a `bytes` of the inflated member.
 type Member = (String, String, Vec<u64>, bool, Py<PyAny>, u64);
 
 /// `ConversionError` for `err` in the archive `source`, naming the member as its `tensor`.
@@ -60,9 +60,11 @@ pub(crate) fn read_npz(
     for NpzMember { key, header, data } in members {
         let (buffer, offset) = match data {
             NpzData::InPlace { offset } => (file.clone_ref(py).into_any(), offset),
-            // The decoded vector itself becomes a numpy uint8 array: no copy.
+            // Copied into a `bytes` (memory that cannot change, so a state keeps views of it
+            // without another copy); each decoded vector is freed as soon as it is copied, so the
+            // peak is the inflated members plus the largest one.
             NpzData::Inflated(bytes) => {
-                (PyArray1::from_vec(py, bytes).into_any().unbind(), header.header_len as u64)
+                (PyBytes::new(py, &bytes).into_any().unbind(), header.header_len as u64)
             }
         };
         out.push((key, header.descr, header.shape, header.fortran_order, buffer, offset));

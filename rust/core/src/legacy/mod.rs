@@ -19,3 +19,4 @@ pub use folder::{
 };
 pub use names::{classify_legacy_file, LegacyFile, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY};
 pub use stream::MAX_PBSEQ_MESSAGE_BYTES;
+pub use tensor_proto::tensor_proto_values;

@@ -16,7 +16,9 @@
 
 use std::ops::Range;
 
-use super::stream::{Bound, Stream};
+use std::path::Path;
+
+use super::stream::{Bound, Stream, Within};
 use crate::shape::element_count;
 use crate::{DataType, Error, Result};
 
@@ -142,6 +144,22 @@ pub(crate) struct TensorProto {
     string_ends: Vec<usize>,
     segment: bool,
     data_location: i32,
+}
+
+/// The values of one serialized `onnx.TensorProto` (`message`), decoded by the same rules as a
+/// 1.15 folder's tensors and within the same budget (4 bytes per input byte + 64 KiB): little-endian
+/// bytes of its data type, bit-exact (a float32 NaN keeps its payload, which Python's float
+/// conversion of `float_data` would not). Used by `onnx_io` for tensors stored in typed fields.
+pub fn tensor_proto_values(message: &[u8]) -> Result<Vec<u8>> {
+    let mut reader = message;
+    let mut keep_going = || true;
+    let len = message.len() as u64;
+    let mut s = Stream::new(&mut reader, len, Path::new("<TensorProto>"), &mut keep_going);
+    let bound = Bound { end: len, what: Within::Message(0) };
+    let mut tensor = TensorProto::default();
+    let mut out = Vec::new();
+    tensor.decode(&mut s, bound, 0, &mut out, &mut Budget::for_input(len))?;
+    Ok(out)
 }
 
 /// What a decoding error is about: message `i`, and its tensor once the name is known.
