@@ -45,7 +45,6 @@ __all__ = [
     "read_adapter",
     "read_adapter_bytes",
     "read_legacy_folder",
-    "tensor_proto_values",
     "read_npz",
     "recover",
     "reduce_columns",
@@ -53,6 +52,7 @@ __all__ = [
     "save_checkpoint",
     "serialize_adapter",
     "serialize_checkpoint",
+    "tensor_proto_values",
 ]
 
 # str, bytes (any file name bytes) or os.PathLike; passed to the OS through os.fsencode
