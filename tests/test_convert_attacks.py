@@ -41,7 +41,7 @@ def _npz(path: Path, members: dict[str, bytes], method: int = zipfile.ZIP_STORED
     return path
 
 
-def _layout(doc: object) -> bytes:
+def _flat_layout(doc: object) -> bytes:
     text = doc if isinstance(doc, str) else json.dumps(doc)
     return _npy("|u1", (len(text.encode()),), text.encode())
 
@@ -71,15 +71,15 @@ BAD_NPZ: dict[str, tuple[dict[str, bytes], str]] = {
     "not .npy": ({"w.txt": F4}, "not a .npy array"),
     "directory": ({"d/": b""}, "not a .npy array"),
     "unicode without layout": ({"u.npy": _npy("<U2", (1,), bytes(8))}, "does not mark"),
-    "layout not json": ({"w.npy": F4, "__ortckpt__.npy": _layout("{nope")}, "not valid JSON"),
-    "layout nested": ({"w.npy": F4, "__ortckpt__.npy": _layout("[" * 100_000)}, "not valid JSON"),
+    "layout not json": ({"w.npy": F4, "__ortckpt__.npy": _flat_layout("{nope")}, "not valid JSON"),
+    "layout nested": ({"w.npy": F4, "__ortckpt__.npy": _flat_layout("[" * 100_000)}, "not valid JSON"),
     "layout not uint8": ({"w.npy": F4, "__ortckpt__.npy": _npy("<f4", (1,), bytes(4))}, "1-D uint8"),
     "layout not utf-8": ({"w.npy": F4, "__ortckpt__.npy": _npy("|u1", (2,), b"\xff\xfe")}, "not UTF-8"),
-    "layout wrong format": ({"w.npy": F4, "__ortckpt__.npy": _layout({"format": 7})}, "unknown format"),
+    "layout wrong format": ({"w.npy": F4, "__ortckpt__.npy": _flat_layout({"format": 7})}, "unknown format"),
     "layout huge step": (
         {
             "w.npy": F4,
-            "__ortckpt__.npy": _layout(
+            "__ortckpt__.npy": _flat_layout(
                 {**LAYOUT, "optimizer": [{"name": "g", "step": 10**30, "initial_learning_rate": "00000000"}]}
             ),
         },
@@ -88,7 +88,7 @@ BAD_NPZ: dict[str, tuple[dict[str, bytes], str]] = {
     "layout float step": (
         {
             "w.npy": F4,
-            "__ortckpt__.npy": _layout(
+            "__ortckpt__.npy": _flat_layout(
                 {**LAYOUT, "optimizer": [{"name": "g", "step": 1e308, "initial_learning_rate": "00000000"}]}
             ),
         },
@@ -97,34 +97,36 @@ BAD_NPZ: dict[str, tuple[dict[str, bytes], str]] = {
     "layout group name": (
         {
             "w.npy": F4,
-            "__ortckpt__.npy": _layout({**LAYOUT, "optimizer": [{"name": 5, "initial_learning_rate": "0"}]}),
+            "__ortckpt__.npy": _flat_layout(
+                {**LAYOUT, "optimizer": [{"name": 5, "initial_learning_rate": "0"}]}
+            ),
         },
         "expected a string",
     ),
     "layout property list": (
-        {"w.npy": F4, "__ortckpt__.npy": _layout({**LAYOUT, "properties": [["p", "int", [1]]]})},
+        {"w.npy": F4, "__ortckpt__.npy": _flat_layout({**LAYOUT, "properties": [["p", "int", [1]]]})},
         "64-bit integer",
     ),
     "layout property short": (
-        {"w.npy": F4, "__ortckpt__.npy": _layout({**LAYOUT, "properties": [["p"]]})},
+        {"w.npy": F4, "__ortckpt__.npy": _flat_layout({**LAYOUT, "properties": [["p"]]})},
         "not [name, type, value]",
     ),
     "layout frozen int": (
-        {"w.npy": F4, "__ortckpt__.npy": _layout({**LAYOUT, "frozen": [3]})},
+        {"w.npy": F4, "__ortckpt__.npy": _flat_layout({**LAYOUT, "frozen": [3]})},
         "expected a string",
     ),
     "layout dtype unknown": (
-        {"w.npy": F4, "__ortckpt__.npy": _layout({**LAYOUT, "dtypes": {"w": "float128"}})},
+        {"w.npy": F4, "__ortckpt__.npy": _flat_layout({**LAYOUT, "dtypes": {"w": "float128"}})},
         "unknown stored dtype",
     ),
     "layout dtype not raw": (
-        {"w.npy": F4, "__ortckpt__.npy": _layout({**LAYOUT, "dtypes": {"w": "bfloat16"}})},
+        {"w.npy": F4, "__ortckpt__.npy": _flat_layout({**LAYOUT, "dtypes": {"w": "bfloat16"}})},
         "stored as uint16",
     ),
     "missing momentum": (
         {
             "w.npy": F4,
-            "__ortckpt__.npy": _layout(
+            "__ortckpt__.npy": _flat_layout(
                 {
                     **LAYOUT,
                     "optimizer": [

@@ -79,3 +79,15 @@ def test_no_import_cycle() -> None:
         if module not in state:
             cycle = cycle_from(module, [])
             assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_state_never_imports_io_or_its_users() -> None:
+    """``io`` builds on ``state``; the state's own load/save methods go through ``_persist``, so not
+    even a deferred import (inside a function) runs from ``state`` back up to ``io``."""
+    source = (PACKAGE / "state.py").read_text(encoding="utf-8")
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level > 0 and node.module:
+            imported.add(node.module)
+    assert imported, "state.py's imports were not read"
+    assert not imported & {"io", "conversions", "aggregate", "compat", "onnx_io", "_sources"}, imported

@@ -14,7 +14,7 @@ from . import errors
 # The server side (docs/federated.md): fsspec URLs for load; the ONNX functions, conversions and
 # validated averaging are imported on first use (module __getattr__ below), so that
 # ``import ortckpt`` stays fast for the many programs that use none of them.
-from ._remote import load
+from ._sources import load
 from ._version import __version__
 from .errors import (
     CheckpointChangedError,

@@ -52,7 +52,7 @@ class Rejected(ValueError):
         self.kind = kind
 
 
-Key = str  # parameter name, or _layout.momentum_key(...) for momentums
+Key = str  # parameter name, or _flat_layout.momentum_key(...) for momentums
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def open_upload(src: Any, max_bytes: int | None, storage_options: Any) -> _nativ
     process cannot crash the server) and indexed; at most ``max_bytes`` bytes are read, whatever
     the source (files and their ``.data``, folders, URLs, bytes, states). Raises ``Rejected``
     (too large) or the reader's error."""
-    from ._remote import is_url, local_path, read_url
+    from ._sources import is_url, local_path, read_url
 
     if isinstance(src, CheckpointState):
         src = src.to_bytes(include_optimizer_state=True)
@@ -182,7 +182,7 @@ def open_upload(src: Any, max_bytes: int | None, storage_options: Any) -> _nativ
 
 
 def _url_exists(url: str, storage_options: Any) -> bool:
-    from ._remote import _exists
+    from ._sources import _exists
 
     return _exists(url, storage_options)
 
@@ -322,7 +322,7 @@ def prefetched(
 
 def rejection(index: int, client: str, exc: Exception) -> SourceReport:
     """The report of an upload that failed with ``exc``."""
-    from ._remote import SourceTooLargeError
+    from ._sources import SourceTooLargeError
 
     if isinstance(exc, Rejected):
         return SourceReport(index, client, False, kind=exc.kind, reason=str(exc))

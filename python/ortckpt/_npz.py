@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _native
 from ._atomic import atomic_file
-from ._layout import NPZ_KEY, Layout, array_of, build_state, decode, encode, tensors_of
+from ._flat_layout import NPZ_KEY, Layout, array_of, build_state, decode, encode, tensors_of
 from ._progress import progress
 from .errors import ConversionError
 from .state import CheckpointState

@@ -1,7 +1,7 @@
 """Checkpoints <-> safetensors files (read and written here; the ``safetensors`` package is not
 needed).
 
-Parameters are stored under their names and momentums under ``_layout.momentum_key``; the rest of
+Parameters are stored under their names and momentums under ``_flat_layout.momentum_key``; the rest of
 the checkpoint is the JSON layout in the metadata key ``"ortckpt"``. The format: an 8-byte
 little-endian header length, a JSON header ``{key: {"dtype", "shape", "data_offsets"}, ...,
 "__metadata__": {str: str}}`` (padded with spaces to a multiple of 8), then the tensors' bytes.
@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _native
 from ._atomic import atomic_file
-from ._layout import SAFETENSORS_KEY, array_of, build_state, decode, encode, tensors_of
+from ._flat_layout import SAFETENSORS_KEY, array_of, build_state, decode, encode, tensors_of
 from ._progress import progress
 from .errors import ConversionError
 from .state import CheckpointState

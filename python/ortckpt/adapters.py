@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import _atomic, _dtypes, _native
-from ._remote import open_state
+from ._sources import open_state
 from ._tensor import check_numpy_shape
 from ._types import StrPath, path_str
 from .state import CheckpointState

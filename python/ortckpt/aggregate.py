@@ -14,7 +14,7 @@ import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from . import _native
 from ._fedavg import (
@@ -30,26 +30,19 @@ from ._fedavg import (
     visit,
 )
 from ._progress import progress as progress_bar
-from ._remote import local_output
 from ._robust import DEFAULT_CHUNK_BYTES, Member, Options
-from ._types import StrPath
-from .errors import CheckpointError
+from ._sources import local_output
+from ._types import CheckpointSource, StrPath
+from .errors import AggregationError
 from .io import load_bytes, save
 from .state import CheckpointState, OptimizerGroup, Parameter
 
 #: One upload: a local path or fsspec URL, the checkpoint's bytes, or a loaded state.
-Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, CheckpointState]
+Source = CheckpointSource
 
 __all__ = ["AggregationError", "AggregationReport", "SourceReport", "average"]
 
 _SLACK = 1 << 20  # bytes allowed beyond the tensors for the flatbuffer structure and properties
-
-
-class AggregationError(CheckpointError):
-    """No upload could be averaged (every one was rejected): nothing was written. ``report``
-    tells why each was rejected."""
-
-    report: AggregationReport
 
 
 @dataclass
@@ -312,7 +305,7 @@ class _Run:
 
 def _local_key(src: Source) -> Any:
     """A local path as its resolved path (symlinks to one file name it once); other sources as they are."""
-    from ._remote import is_url, local_path
+    from ._sources import is_url, local_path
 
     if isinstance(src, (str, os.PathLike)) and not is_url(src):
         return os.path.realpath(local_path(src))

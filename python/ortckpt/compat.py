@@ -34,14 +34,9 @@ from . import io as _io
 from . import state as _state
 from ._scalars import INT64_MAX, INT64_MIN, PropertyValue
 from ._types import StrPath
-from .errors import CheckpointError
+from .errors import CheckpointError, CompatError
 
 __all__ = ["CheckpointState", "CompatError", "Parameter", "Parameters", "Properties"]
-
-
-class CompatError(RuntimeError):
-    """What ORT raises as ``RuntimeError``: a checkpoint that cannot be loaded or saved, or values
-    that do not fit a parameter. ``__cause__`` holds the ortckpt or OS error, when there is one."""
 
 
 def _check_key(name: object, what: str) -> str:

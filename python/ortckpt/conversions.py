@@ -8,7 +8,7 @@
 * ``to_nominal``: the nominal checkpoint of a state (names and data types, no values).
 
 What the files hold besides tensors (trainable flags, properties, optimizer groups) is described in
-``ortckpt._layout`` and docs/federated.md; round trips through safetensors and npz are bit-exact.
+``ortckpt._flat_layout`` and docs/federated.md; round trips through safetensors and npz are bit-exact.
 Sources and outputs may be fsspec URLs (``ortckpt[remote]``): a remote input is copied to a
 temporary file in chunks, and an output is written locally and then uploaded; ``file://`` and
 ``local://`` URLs are local paths.
@@ -27,20 +27,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from . import _native, _npz, _safetensors
-from ._layout import array_of, build_state, momentum_key, tensors_of
-from ._remote import is_url, load, local_input, local_output, local_path, open_state
-from ._types import StrPath
+from ._flat_layout import array_of, build_state, momentum_key, tensors_of
+from ._sources import is_url, load, local_input, local_output, local_path, open_state
+from ._types import CheckpointSource, StrPath
 from .errors import ConversionError
 from .io import load_bytes, save
 from .state import CheckpointState
 
 #: What conversions take as a source: a state, a checkpoint's bytes, or a path / fsspec URL.
-Source = Union[CheckpointState, bytes, "StrPath"]
+Source = CheckpointSource
 
 __all__ = [
     "ConversionError",

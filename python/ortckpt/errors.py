@@ -1,4 +1,5 @@
-"""Exceptions raised by ortckpt (defined by the native module, re-exported here).
+"""Every exception ortckpt raises (the checkpoint errors are defined by the native module and
+re-exported here; the two that carry Python state are defined here).
 
 ::
 
@@ -11,14 +12,18 @@
     ├── InterruptedSaveError        a crashed save left the files mixed: run ortckpt.recover(path)
     ├── CheckpointChangedError      a memory-mapped checkpoint was rewritten in place since load
     ├── SourceTooLargeError         an input is larger than the max_bytes it was read with
-    └── ConversionError             a safetensors/npz file is malformed, or a checkpoint cannot be
-                                    converted without losing data the caller did not agree to lose
+    ├── ConversionError             a safetensors/npz file is malformed, or a checkpoint cannot be
+    │                               converted without losing data the caller did not agree to lose
+    └── AggregationError            no upload could be averaged (``.report`` says why)
+    CompatError(RuntimeError)       ortckpt.compat's failures, raised as ORT raises RuntimeError
 
 Operating-system failures (missing file, permissions, a path that is not a regular file) stay
 ``OSError`` subclasses.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ._native import (
     CheckpointChangedError,
@@ -33,9 +38,14 @@ from ._native import (
     UnsupportedVersionError,
 )
 
+if TYPE_CHECKING:
+    from .aggregate import AggregationReport
+
 __all__ = [
+    "AggregationError",
     "CheckpointChangedError",
     "CheckpointError",
+    "CompatError",
     "ConversionError",
     "DuplicateNameError",
     "ExternalDataError",
@@ -45,3 +55,16 @@ __all__ = [
     "TensorDataError",
     "UnsupportedVersionError",
 ]
+
+
+class AggregationError(CheckpointError):
+    """No upload could be averaged (every one was rejected): nothing was written. ``report``
+    tells why each was rejected."""
+
+    report: AggregationReport
+
+
+class CompatError(RuntimeError):
+    """What ORT raises as ``RuntimeError``: a checkpoint that cannot be loaded or saved, or values
+    that do not fit a parameter (``ortckpt.compat``). ``__cause__`` holds the ortckpt or OS error,
+    when there is one."""

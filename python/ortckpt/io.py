@@ -9,11 +9,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Literal, cast
 
-import numpy as np
-
-from . import _index, _native
-from ._spec import build_spec
-from ._types import StrPath, path_str
+from . import _native, _persist
+from ._types import StrPath
 from .state import CheckpointState
 
 if TYPE_CHECKING:
@@ -30,20 +27,10 @@ __all__ = [
     "serialize",
 ]
 
-BYTES_SOURCE = "<bytes>"
-
-#: ORT's default ``external_data_threshold``: 1800 MiB.
-DEFAULT_EXTERNAL_DATA_THRESHOLD: int = _native.DEFAULT_EXTERNAL_DATA_THRESHOLD
-
-
-def check_threshold(value: object) -> int:
-    """An ``external_data_threshold`` argument, validated: a non-negative int (numpy ints too)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"external_data_threshold must be an int, got {type(value).__name__}: {value!r}")
-    result = int(value)
-    if result < 0:
-        raise ValueError(f"external_data_threshold must not be negative, got {result}")
-    return result
+# (re-exported: the public names and the helpers other modules take from io)
+BYTES_SOURCE = _persist.BYTES_SOURCE
+DEFAULT_EXTERNAL_DATA_THRESHOLD: int = _persist.DEFAULT_EXTERNAL_DATA_THRESHOLD
+check_threshold = _persist.check_threshold
 
 
 def external_data_path(path: StrPath) -> str:
@@ -72,31 +59,7 @@ def load(path: StrPath, *, mmap: bool = True) -> CheckpointState:
     and for paths that are not regular files (FIFOs, devices: refused without blocking), and
     ``CheckpointError`` subclasses for malformed checkpoints.
     """
-    name = path_str(path)
-    if os.path.isdir(name):
-        # ORT 1.15 wrote a checkpoint as a folder of .pbseq files
-        from ._legacy import read_folder
-
-        return _state(read_folder(name))
-    return _load_file(path, name, mmap)
-
-
-def _load_file(path: StrPath, name: str, mmap: bool) -> CheckpointState:
-    # The core opens both files as one pair and checks every external range against the
-    # external file's real size before any tensor is used.
-    return _state(_native.load_checkpoint(path, name, mmap))
-
-
-def _state(index: _native.Index) -> CheckpointState:
-    return CheckpointState._from_loaded(
-        version=index.version,
-        is_nominal=index.is_nominal,
-        has_external_data=index.has_external_data,
-        params=_index.parameters(index),
-        optimizer=_index.optimizer_groups(index),
-        properties=_index.properties(index),
-        source=index.source,
-    )
+    return CheckpointState._from_index(_persist.open_index(path, mmap))
 
 
 Recovery = Literal["clean", "leftovers", "new", "old"]
@@ -130,7 +93,7 @@ def load_bytes(data: Buffer, *, external_data: Buffer | None = None) -> Checkpoi
     must not change with it. ``external_data`` is the content of the external data file, for
     checkpoints that have one.
     """
-    return _state(_native.index_checkpoint(data, BYTES_SOURCE, external_data, None))
+    return CheckpointState._from_index(_native.index_checkpoint(data, BYTES_SOURCE, external_data, None))
 
 
 def save(
@@ -170,11 +133,14 @@ def save(
     """
     if not isinstance(state, CheckpointState):
         raise TypeError(f"expected a CheckpointState, got {type(state).__name__}")
-    if external_data_threshold is None:
-        external_data_threshold = 0 if state.has_external_data else DEFAULT_EXTERNAL_DATA_THRESHOLD
-    external_data_threshold = check_threshold(external_data_threshold)
-    spec = build_spec(state, include_optimizer_state, format_version)
-    _native.save_checkpoint(path, spec, external_data_threshold, bool(external_momentums))
+    _persist.save_state(
+        state,
+        path,
+        include_optimizer_state=include_optimizer_state,
+        external_data_threshold=external_data_threshold,
+        external_momentums=external_momentums,
+        format_version=format_version,
+    )
 
 
 def serialize(
@@ -183,4 +149,6 @@ def serialize(
     """The bytes ``save`` would write, every tensor inline (``format_version`` as in ``save``)."""
     if not isinstance(state, CheckpointState):
         raise TypeError(f"expected a CheckpointState, got {type(state).__name__}")
-    return _native.serialize_checkpoint(build_spec(state, include_optimizer_state, format_version))
+    return _persist.serialize_state(
+        state, include_optimizer_state=include_optimizer_state, format_version=format_version
+    )

@@ -3,9 +3,9 @@
 ``Parameter``, ``OptimizerGroup`` and ``PropertyBag`` live in their own modules and are re-exported
 here; the mappings a state is made of are in ``_containers``.
 
-Imports run one way: ``io`` (load, save) builds on this module, never the reverse. The convenience
-methods ``save``, ``to_bytes``, ``load_checkpoint`` and ``save_checkpoint`` are the one exception:
-they import ``io`` inside the method, when called, so that no import cycle exists at import time.
+Imports run one way: ``io`` (load, save) builds on this module, never the reverse; the
+convenience methods ``save``, ``to_bytes``, ``load_checkpoint`` and ``save_checkpoint`` use
+``_persist``, which both share and which never imports this module.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import _dtypes, _native
+from . import _dtypes, _index, _native, _persist
 from ._containers import OptimizerGroups, ParameterMap, ParameterStore, ParameterView, _own
+from ._html import state_html
 from ._optimizer import Momentums, MomentumStates, OptimizerGroup
 from ._parameter import Parameter
 from ._properties import PropertyBag, PropertyInput
@@ -138,6 +139,19 @@ class CheckpointState:
         self._source = source
         return self
 
+    @classmethod
+    def _from_index(cls, index: _native.Index) -> CheckpointState:
+        """A state over the core's verified index (the tensors stay in its buffers until used)."""
+        return cls._from_loaded(
+            version=index.version,
+            is_nominal=index.is_nominal,
+            has_external_data=index.has_external_data,
+            params=_index.parameters(index),
+            optimizer=_index.optimizer_groups(index),
+            properties=_index.properties(index),
+            source=index.source,
+        )
+
     # -- contents -------------------------------------------------------------------------------
 
     @property
@@ -208,40 +222,41 @@ class CheckpointState:
 
     def save(self, path: StrPath, *, include_optimizer_state: bool = True) -> None:
         """Write the checkpoint to ``path`` atomically (see ``ortckpt.save``)."""
-        from .io import save
-
-        save(self, path, include_optimizer_state=include_optimizer_state)
+        CheckpointState.save_checkpoint(self, path, include_optimizer_state=include_optimizer_state)
 
     def to_bytes(self, *, include_optimizer_state: bool = True) -> bytes:
         """The checkpoint file content (see ``ortckpt.serialize``)."""
-        from .io import serialize
-
-        return serialize(self, include_optimizer_state=include_optimizer_state)
+        return _persist.serialize_state(
+            self, include_optimizer_state=include_optimizer_state, format_version=2
+        )
 
     # -- ORT compatibility (onnxruntime.training.api.CheckpointState) ---------------------------
 
     @classmethod
     def load_checkpoint(cls, checkpoint_uri: StrPath) -> CheckpointState:
         """Load a checkpoint file (same as ``ortckpt.load``)."""
-        from .io import load
-
-        return load(checkpoint_uri)
+        return cls._from_index(_persist.open_index(checkpoint_uri, mmap=True))
 
     @staticmethod
     def save_checkpoint(
         state: CheckpointState, checkpoint_uri: StrPath, include_optimizer_state: bool = False
     ) -> None:
         """Save ``state`` like ORT does: without optimizer state unless asked."""
-        from .io import save
-
-        save(state, checkpoint_uri, include_optimizer_state=include_optimizer_state)
+        if not isinstance(state, CheckpointState):
+            raise TypeError(f"expected a CheckpointState, got {type(state).__name__}")
+        _persist.save_state(
+            state,
+            checkpoint_uri,
+            include_optimizer_state=include_optimizer_state,
+            external_data_threshold=None,
+            external_momentums=False,
+            format_version=2,
+        )
 
     # -- display --------------------------------------------------------------------------------
 
     def _repr_html_(self) -> str:
         """A compact HTML table for notebooks (see ``ortckpt._html``)."""
-        from ._html import state_html
-
         return state_html(self)
 
     def __repr__(self) -> str:

@@ -41,7 +41,7 @@ def _report_json(report: AggregationReport, written: bool) -> dict[str, JsonValu
 
 
 def run_average(args: argparse.Namespace, out: TextIO) -> int:
-    from .._remote import expand
+    from .._sources import expand
     from ..aggregate import AggregationError, average  # imported on use: the other commands start faster
 
     dest = os.fsdecode(args.out)

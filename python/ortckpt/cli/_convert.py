@@ -89,7 +89,7 @@ def run_convert(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def run_strip_values(args: argparse.Namespace, out: TextIO) -> int:
-    from .._remote import local_output
+    from .._sources import local_output
     from ..conversions import to_nominal
     from ..io import save
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._types import StrPath
+from ._types import CheckpointSource, StrPath
 from .errors import CheckpointError
 from .errors import SourceTooLargeError as SourceTooLargeError  # (its home before errors.py)
 from .io import external_data_path, load_bytes
@@ -152,7 +152,7 @@ def load(
 
 
 def open_state(
-    src: CheckpointState | bytes | bytearray | memoryview | StrPath,
+    src: CheckpointSource,
     *,
     max_bytes: int | None = None,
     storage_options: StorageOptions = None,
