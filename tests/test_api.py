@@ -825,11 +825,18 @@ def test_external_data_errors_name_both_files(tmp_path: pathlib.Path) -> None:
 
 
 def test_error_hierarchy_reexported() -> None:
-    from ortckpt import errors
+    from ortckpt import compat, errors
 
+    python_defined = {"AggregationError", "CompatError"}  # they carry Python state or ORT's type
     for name in errors.__all__:
+        if name in python_defined:
+            assert getattr(errors, name).__module__ == "ortckpt.errors"
+            continue
         assert getattr(errors, name) is getattr(_native, name) is getattr(ortckpt, name)
         assert issubclass(getattr(errors, name), ValueError)
+    assert errors.AggregationError is ortckpt.AggregationError
+    assert issubclass(errors.AggregationError, errors.CheckpointError)
+    assert errors.CompatError is compat.CompatError and issubclass(errors.CompatError, RuntimeError)
     assert ortckpt.__version__ and ortckpt.__version__ != "0+unknown"
 
 

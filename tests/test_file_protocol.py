@@ -192,8 +192,9 @@ def test_ctrl_c_interrupts_a_private_read(tmp_path: Path) -> None:
     while tb is not None:
         frames.append(tb.tb_frame.f_code.co_name)
         tb = tb.tb_next
-    # raised through the native read (open_checkpoint inside _load_file), not between bytecodes
-    assert frames[-2:] == ["_load_file", "handler"], frames
+    # raised through the native read (_native.load_checkpoint inside _persist.open_index), not
+    # between bytecodes
+    assert frames[-2:] == ["open_index", "handler"], frames
 
 
 def _umask() -> int:
