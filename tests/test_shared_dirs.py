@@ -374,10 +374,27 @@ def test_own_symlinked_checkpoint_names_are_followed(tmp_path: Path) -> None:
 # --- two users (root only): sticky and group-writable directories ---------------------------
 
 ROOT = os.geteuid() == 0 and shutil.which("setpriv") is not None
-cross_user = pytest.mark.skipif(
-    not ROOT, reason="cross-user attacks need root and setpriv (util-linux) to act as two uids"
-)
 VICTIM, ATTACKER, GROUP = 41001, 41002, 41003
+
+
+def _why_no_second_user() -> str | None:
+    """Why the cross-user tests cannot run here, or None when they can: root and setpriv are
+    needed, and another uid must be able to run this Python with ortckpt (an interpreter under a
+    private home, or one whose shared library only root can find, is not)."""
+    if not ROOT:
+        return "cross-user attacks need root and setpriv (util-linux) to act as two uids"
+    probe = ["setpriv", f"--reuid={VICTIM}", f"--regid={VICTIM}", "--clear-groups"]
+    done = subprocess.run(
+        [*probe, sys.executable, "-c", "import ortckpt"], capture_output=True, text=True, timeout=120, cwd="/"
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["exit status " + str(done.returncode)])[-1]
+        return f"another uid cannot run {sys.executable} with ortckpt ({last})"
+    return None
+
+
+_NO_SECOND_USER = _why_no_second_user()
+cross_user = pytest.mark.skipif(_NO_SECOND_USER is not None, reason=_NO_SECOND_USER or "")
 
 # Run by setpriv as another uid: one operation, the outcome as JSON on stdout.
 _ACT = r"""
