@@ -42,6 +42,7 @@ import pytest
 
 import ortckpt
 from ortckpt import CheckpointState, InterruptedSaveError
+from tests.helpers import checks
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux file semantics (flock, setpriv)")
 
@@ -58,21 +59,8 @@ def value_of(path: Path | str) -> float:
 
 
 def promptly(fn: Callable[[], Any], timeout: float = TIMEOUT) -> BaseException | None:
-    """Run ``fn`` in a daemon thread; its exception (None if it returned). Fails if it blocks."""
-    outcome: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            fn()
-            outcome.append(None)
-        except BaseException as exc:
-            outcome.append(exc)
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    worker.join(timeout)
-    assert not worker.is_alive(), "blocked"
-    return outcome[0]
+    """``checks.promptly`` with this module's timeout."""
+    return checks.promptly(fn, timeout)
 
 
 def _checksum(body: str) -> str:

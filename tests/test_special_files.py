@@ -10,7 +10,6 @@ import socket
 import stat
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 
 import ortckpt
 from ortckpt import CheckpointError, CheckpointState
+from tests.helpers import checks
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Unix special files")
 
@@ -30,22 +30,9 @@ def state() -> CheckpointState:
     return CheckpointState({"w": np.arange(100, dtype=np.float32)}, properties={"x": 1})
 
 
-def promptly(fn: Callable[[], Any]) -> BaseException | None:
-    """Run ``fn`` in a daemon thread; its exception (None if it returned). Fails if it blocks."""
-    outcome: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            fn()
-            outcome.append(None)
-        except BaseException as exc:
-            outcome.append(exc)
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    worker.join(TIMEOUT)
-    assert not worker.is_alive(), "blocked on a special file"
-    return outcome[0]
+def promptly(fn: Callable[[], Any], timeout: float = TIMEOUT) -> BaseException | None:
+    """``checks.promptly`` with this module's timeout."""
+    return checks.promptly(fn, timeout)
 
 
 def assert_refused(fn: Callable[[], Any], word: str | None = None) -> OSError:

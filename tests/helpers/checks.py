@@ -1,9 +1,11 @@
-"""Checks that malformed input only ever raises ortckpt's own exceptions, and ``touch_state``, which
-reads every piece of a loaded state (used by test_malformed.py and test_fuzz.py)."""
+"""Checks that malformed input only ever raises ortckpt's own exceptions, ``touch_state``, which
+reads every piece of a loaded state (used by test_malformed.py and test_fuzz.py), and ``promptly``,
+which fails a test whose operation blocks (special files, shared directories)."""
 
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -130,3 +132,22 @@ def load_or_error_call(fn: Callable[[], Any]) -> Any:
     except BaseException as exc:
         check_ours(exc)
         return exc
+
+
+def promptly(fn: Callable[[], Any], timeout: float) -> BaseException | None:
+    """Run ``fn`` in a daemon thread; its exception (None if it returned). Fails if it is still
+    running after ``timeout`` seconds (it blocked)."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            fn()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    assert not worker.is_alive(), f"blocked for more than {timeout} s"
+    return outcome[0]
