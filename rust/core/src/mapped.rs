@@ -102,6 +102,13 @@ impl MappedFile {
         MappedFile::map(open_regular(path)?, path)
     }
 
+    /// Opens (regular files only, never blocking) and reads `path` into private memory
+    /// ([`MappedFile::read`]): for inputs whose bytes are used after they are checked, which a
+    /// mapping would expose to another program's truncation (SIGBUS).
+    pub fn read_path(path: &Path, keep_going: &mut dyn FnMut() -> bool) -> Result<MappedFile> {
+        MappedFile::read(open_regular(path)?, path, keep_going)
+    }
+
     /// Maps the opened regular file `file` (named `path` in messages).
     pub fn map(file: File, path: &Path) -> Result<MappedFile> {
         let stamp = FileStamp::of_file(&file, path)?;

@@ -7,8 +7,8 @@ use ortckpt_core::{NpzData, NpzError, NpzMember};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::errors::{core_error, with_attributes, ConversionError, GuardedError};
-use crate::mapped::{path_arg, show, MappedFile};
+use crate::errors::{with_attributes, ConversionError};
+use crate::mapped::{interruptible, path_arg, show, MappedFile};
 
 /// One member: (key, dtype string, shape, fortran order, buffer, data offset in the buffer); the
 /// buffer is the opened file (stored members) or a `bytes` of the inflated member.
@@ -31,9 +31,10 @@ pub(crate) fn read_npz(
 ) -> PyResult<(Py<MappedFile>, Vec<Member>)> {
     let path = path_arg(path)?;
     let source = show(&path);
-    let file = py
-        .detach(|| ortckpt_core::MappedFile::open(&path))
-        .map_err(|e| core_error(&source, GuardedError::Core(e)))?;
+    // Read into private memory, not mapped: members are inflated from these bytes and stored
+    // members are viewed in place, so a mapping would let another program's truncation SIGBUS us.
+    let file =
+        interruptible(py, &source, |keep_going| ortckpt_core::MappedFile::read_path(&path, keep_going))?;
     let bytes = file.bytes();
     let budget =
         max_decompressed_bytes.unwrap_or_else(|| ortckpt_core::default_npz_budget(bytes.len() as u64));

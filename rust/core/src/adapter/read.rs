@@ -17,7 +17,6 @@ use std::path::Path;
 
 use super::schema::fbs;
 use super::{check_parameter, ADAPTER_FILE_IDENTIFIER, ADAPTER_FORMAT_VERSION};
-use crate::files::open_regular;
 use crate::input::Input;
 use crate::shape::byte_size;
 use crate::{DataType, Error, MappedFile, Result};
@@ -68,7 +67,7 @@ impl AdapterFile {
 /// memory (so other programs rewriting it cannot change what was checked) and indexes it.
 /// `keep_going` is asked between read chunks; false stops with [`Error::Interrupted`].
 pub fn read_adapter_file(path: &Path, keep_going: &mut dyn FnMut() -> bool) -> Result<AdapterFile> {
-    let file = MappedFile::read(open_regular(path)?, path, keep_going)?;
+    let file = MappedFile::read_path(path, keep_going)?;
     let index = index_adapter(file.bytes())?;
     Ok(AdapterFile { index, file })
 }
