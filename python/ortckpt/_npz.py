@@ -5,8 +5,8 @@ does); bfloat16/float8 tensors are stored as raw unsigned views and string tenso
 arrays, both recorded in the layout member ``__ortckpt__.npy`` (a uint8 array of JSON).
 
 Reading goes through the core's decoder (``_native.read_npz``): the archive is opened once as a
-regular file (a FIFO or device is refused, never waited on) and mapped; stored members are views
-into that mapping, deflated members are inflated one at a time within a decompression budget
+regular file (a FIFO or device is refused, never waited on) and read into private memory; stored
+members are views into those bytes, deflated members are inflated one at a time within a decompression budget
 (``max_decompressed_bytes``; by default ``max(NPZ_MIN_BUDGET, NPZ_BUDGET_RATIO x archive size)``),
 and nothing is ever unpickled: object and structured arrays are refused.
 """
@@ -69,7 +69,7 @@ def _array(descr: str, shape: list[int], fortran: bool, buffer: object, offset: 
     if count == 0:
         return np.zeros(shape, dtype)
     flat = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)  # type: ignore[call-overload]
-    # read-only views of the mapping or of a bytes: memory that cannot change, which a state keeps
+    # read-only views of the archive's private bytes or of a bytes: memory that cannot change, which a state keeps
     # without copying
     flat.flags.writeable = False
     array: np.ndarray[Any, Any] = flat.reshape(shape, order="F" if fortran else "C")
