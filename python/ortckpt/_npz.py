@@ -69,8 +69,8 @@ def _array(descr: str, shape: list[int], fortran: bool, buffer: object, offset: 
     if count == 0:
         return np.zeros(shape, dtype)
     flat = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)  # type: ignore[call-overload]
-    # read-only views of the archive's private bytes or of a bytes: memory that cannot change, which a state keeps
-    # without copying
+    # read-only views of the archive's private bytes or of a bytes: memory that cannot change,
+    # which a state keeps without copying
     flat.flags.writeable = False
     array: np.ndarray[Any, Any] = flat.reshape(shape, order="F" if fortran else "C")
     return array
