@@ -1,0 +1,201 @@
+"""Writing an ONNX model whose initializer values are streamed from buffers (a checkpoint's
+memory-mapped tensors), so a model of many gigabytes is never held in memory twice.
+
+The model file is framed by hand: protobuf parses a message's fields in any order and a
+length-delimited field is just its key, its length and its bytes, so each initializer is written
+as its TensorProto without values followed by the ``raw_data`` field whose bytes come straight from
+the buffer. Models over protobuf's 2 GiB limit keep every tensor of 1 KiB or more in
+``<model>.data`` instead (ONNX external data, the fields set by ``onnx.external_data_helper``;
+offsets aligned to 4 KiB so readers can map them). Both files are written through the core's
+atomic output (``_atomic``): each is replaced whole or not at all.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, BinaryIO
+
+from . import _atomic
+
+if TYPE_CHECKING:
+    import onnx
+    from typing_extensions import Buffer
+
+#: The largest model protobuf can parse (and onnx.load / ONNX Runtime read) as one message.
+ONNX_SIZE_LIMIT = 2**31 - 1
+#: Tensors smaller than this stay in the model file when the data goes external (onnx's default).
+EXTERNAL_THRESHOLD = 1024
+#: External tensors start at multiples of this (a page), so readers can memory-map them.
+ALIGNMENT = 4096
+_CHUNK = 16 << 20
+
+# Field numbers (onnx.proto): ModelProto.graph, GraphProto.initializer, TensorProto.raw_data.
+_MODEL_GRAPH = 7
+_GRAPH_INITIALIZER = 5
+_TENSOR_RAW_DATA = 9
+
+
+@dataclass
+class Initializer:
+    """One initializer to write: ``proto`` holds every field but the values when ``data`` (its
+    little-endian bytes) is given, and the whole tensor (say, string_data) when it is None."""
+
+    proto: onnx.TensorProto
+    data: Buffer | None = None
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _key(field: int, length: int) -> bytes:
+    """The key (wire type 2: length-delimited) and length of a field of ``length`` bytes."""
+    return _varint(field << 3 | 2) + _varint(length)
+
+
+@dataclass
+class _Frame:
+    """One initializer as written: its header bytes and, after them, the values from ``data``
+    (in the model as its raw_data field; ``external``: in the data file at ``offset``)."""
+
+    header: bytes
+    data: memoryview | None
+    external: bool
+    offset: int = 0
+
+    def size(self) -> int:
+        """Bytes of the GraphProto.initializer field in the model file."""
+        body = len(self.header) + self._tail_size()
+        return len(_key(_GRAPH_INITIALIZER, body)) + body
+
+    def _tail_size(self) -> int:
+        if self.data is None or self.external:
+            return 0
+        return len(_key(_TENSOR_RAW_DATA, self.data.nbytes)) + self.data.nbytes
+
+    def write(self, f: BinaryIO) -> None:
+        f.write(_key(_GRAPH_INITIALIZER, len(self.header) + self._tail_size()))
+        f.write(self.header)
+        if self.data is not None and not self.external:
+            f.write(_key(_TENSOR_RAW_DATA, self.data.nbytes))
+            _copy(self.data, f)
+
+
+def _bytes_of(data: Buffer) -> memoryview:
+    view = memoryview(data)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+def _frames(initializers: list[Initializer], location: str | None) -> list[_Frame]:
+    """The frames of ``initializers``; with a ``location``, tensors of EXTERNAL_THRESHOLD bytes or
+    more get external data references at aligned offsets of that file."""
+    import onnx.external_data_helper
+
+    frames = []
+    offset = 0
+    for init in initializers:
+        data = None if init.data is None else _bytes_of(init.data)
+        external = location is not None and data is not None and data.nbytes >= EXTERNAL_THRESHOLD
+        proto = init.proto
+        if external:
+            assert data is not None and location is not None
+            offset = -(-offset // ALIGNMENT) * ALIGNMENT
+            proto = type(init.proto)()
+            proto.CopyFrom(init.proto)
+            proto.raw_data = b""  # the helper refuses a tensor without raw_data; cleared below
+            onnx.external_data_helper.set_external_data(proto, location, offset, data.nbytes)
+            proto.ClearField("raw_data")
+        frames.append(_Frame(proto.SerializeToString(), data, external, offset))
+        if external:
+            assert data is not None
+            offset += data.nbytes
+    return frames
+
+
+def _heads(model: onnx.ModelProto) -> tuple[bytes, bytes]:
+    """(the model without its graph, the graph without its initializers), serialized."""
+    head = type(model)()
+    head.CopyFrom(model)
+    head.ClearField("graph")
+    graph = type(model.graph)()
+    graph.CopyFrom(model.graph)
+    graph.ClearField("initializer")
+    return head.SerializeToString(), graph.SerializeToString()
+
+
+def _model_size(head: bytes, graph_head: bytes, frames: list[_Frame]) -> tuple[int, int]:
+    """(size of the model file, size of its GraphProto)."""
+    graph = len(graph_head) + sum(frame.size() for frame in frames)
+    return len(head) + len(_key(_MODEL_GRAPH, graph)) + graph, graph
+
+
+def _copy(data: memoryview, f: BinaryIO) -> None:
+    for start in range(0, data.nbytes, _CHUNK):
+        f.write(data[start : start + _CHUNK])
+
+
+def _write_data(frames: list[_Frame], f: BinaryIO) -> None:
+    for frame in frames:
+        if frame.external and frame.data is not None:
+            f.seek(frame.offset)  # past the end: the gap reads as zeros
+            _copy(frame.data, f)
+
+
+def data_path(path: str) -> str:
+    """Where ``write_model`` puts the external data of the model ``path``: ``<path>.data``."""
+    return path + ".data"
+
+
+def plan_external(model: onnx.ModelProto, initializers: list[Initializer]) -> bool:
+    """Whether ``write_model`` will need external data for this model (it does not fit protobuf's
+    2 GiB as one file)."""
+    head, graph_head = _heads(model)
+    return _model_size(head, graph_head, _frames(initializers, None))[0] > ONNX_SIZE_LIMIT
+
+
+def write_model(model: onnx.ModelProto, initializers: list[Initializer], path: str) -> bool:
+    """Write ``model`` (whose graph has no initializers) with ``initializers`` appended to its
+    graph to ``path``, atomically; returns True when the model needed external data, then written
+    to ``<path>.data`` (location relative to the model's directory), which is replaced first."""
+    if len(model.graph.initializer):
+        raise ValueError("write_model takes the initializers separately")
+    head, graph_head = _heads(model)
+    frames = _frames(initializers, None)
+    size, graph_size = _model_size(head, graph_head, frames)
+    external = size > ONNX_SIZE_LIMIT
+    if external:
+        frames = _frames(initializers, os.path.basename(data_path(path)))
+        size, graph_size = _model_size(head, graph_head, frames)
+        if size > ONNX_SIZE_LIMIT:
+            raise ValueError(
+                f"{path}: the model's graph alone (nodes, small tensors) is {size} bytes with its "
+                "tensor data external, more than the 2 GiB ONNX allows in one file"
+            )
+        with _atomic.atomic_file(data_path(path)) as f:
+            _write_data(frames, f)
+    with _atomic.atomic_file(path) as f:
+        f.write(head)
+        f.write(_key(_MODEL_GRAPH, graph_size))
+        f.write(graph_head)
+        for frame in frames:
+            frame.write(f)
+    return external
+
+
+def full_protos(initializers: list[Initializer]) -> Iterator[onnx.TensorProto]:
+    """The complete TensorProtos of ``initializers`` (values in raw_data), one at a time."""
+    for init in initializers:
+        if init.data is None:
+            yield init.proto
+            continue
+        proto = type(init.proto)()
+        proto.CopyFrom(init.proto)
+        proto.raw_data = bytes(_bytes_of(init.data))
+        yield proto
