@@ -32,6 +32,7 @@ from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, external_data_path, load_bytes,
 from .state import CheckpointState, OptimizerGroup, Parameter, PropertyBag
 
 if _typing.TYPE_CHECKING:
+    from ._export import export_for_inference
     from .adapters import from_adapter, to_adapter
     from .aggregate import AggregationError, AggregationReport, SourceReport, average
     from .conversions import (
@@ -54,6 +55,7 @@ if _typing.TYPE_CHECKING:
     )
 
 _LAZY = {
+    "export_for_inference": "_export",
     **dict.fromkeys(("from_adapter", "to_adapter"), "adapters"),
     **dict.fromkeys(("AggregationError", "AggregationReport", "SourceReport", "average"), "aggregate"),
     **dict.fromkeys(
@@ -115,6 +117,7 @@ __all__ = [
     "average",
     "convert",
     "errors",
+    "export_for_inference",
     "external_data_path",
     "from_adapter",
     "from_npz",

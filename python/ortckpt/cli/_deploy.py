@@ -1,4 +1,5 @@
-"""``ortckpt export-adapter`` and ``ortckpt inspect`` of ORT adapter files (``.onnx_adapter``)."""
+"""``ortckpt export-adapter`` and ``ortckpt inspect`` of ORT adapter files (``.onnx_adapter``), and
+``ortckpt export-inference`` (an inference model from an eval model and a trained checkpoint)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import argparse
 import os
 from typing import TextIO
 
+from .._onnx_import import require_onnx
 from ..adapters import ADAPTER_VERSION_PROPERTY, MODEL_VERSION_PROPERTY, from_adapter, to_adapter
 from ._format import JsonValue, file_size, human_size
 from ._inspect import _head, _json_values, _parameters, _text_values
+from ._onnx import _model_error, _onnx_errors
 from ._output import emit, verb, written
 
 #: The file name ending ``inspect`` reads as an ORT adapter rather than a checkpoint.
@@ -63,5 +66,44 @@ def run_inspect_adapter(args: argparse.Namespace, out: TextIO) -> int:
     report: dict[str, JsonValue] = {"path": path, "file_size": file_size(path), "format": "onnx_adapter"}
     report.update(versions)
     report["parameters"] = entries
+    emit(args, out, report, lines)
+    return 0
+
+
+def run_export_inference(args: argparse.Namespace, out: TextIO) -> int:
+    require_onnx("'ortckpt export-inference'")
+    from .._export import plan_export
+    from .._onnx_write import data_path, plan_external, write_model
+
+    model, ckpt, dest = (os.fsdecode(p) for p in (args.eval_model, args.ckpt, args.out))
+    try:
+        plan = plan_export(model, ckpt, args.outputs, args.user_inputs)
+        if args.dry_run:
+            external = plan_external(plan.model, plan.initializers)
+        else:
+            external = write_model(plan.model, plan.initializers, dest)
+    except _onnx_errors() as exc:
+        raise _model_error(model, exc) from None
+    graph = plan.model.graph
+    paths = [dest, data_path(dest)] if external else [dest]
+    report: dict[str, JsonValue] = {
+        "eval_model": model,
+        "checkpoint": ckpt,
+        "out": dest,
+        **written(args, paths),
+        "inputs": [v.name for v in graph.input],
+        "outputs": [v.name for v in graph.output],
+        "nodes": len(graph.node),
+        "initializers": len(plan.initializers),
+        "parameters": list(plan.parameters),
+        "external_data": external,
+    }
+    where = f", tensor data in {paths[1]}" if external else ""
+    lines = [
+        f"{verb(args)} {dest}: {len(graph.node)} nodes, {len(plan.parameters)} parameters of {ckpt} "
+        f"as initializers{where}",
+        f"  inputs:  {', '.join(v.name for v in graph.input) or '(none)'}",
+        f"  outputs: {', '.join(v.name for v in graph.output)}",
+    ]
     emit(args, out, report, lines)
     return 0

@@ -351,7 +351,8 @@ def _add_server_commands(parser: Parser, commands: Any) -> None:
 
 
 def _add_deploy_commands(parser: Parser, commands: Any) -> None:
-    """export-adapter (docs/deploy.md)."""
+    """export-adapter and export-inference (docs/deploy.md)."""
+    _add_export_inference(parser, commands)
     export_adapter = _command(
         parser,
         commands,
@@ -376,6 +377,45 @@ def _add_deploy_commands(parser: Parser, commands: Any) -> None:
         "--model-version", type=int, metavar="N", help="int32 stored in the file (default 0)"
     )
     add_output_options(export_adapter, writes=True)
+
+
+def _add_export_inference(parser: Parser, commands: Any) -> None:
+    export = _command(
+        parser,
+        commands,
+        "export-inference",
+        "write an inference model from an eval model and a trained checkpoint",
+        "Write the inference model ORT's Module.export_model_for_inferencing wrote: EVAL_MODEL\n"
+        "(the eval model generate_artifacts wrote) with only the nodes the --output values need,\n"
+        "the parameters of CKPT as initializers, and the inputs the loss alone used (labels)\n"
+        "removed. Models over 2 GiB keep their tensors in OUT.data (ONNX external data).\n"
+        "Needs the 'onnx' package.",
+        "  ortckpt export-inference eval_model.onnx trained.ckpt model.onnx --output output\n"
+        "  ortckpt export-inference eval_model.onnx trained.ckpt model.onnx --output logits probs\n"
+        "  ortckpt export-inference eval_model.onnx trained.ckpt model.onnx --output y --dry-run --json\n",
+        run="_deploy:run_export_inference",
+    )
+    export.add_argument("eval_model", metavar="EVAL_MODEL", help="the eval model (eval_model.onnx)")
+    export.add_argument("ckpt", metavar="CKPT", help="trained checkpoint file (or URL)")
+    export.add_argument("out", metavar="OUT", help="ONNX model to write")
+    export.add_argument(
+        "--output",
+        dest="outputs",
+        nargs="+",
+        action="extend",
+        required=True,
+        metavar="NAME",
+        help="an output of the inference model, in order (repeatable; not the loss)",
+    )
+    export.add_argument(
+        "--user-input",
+        dest="user_inputs",
+        nargs="+",
+        action="extend",
+        metavar="NAME",
+        help="the inputs fed data (default: those before the first parameter input)",
+    )
+    add_output_options(export, writes=True)
 
 
 _METHODS = ("fedavg", "median", "trimmed_mean", "krum", "multi_krum", "bulyan")  # as ortckpt._robust
