@@ -43,6 +43,7 @@ from .errors import CheckpointError, TensorDataError
 if TYPE_CHECKING:
     import onnx
     from google.protobuf.message import Message
+    from typing_extensions import Buffer
 
     from .state import CheckpointState
 
@@ -205,7 +206,9 @@ def _split_inputs(
 def _check_parameter(v: onnx.ValueInfoProto, param: Parameter, where: str, ckpt: str) -> None:
     kind = v.type.WhichOneof("value")
     if kind != "tensor_type":
-        raise TensorDataError(f"{where}: input {v.name!r} is a {kind}, not a tensor; it cannot take a parameter")
+        raise TensorDataError(
+            f"{where}: input {v.name!r} is a {kind}, not a tensor; it cannot take a parameter"
+        )
     declared = v.type.tensor_type
     if declared.elem_type != param.data_type:
         raise TensorDataError(
@@ -248,9 +251,12 @@ def _own_initializer(proto: onnx.TensorProto, files: ExternalFiles) -> Initializ
     external data file) so they are streamed like the parameters'."""
     from onnx import TensorProto
 
-    data = None
+    data: Buffer | None = None
     if proto.data_location == TensorProto.EXTERNAL:
-        data = external_tensor(proto, proto.name, proto.data_type, tuple(proto.dims), files).spec_data(proto.name)
+        mapped = external_tensor(proto, proto.name, proto.data_type, tuple(proto.dims), files)
+        values = mapped.spec_data(proto.name)  # a MappedTensor: always a buffer
+        assert values is not None and not isinstance(values, list)
+        data = values
         proto.ClearField("external_data")
         proto.ClearField("data_location")
     elif proto.HasField("raw_data"):
@@ -287,7 +293,7 @@ def _inferred(model: onnx.ModelProto, names: list[str]) -> dict[str, onnx.ValueI
 
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001 - inference is a nicety: without it the output has no type
+    except Exception:  # inference is a nicety: without it the output has no type
         return {}
     return {v.name: v for v in inferred.graph.value_info if v.name in names}
 
@@ -367,7 +373,7 @@ _Message = TypeVar("_Message", bound="Message")
 
 def _copy(item: _Message) -> _Message:
     """A detached copy of a protobuf message."""
-    c = type(item)()
+    c: _Message = type(item)()
     c.CopyFrom(item)
     return c
 

@@ -153,27 +153,32 @@ def data_path(path: str) -> str:
     return path + ".data"
 
 
-def plan_external(model: onnx.ModelProto, initializers: list[Initializer]) -> bool:
+def plan_external(
+    model: onnx.ModelProto, initializers: list[Initializer], *, limit: int = ONNX_SIZE_LIMIT
+) -> bool:
     """Whether ``write_model`` will need external data for this model (it does not fit protobuf's
     2 GiB as one file)."""
     head, graph_head = _heads(model)
-    return _model_size(head, graph_head, _frames(initializers, None))[0] > ONNX_SIZE_LIMIT
+    return _model_size(head, graph_head, _frames(initializers, None))[0] > limit
 
 
-def write_model(model: onnx.ModelProto, initializers: list[Initializer], path: str) -> bool:
+def write_model(
+    model: onnx.ModelProto, initializers: list[Initializer], path: str, *, limit: int = ONNX_SIZE_LIMIT
+) -> bool:
     """Write ``model`` (whose graph has no initializers) with ``initializers`` appended to its
     graph to ``path``, atomically; returns True when the model needed external data, then written
-    to ``<path>.data`` (location relative to the model's directory), which is replaced first."""
+    to ``<path>.data`` (location relative to the model's directory), which is replaced first.
+    ``limit``: the largest model file written whole (tests lower it to exercise external data)."""
     if len(model.graph.initializer):
         raise ValueError("write_model takes the initializers separately")
     head, graph_head = _heads(model)
     frames = _frames(initializers, None)
     size, graph_size = _model_size(head, graph_head, frames)
-    external = size > ONNX_SIZE_LIMIT
+    external = size > limit
     if external:
         frames = _frames(initializers, os.path.basename(data_path(path)))
         size, graph_size = _model_size(head, graph_head, frames)
-        if size > ONNX_SIZE_LIMIT:
+        if size > limit:
             raise ValueError(
                 f"{path}: the model's graph alone (nodes, small tensors) is {size} bytes with its "
                 "tensor data external, more than the 2 GiB ONNX allows in one file"

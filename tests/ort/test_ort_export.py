@@ -38,7 +38,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list
 
 
 def _jobs(made: tuple[Path, dict[str, list[list[str]]]]) -> list[tuple[str, int, list[str]]]:
-    work, cases = made
+    cases = made[1]
     return [(case, k, names) for case, lists in cases.items() for k, names in enumerate(lists)]
 
 
@@ -50,7 +50,8 @@ def _node_key(node: Any) -> tuple[Any, ...]:
 
 def _initializers(model: Any) -> dict[str, tuple[int, list[int], bytes]]:
     return {
-        t.name: (t.data_type, list(t.dims), numpy_helper.to_array(t).tobytes()) for t in model.graph.initializer
+        t.name: (t.data_type, list(t.dims), numpy_helper.to_array(t).tobytes())
+        for t in model.graph.initializer
     }
 
 
@@ -82,7 +83,9 @@ def exported(made: tuple[Path, dict[str, list[list[str]]]]) -> Path:
         theirs = onnx.load(art / f"theirs_{k}.onnx")
         np.savez(art / f"feeds_{k}.npz", **_feeds(theirs, RNG_SEED + k))
         for who in ("ours", "theirs"):
-            jobs.append([str(art / f"{who}_{k}.onnx"), str(art / f"feeds_{k}.npz"), str(art / f"out_{who}_{k}.npz")])
+            jobs.append(
+                [str(art / f"{who}_{k}.onnx"), str(art / f"feeds_{k}.npz"), str(art / f"out_{who}_{k}.npz")]
+            )
     (work / "run.json").write_text(json.dumps(jobs))
     run_module(ort_venv_python("current"), "tests.ort.export_runner", "run", str(work), timeout=600)
     return work
@@ -126,9 +129,14 @@ def test_trained_values_not_initial(made: tuple[Path, dict[str, list[list[str]]]
         assert changed >= 2, case
 
 
-def test_frozen_parameter_and_constant_kept(made: tuple[Path, dict[str, list[list[str]]]], exported: Path) -> None:
+def test_frozen_parameter_and_constant_kept(
+    made: tuple[Path, dict[str, list[list[str]]]], exported: Path
+) -> None:
     mlp = _initializers(onnx.load(exported / "mlp" / "ours_0.onnx"))
-    assert "fc2.bias" in mlp and not ortckpt.load(exported / "mlp" / "trained.ckpt").parameters["fc2.bias"].trainable
+    assert (
+        "fc2.bias" in mlp
+        and not ortckpt.load(exported / "mlp" / "trained.ckpt").parameters["fc2.bias"].trainable
+    )
     heads = onnx.load(exported / "heads" / "ours_0.onnx")
     assert [t.name for t in heads.graph.initializer] == ["scale", "w1", "b1", "w2", "w3"]
     probs_only = onnx.load(exported / "heads" / "ours_1.onnx")
@@ -137,7 +145,9 @@ def test_frozen_parameter_and_constant_kept(made: tuple[Path, dict[str, list[lis
     assert [v.name for v in with_loss.graph.input] == ["x", "labels"]  # the loss still needs labels
 
 
-def test_same_outputs_in_current_onnxruntime(made: tuple[Path, dict[str, list[list[str]]]], exported: Path) -> None:
+def test_same_outputs_in_current_onnxruntime(
+    made: tuple[Path, dict[str, list[list[str]]]], exported: Path
+) -> None:
     for case, k, names in _jobs(made):
         art = exported / case
         ours, theirs = np.load(art / f"out_ours_{k}.npz"), np.load(art / f"out_theirs_{k}.npz")
