@@ -38,7 +38,9 @@ def _vi(name: str, elem: int, shape: list[Any]) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, elem, shape)
 
 
-def _eval_model(path: Path, *, w_shape: list[Any] | None = None, c_external: str | None = None) -> Path:
+def _eval_model(
+    path: Path, *, w_shape: list[Any] | None = None, c_external: str | None = None, c_input: bool = False
+) -> Path:
     """An eval model as generate_artifacts lays one out: y = (x·w + b) * c, loss = mean((y -
     target)^2); inputs x, target, then the parameters w, b; c is a constant initializer."""
     nodes = [
@@ -65,6 +67,7 @@ def _eval_model(path: Path, *, w_shape: list[Any] | None = None, c_external: str
             _vi("target", TensorProto.FLOAT, ["batch", 2]),
             _vi("w", TensorProto.FLOAT, w_shape or [3, 2]),
             _vi("b", TensorProto.FLOAT, [2]),
+            *([_vi("c", TensorProto.FLOAT, [2])] if c_input else []),
         ],
         [_vi("loss", TensorProto.FLOAT, []), _vi("y", TensorProto.FLOAT, ["batch", 2])],
         [c],
@@ -237,6 +240,14 @@ def test_subgraph_outer_values_count_as_used(tmp_path: Path) -> None:
     model = ortckpt.export_for_inference(path, tmp_path / "if.ckpt", ["sel"])
     assert [t.name for t in model.graph.initializer] == ["w", "v"]
     np.testing.assert_array_equal(_run(model, cond=np.array(False))[0], v)
+
+
+def test_an_initializer_listed_as_input_stops_being_an_input(tmp_path: Path) -> None:
+    """As in ORT: only the inputs that are not initializers are looked at, and set as the inputs."""
+    eval_model = _eval_model(tmp_path / "overridable.onnx", c_input=True)
+    model = ortckpt.export_for_inference(eval_model, _ckpt(tmp_path / "t.ckpt"), ["y"])
+    assert [v.name for v in model.graph.input] == ["x"]
+    assert [t.name for t in model.graph.initializer] == ["c", "w", "b"]
 
 
 def test_own_initializers_in_external_data(tmp_path: Path) -> None:
