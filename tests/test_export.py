@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -370,3 +372,64 @@ def test_cli(files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFix
     assert status == 0 and "inputs:  x, b" in text, err
     status, text, err = _cli(capsys, *args)
     assert status == 2 and "--output" in err
+
+
+MiB = 1 << 20
+MEMORY_CHILD = """
+import sys, threading, time
+import numpy as np
+import ortckpt
+
+def anon():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    raise KeyError("RssAnon")
+
+eval_model, ckpt, out = sys.argv[1:4]
+peak, done = [0], threading.Event()
+
+def sample():
+    while not done.is_set():
+        peak[0] = max(peak[0], anon())
+        time.sleep(0.002)
+
+import onnx, onnx.external_data_helper, onnx.shape_inference  # what the export imports
+before = anon()
+sampler = threading.Thread(target=sample)
+sampler.start()
+ortckpt.export_for_inference(eval_model, ckpt, ["y"], out)
+done.set()
+sampler.join()
+print(peak[0] - before)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc/self/status (RssAnon)")
+def test_values_are_not_copied_in_memory(tmp_path: Path) -> None:
+    """A 256 MiB parameter goes from the checkpoint's mapping to the file without a copy in memory:
+    the process's private memory (sampled every 2 ms in a subprocess) grows by far less."""
+    n = 256 * MiB // 4
+    eval_model = _eval_model(tmp_path / "big.onnx", w_shape=[3, "n"])
+    ortckpt.save(
+        ortckpt.CheckpointState({"w": np.ones((3, n // 3), np.float32)}, frozen={"b": B}),
+        tmp_path / "big.ckpt",
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            MEMORY_CHILD,
+            str(eval_model),
+            str(tmp_path / "big.ckpt"),
+            str(tmp_path / "m.onnx"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    grew = int(proc.stdout.strip().splitlines()[-1])
+    assert grew < 48 * MiB, f"exporting 256 MiB of values grew private memory by {grew / MiB:.0f} MiB"
+    assert (tmp_path / "m.onnx").stat().st_size > 256 * MiB
