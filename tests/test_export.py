@@ -281,6 +281,8 @@ def test_output_errors(files: tuple[Path, Path], tmp_path: Path) -> None:
     _error(files, tmp_path, ValueError, "empty", output_names=[])
     _error(files, tmp_path, ValueError, "'y' is given more than once", output_names=["y", "y"])
     _error(files, tmp_path, TypeError, "list of names", output_names="y")
+    msg = _error(files, tmp_path, ValueError, "not an ONNX model", eval_model=files[1])
+    assert msg.startswith(str(files[1]))
 
 
 def test_checkpoint_errors(files: tuple[Path, Path], tmp_path: Path) -> None:

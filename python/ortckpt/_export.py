@@ -298,6 +298,17 @@ def _inferred(model: onnx.ModelProto, names: list[str]) -> dict[str, onnx.ValueI
     return {v.name: v for v in inferred.graph.value_info if v.name in names}
 
 
+def _load_eval_model(eval_model: onnx.ModelProto | StrPath, where: str) -> tuple[onnx.ModelProto, str | None]:
+    from google.protobuf.message import DecodeError
+
+    from .onnx_io import _load_model
+
+    try:
+        return _load_model(eval_model, "eval_model")
+    except DecodeError as exc:
+        raise ValueError(f"{where}: not an ONNX model ({exc})") from None
+
+
 def plan_export(
     eval_model: onnx.ModelProto | StrPath,
     checkpoint: CheckpointSource,
@@ -306,8 +317,6 @@ def plan_export(
 ) -> ExportPlan:
     """Everything ``export_for_inference`` checks and decides, without writing (``--dry-run``)."""
     require_onnx("export_for_inference")
-    from .onnx_io import _load_model
-
     outputs = _names(output_names, "output_names")
     if not outputs:
         raise ValueError("output_names is empty: name at least one output of the eval model")
@@ -320,7 +329,7 @@ def plan_export(
             f"{ckpt} is nominal (names and data types, no values): export from a checkpoint saved "
             "after training (ORT refuses a nominal state too)"
         )
-    model, model_dir = _load_model(eval_model, "eval_model")
+    model, model_dir = _load_eval_model(eval_model, where)
     graph = model.graph
     _check_outputs(graph, outputs, where)
     kept, used = _kept_nodes(graph, outputs)
