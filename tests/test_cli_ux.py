@@ -30,6 +30,7 @@ WRITING = (
     "convert",
     "strip-values",
     "export-adapter",
+    "export-inference",
 )
 
 
@@ -298,7 +299,29 @@ def _dry_argv(command: str, tmp_path: pathlib.Path) -> list[str]:
         return ["strip-values", str(ckpt), str(tmp_path / "nominal.ckpt")]
     if command == "export-adapter":
         return ["export-adapter", str(ckpt), str(tmp_path / "new.onnx_adapter"), "--parameters", "fc1.*"]
+    if command == "export-inference":
+        return ["export-inference", *_eval_model(tmp_path), str(tmp_path / "new.onnx"), "--output", "Y"]
     return ["strip-optimizer", str(ckpt)]
+
+
+def _eval_model(tmp_path: pathlib.Path) -> list[str]:
+    """An eval model as generate_artifacts lays one out (Y = X·w, the parameter w an input), and
+    its trained checkpoint."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["X", "w"], ["Y"])],
+        "eval",
+        [
+            helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 4]),
+            helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 3]),
+        ],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 3])],
+    )
+    onnx.save(helper.make_model(graph), tmp_path / "eval_model.onnx")
+    CheckpointState({"w": np.ones((4, 3), np.float32)}).save(tmp_path / "trained.ckpt")
+    return [str(tmp_path / "eval_model.onnx"), str(tmp_path / "trained.ckpt")]
 
 
 @pytest.mark.parametrize("command", WRITING)
@@ -367,6 +390,8 @@ def test_writing_commands_json_report(
         assert (doc["output_format"], doc["parameters"], doc["format_version"]) == ("npz", 4, None)
     elif command == "strip-values":
         assert doc["parameters"] == 4 and ortckpt.load(doc["output"]).is_nominal
+    elif command == "export-inference":
+        assert (doc["inputs"], doc["outputs"], doc["parameters"]) == (["X"], ["Y"], ["w"])
     elif command == "export-adapter":
         assert (
             doc["parameters"] == ["fc1.bias", "fc1.weight"]
