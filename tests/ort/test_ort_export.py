@@ -25,6 +25,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 ortckpt = import_ortckpt()
+pytestmark = pytest.mark.ort
 
 RNG_SEED = 23
 
@@ -182,6 +183,7 @@ def _big_eval_model(path: Path) -> None:
     path.write_bytes(model.SerializeToString())
 
 
+@pytest.mark.slow
 def test_export_over_2gib_runs_in_current_onnxruntime(tmp_path: Path) -> None:
     free = shutil.disk_usage(tmp_path).free
     if free < DISK_NEEDED:
