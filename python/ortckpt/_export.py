@@ -37,6 +37,7 @@ from ._onnx_import import require_onnx
 from ._onnx_write import Initializer, data_path, full_protos, write_model
 from ._parameter import Parameter, tensor_of
 from ._sources import open_state
+from ._tensor import Tensor
 from ._types import CheckpointSource, StrPath, path_str
 from .errors import CheckpointError, TensorDataError
 
@@ -238,12 +239,19 @@ def _parameter_initializer(name: str, param: Parameter) -> Initializer:
     proto.name = name
     proto.data_type = tensor.data_type
     proto.dims.extend(int(d) for d in tensor.shape)
-    data = tensor.spec_data(name)
-    if isinstance(data, list):
-        proto.string_data.extend(s.encode("utf-8") for s in data)
+    if tensor.data_type == _dtypes.STRING:
+        strings = tensor.spec_data(name)
+        assert isinstance(strings, list)
+        proto.string_data.extend(s.encode("utf-8") for s in strings)
         return Initializer(proto)
-    assert data is not None
-    return Initializer(proto, data)
+    return Initializer(proto, tensor.nbytes, lambda: _buffer(tensor, name))
+
+
+def _buffer(tensor: Tensor, name: str) -> Buffer:
+    """A numeric tensor's bytes (checked against its file first, for a loaded checkpoint)."""
+    data = tensor.spec_data(name)
+    assert data is not None and not isinstance(data, list)
+    return data
 
 
 def _own_initializer(proto: onnx.TensorProto, files: ExternalFiles) -> Initializer:
@@ -251,19 +259,18 @@ def _own_initializer(proto: onnx.TensorProto, files: ExternalFiles) -> Initializ
     external data file) so they are streamed like the parameters'."""
     from onnx import TensorProto
 
-    data: Buffer | None = None
+    name = proto.name
     if proto.data_location == TensorProto.EXTERNAL:
-        mapped = external_tensor(proto, proto.name, proto.data_type, tuple(proto.dims), files)
-        values = mapped.spec_data(proto.name)  # a MappedTensor: always a buffer
-        assert values is not None and not isinstance(values, list)
-        data = values
+        mapped = external_tensor(proto, name, proto.data_type, tuple(proto.dims), files)
         proto.ClearField("external_data")
         proto.ClearField("data_location")
-    elif proto.HasField("raw_data"):
+        # a detached copy (the graph's initializers are cleared next), now without its values
+        return Initializer(_copy(proto), mapped.nbytes, lambda: _buffer(mapped, name))
+    if proto.HasField("raw_data"):
         data = proto.raw_data
         proto.ClearField("raw_data")
-    # a detached copy (the graph's initializers are cleared next), now without its values
-    return Initializer(_copy(proto), data)
+        return Initializer.of(_copy(proto), data)
+    return Initializer(_copy(proto))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ atomic output (``_atomic``): each is replaced whole or not at all.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -39,11 +39,19 @@ _TENSOR_RAW_DATA = 9
 
 @dataclass
 class Initializer:
-    """One initializer to write: ``proto`` holds every field but the values when ``data`` (its
-    little-endian bytes) is given, and the whole tensor (say, string_data) when it is None."""
+    """One initializer to write: ``proto`` holds every field but the values when ``values`` is
+    given (a function returning its ``nbytes`` little-endian bytes, called just before they are
+    written, so a checkpoint tensor is checked against its file then), and the whole tensor (say,
+    string_data) when it is None."""
 
     proto: onnx.TensorProto
-    data: Buffer | None = None
+    nbytes: int = 0
+    values: Callable[[], Buffer] | None = None
+
+    @classmethod
+    def of(cls, proto: onnx.TensorProto, data: Buffer) -> Initializer:
+        """An initializer whose values are the bytes of ``data``, already at hand."""
+        return cls(proto, _bytes_of(data).nbytes, lambda: data)
 
 
 def _varint(n: int) -> bytes:
@@ -62,11 +70,11 @@ def _key(field: int, length: int) -> bytes:
 
 @dataclass
 class _Frame:
-    """One initializer as written: its header bytes and, after them, the values from ``data``
-    (in the model as its raw_data field; ``external``: in the data file at ``offset``)."""
+    """One initializer as written: its header bytes and, after them, its values (in the model as
+    its raw_data field; ``external``: in the data file at ``offset``)."""
 
     header: bytes
-    data: memoryview | None
+    init: Initializer
     external: bool
     offset: int = 0
 
@@ -76,16 +84,26 @@ class _Frame:
         return len(_key(_GRAPH_INITIALIZER, body)) + body
 
     def _tail_size(self) -> int:
-        if self.data is None or self.external:
+        if self.init.values is None or self.external:
             return 0
-        return len(_key(_TENSOR_RAW_DATA, self.data.nbytes)) + self.data.nbytes
+        return len(_key(_TENSOR_RAW_DATA, self.init.nbytes)) + self.init.nbytes
 
     def write(self, f: BinaryIO) -> None:
         f.write(_key(_GRAPH_INITIALIZER, len(self.header) + self._tail_size()))
         f.write(self.header)
-        if self.data is not None and not self.external:
-            f.write(_key(_TENSOR_RAW_DATA, self.data.nbytes))
-            _copy(self.data, f)
+        if self.init.values is not None and not self.external:
+            f.write(_key(_TENSOR_RAW_DATA, self.init.nbytes))
+            self.write_values(f)
+
+    def write_values(self, f: BinaryIO) -> None:
+        assert self.init.values is not None
+        data = _bytes_of(self.init.values())
+        if data.nbytes != self.init.nbytes:  # the frame's length is written already
+            raise ValueError(
+                f"tensor {self.init.proto.name!r}: {data.nbytes} bytes, expected {self.init.nbytes}"
+            )
+        for start in range(0, data.nbytes, _CHUNK):
+            f.write(data[start : start + _CHUNK])
 
 
 def _bytes_of(data: Buffer) -> memoryview:
@@ -101,21 +119,19 @@ def _frames(initializers: list[Initializer], location: str | None) -> list[_Fram
     frames = []
     offset = 0
     for init in initializers:
-        data = None if init.data is None else _bytes_of(init.data)
-        external = location is not None and data is not None and data.nbytes >= EXTERNAL_THRESHOLD
+        external = location is not None and init.values is not None and init.nbytes >= EXTERNAL_THRESHOLD
         proto = init.proto
         if external:
-            assert data is not None and location is not None
+            assert location is not None
             offset = -(-offset // ALIGNMENT) * ALIGNMENT
             proto = type(init.proto)()
             proto.CopyFrom(init.proto)
             proto.raw_data = b""  # the helper refuses a tensor without raw_data; cleared below
-            onnx.external_data_helper.set_external_data(proto, location, offset, data.nbytes)
+            onnx.external_data_helper.set_external_data(proto, location, offset, init.nbytes)
             proto.ClearField("raw_data")
-        frames.append(_Frame(proto.SerializeToString(), data, external, offset))
+        frames.append(_Frame(proto.SerializeToString(), init, external, offset))
         if external:
-            assert data is not None
-            offset += data.nbytes
+            offset += init.nbytes
     return frames
 
 
@@ -136,16 +152,11 @@ def _model_size(head: bytes, graph_head: bytes, frames: list[_Frame]) -> tuple[i
     return len(head) + len(_key(_MODEL_GRAPH, graph)) + graph, graph
 
 
-def _copy(data: memoryview, f: BinaryIO) -> None:
-    for start in range(0, data.nbytes, _CHUNK):
-        f.write(data[start : start + _CHUNK])
-
-
 def _write_data(frames: list[_Frame], f: BinaryIO) -> None:
     for frame in frames:
-        if frame.external and frame.data is not None:
+        if frame.external:
             f.seek(frame.offset)  # past the end: the gap reads as zeros
-            _copy(frame.data, f)
+            frame.write_values(f)
 
 
 def data_path(path: str) -> str:
@@ -197,10 +208,10 @@ def write_model(
 def full_protos(initializers: list[Initializer]) -> Iterator[onnx.TensorProto]:
     """The complete TensorProtos of ``initializers`` (values in raw_data), one at a time."""
     for init in initializers:
-        if init.data is None:
+        if init.values is None:
             yield init.proto
             continue
         proto = type(init.proto)()
         proto.CopyFrom(init.proto)
-        proto.raw_data = bytes(_bytes_of(init.data))
+        proto.raw_data = bytes(_bytes_of(init.values()))
         yield proto
