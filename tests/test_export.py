@@ -258,6 +258,8 @@ def test_own_initializers_in_external_data(tmp_path: Path) -> None:
     model = ortckpt.export_for_inference(eval_model, ckpt, ["y"])
     c = model.graph.initializer[0]
     assert c.name == "c" and not c.external_data and numpy_helper.to_array(c).tobytes() == C.tobytes()
+    with pytest.raises(ValueError, match="pass it as a path"):
+        ortckpt.export_for_inference(onnx.load(eval_model, load_external_data=False), ckpt, ["y"])
     escaping = _eval_model(tmp_path / "escape.onnx", c_external="../c.bin")
     with pytest.raises(ortckpt.ExternalDataError, match=r"c\.bin"):
         ortckpt.export_for_inference(escaping, ckpt, ["y"])

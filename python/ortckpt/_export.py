@@ -349,8 +349,14 @@ def plan_export(
     for v in param_values:
         _check_parameter(v, params[v.name], where, ckpt)
     output_infos = _output_infos(model, outputs)
+    own = [t for t in graph.initializer if t.name in needed]
+    if model_dir is None and any(t.data_location == t.EXTERNAL for t in own):
+        raise ValueError(
+            "the eval model keeps initializers in external data files: pass it as a path (not a "
+            "ModelProto), so that they are found beside it"
+        )
     files = ExternalFiles(model_dir)
-    initializers = [_own_initializer(t, files) for t in graph.initializer if t.name in needed]
+    initializers = [_own_initializer(t, files) for t in own]
     chosen = [v.name for v in param_values if v.name in needed]
     initializers += [_parameter_initializer(name, params[name]) for name in chosen]
     _rebuild_graph(graph, kept, [v for v in user_values if v.name in needed], output_infos, needed)
