@@ -437,3 +437,20 @@ def test_values_are_not_copied_in_memory(tmp_path: Path) -> None:
     grew = int(proc.stdout.strip().splitlines()[-1])
     assert grew < 48 * MiB, f"exporting 256 MiB of values grew private memory by {grew / MiB:.0f} MiB"
     assert (tmp_path / "m.onnx").stat().st_size > 256 * MiB
+
+
+def test_a_failed_write_leaves_the_previous_model(files: tuple[Path, Path], tmp_path: Path) -> None:
+    """The checkpoint is rewritten in place after it was loaded: its values are checked when they
+    are written, the export fails, and the previous model is left whole with no temporary file."""
+    eval_model, ckpt = files
+    out = tmp_path / "model.onnx"
+    out.write_bytes(b"previous")
+    state = ortckpt.load(ckpt)
+    data = bytearray(ckpt.read_bytes())
+    with open(ckpt, "r+b") as f:  # the same bytes but one, in place
+        data[-1] ^= 1
+        f.write(data)
+    with pytest.raises(ortckpt.CheckpointChangedError, match=str(ckpt)):
+        ortckpt.export_for_inference(eval_model, state, ["y"], out)
+    assert out.read_bytes() == b"previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["eval_model.onnx", "model.onnx", "trained.ckpt"]
