@@ -244,6 +244,16 @@ class LaneReader:
 
 def release_buffers() -> None: ...
 def reduce_columns(x: NDArray[np.float64], method: str, cut: int = 0) -> NDArray[np.float64]: ...
+def add_files(
+    paths: Sequence[str | os.PathLike[str]],
+    weights: Sequence[float | None],
+    weight_property: str | None,
+    layout: AggregationLayout,
+    sums: Sequence[NDArray[np.float64]],
+    bounds: NDArray[np.float64],
+    max_bytes: int | None,
+    seen: Sequence[tuple[int, int]],
+) -> list[tuple[str, float, str, str, BaseException | None, tuple[int, int] | None]]: ...
 def accumulate(
     upload: Upload,
     layout: AggregationLayout,

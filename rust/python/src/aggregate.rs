@@ -344,6 +344,75 @@ pub(crate) fn accumulate(
     }
 }
 
+/// What became of one upload of `add_files`: `(status, weight, kind, message, error, identity)`
+/// with status `"added"` (weight), `"duplicate"`, `"rejected"` (kind, message) or `"error"` (the
+/// reader's exception, not raised); identity `(device, inode)` when the file was read.
+type FileVerdict = (&'static str, f64, String, String, Option<PyErr>, Option<(u64, u64)>);
+
+/// Checks the local upload files `paths` (weights: `weights[i]`, else the property
+/// `weight_property`, else 1) against `layout` and adds the accepted ones into `sums` and
+/// `bounds` (as `accumulate`), the whole loop with the GIL released and on every core. `seen`
+/// are the identities already counted this round. One verdict per path, in order.
+#[pyfunction]
+#[pyo3(signature = (paths, weights, weight_property, layout, sums, bounds, max_bytes, seen))]
+#[allow(clippy::too_many_arguments)] // one call per round: every input is a separate argument
+pub(crate) fn add_files(
+    py: Python<'_>,
+    paths: Vec<Bound<'_, PyAny>>,
+    weights: Vec<Option<f64>>,
+    weight_property: Option<String>,
+    layout: &Bound<'_, AggregationLayout>,
+    sums: Vec<Bound<'_, PyArray1<f64>>>,
+    bounds: Bound<'_, PyArray1<f64>>,
+    max_bytes: Option<u64>,
+    seen: Vec<(u64, u64)>,
+) -> PyResult<Vec<FileVerdict>> {
+    if weights.len() != paths.len() {
+        return Err(PyValueError::new_err("one weight (or None) per path is needed"));
+    }
+    let items = paths
+        .iter()
+        .zip(weights)
+        .map(|(p, w)| {
+            let rule = match (w, &weight_property) {
+                (Some(w), _) => WeightRule::Given(w),
+                (None, Some(name)) => WeightRule::Property(name.clone()),
+                (None, None) => WeightRule::Given(1.0),
+            };
+            Ok(aggregate::FileItem { path: path_arg(p)?, rule })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let layout = &layout.get().inner;
+    let mut held = sums.iter().map(|s| s.try_readwrite()).collect::<Result<Vec<_>, _>>()?;
+    let mut slices = held.iter_mut().map(|s| s.as_slice_mut()).collect::<Result<Vec<_>, _>>()?;
+    let mut bounds_rw = bounds.try_readwrite()?;
+    let bounds = bounds_rw.as_slice_mut()?;
+    let mut seen: std::collections::HashSet<(u64, u64)> = seen.into_iter().collect();
+    let source = items.first().map_or_else(String::new, |i| show(&i.path));
+    let verdicts = interruptible(py, &source, |keep_going| {
+        aggregate::add_files(&items, layout, max_bytes, &mut seen, &mut slices, bounds, keep_going)
+    })?;
+    Ok(verdicts
+        .into_iter()
+        .zip(&items)
+        .map(|(v, item)| match v {
+            aggregate::Verdict::Added { weight, identity } => {
+                ("added", weight, String::new(), String::new(), None, Some(identity))
+            }
+            aggregate::Verdict::Duplicate { identity } => {
+                ("duplicate", 0.0, String::new(), String::new(), None, Some(identity))
+            }
+            aggregate::Verdict::Rejected { rejection, identity } => {
+                ("rejected", 0.0, rejection.kind.to_owned(), rejection.message, None, identity)
+            }
+            aggregate::Verdict::Unreadable(e) => {
+                let err = core_error(&show(&item.path), crate::errors::GuardedError::Core(e));
+                ("error", 0.0, String::new(), String::new(), Some(err), None)
+            }
+        })
+        .collect())
+}
+
 /// The median (`"median"`) or trimmed mean (`"trimmed_mean"`, `cut` values off each end) of each
 /// column of the row-major `N × chunk` float64 block `x`, GIL released, on every core.
 #[pyfunction]
@@ -376,6 +445,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Upload>()?;
     m.add_class::<LaneReader>()?;
     m.add_function(wrap_pyfunction!(accumulate, m)?)?;
+    m.add_function(wrap_pyfunction!(add_files, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_columns, m)?)?;
     m.add_function(wrap_pyfunction!(release_buffers, m)?)?;
     Ok(())

@@ -5,12 +5,14 @@
 
 mod columns;
 mod kernel;
+mod round;
 mod structure;
 mod upload;
 mod values;
 
 pub use columns::{median_columns, trimmed_mean_columns};
-pub use kernel::{accumulate, slot_bytes};
+pub use kernel::{accumulate, add_window, slot_bytes};
+pub use round::{add_files, FileItem, Verdict};
 pub use structure::{
     check_structure, py_repr, type_name, weight_of, ExpectedMomentum, ExpectedParam, Layout, Located,
     WeightRule,
