@@ -301,18 +301,80 @@ def visit(
     return SourceReport(index, client, True, weight=w)
 
 
+def local_file(src: Any) -> str | None:
+    """The path of ``src`` when it is a local checkpoint file (not a URL, bytes, state or folder):
+    those go to the native round (``visit_files``)."""
+    from ._sources import is_url, local_path
+
+    if not isinstance(src, (str, os.PathLike)) or is_url(src):
+        return None
+    name = local_path(src)
+    return None if os.path.isdir(name) else name
+
+
+def visit_files(
+    batch: list[tuple[int, str, str, float | str | None]],
+    layout: _native.AggregationLayout,
+    max_bytes: int | None,
+    acc: PartialSum,
+    seen: dict[tuple[Any, ...], str],
+) -> list[SourceReport]:
+    """``visit`` for a batch of local files ``(index, client, path, weight rule)`` in one native
+    call (``_native.add_files``: the loop over uploads, reads, checks and sums without the GIL):
+    the same checks, order of additions, verdicts and messages as ``visit`` one by one."""
+    acc.ensure(layout)
+    given = [None if isinstance(r, str) or r is None else float(r) for _, _, _, r in batch]
+    prop = next((r for _, _, _, r in batch if isinstance(r, str)), None)
+    known = [(k[1], k[2]) for k in seen if k[0] == "file"]
+    verdicts = _native.add_files(
+        [p for _, _, p, _ in batch], given, prop, layout, acc.sums, acc.bounds, max_bytes, known
+    )
+    reports = []
+    for (index, client, _, _), (status, weight, kind, message, error, ident) in zip(batch, verdicts, strict=True):
+        key = None if ident is None else ("file", *ident)
+        if status == "duplicate" and key is not None:
+            first = seen.get(key, "an earlier upload")
+            reports.append(rejection(index, client, Rejected("duplicate", f"the same upload as {first!r} (counted once)")))
+            continue
+        if key is not None:
+            seen[key] = client
+        if status == "added":
+            acc.total_weight += weight
+            acc.count += 1
+            reports.append(SourceReport(index, client, True, weight=weight))
+        elif status == "rejected":
+            reports.append(SourceReport(index, client, False, kind=kind, reason=message))
+        else:
+            reports.append(rejection(index, client, error if error is not None else RuntimeError(message)))
+    return reports
+
+
+class _NotRead:
+    """The "future" of an item ``prefetched`` was told to skip: its ``result`` is None."""
+
+    def result(self) -> None:
+        return None
+
+
 def prefetched(
-    items: Iterator[tuple[int, str, Any, float | str | None]], max_bytes: int | None, storage_options: Any
-) -> Iterator[tuple[tuple[int, str, Any, float | str | None], Callable[[], _native.Upload]]]:
+    items: Iterator[tuple[int, str, Any, float | str | None]],
+    max_bytes: int | None,
+    storage_options: Any,
+    skip: Callable[[Any], bool] | None = None,
+) -> Iterator[tuple[tuple[int, str, Any, float | str | None], Callable[[], _native.Upload | None]]]:
     """Each item with a function returning its upload, read one item ahead on another thread: the
     next upload's bytes arrive while the kernel adds the current one (the read and the kernel
-    release the GIL). At most two uploads are in memory at a time."""
+    release the GIL). At most two uploads are in memory at a time. Items whose source ``skip``
+    accepts are not read (their function returns None)."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1, thread_name_prefix="ortckpt-read") as pool:
         ahead = None
         for item in items:
-            future = pool.submit(open_upload, item[2], max_bytes, storage_options)
+            if skip is not None and skip(item[2]):
+                future: Any = _NotRead()
+            else:
+                future = pool.submit(open_upload, item[2], max_bytes, storage_options)
             if ahead is not None:
                 yield ahead[0], ahead[1].result
             ahead = (item, future)

@@ -245,7 +245,24 @@ class LaneReader:
     ) -> None: ...
 
 def release_buffers() -> None: ...
+def reduce_block(
+    x: NDArray[np.float64], method: str, cut: int, squares: NDArray[np.float64], gaps: NDArray[np.float64]
+) -> NDArray[np.float64]: ...
+def add_pairwise(x: NDArray[np.float64], d: NDArray[np.float64]) -> None: ...
+def read_rows(
+    readers: Sequence[LaneReader], locations: Sequence[tuple[int, int, bool, int]], first: int, out: NDArray[np.float64]
+) -> None: ...
 def reduce_columns(x: NDArray[np.float64], method: str, cut: int = 0) -> NDArray[np.float64]: ...
+def add_files(
+    paths: Sequence[str | os.PathLike[str]],
+    weights: Sequence[float | None],
+    weight_property: str | None,
+    layout: AggregationLayout,
+    sums: Sequence[NDArray[np.float64]],
+    bounds: NDArray[np.float64],
+    max_bytes: int | None,
+    seen: Sequence[tuple[int, int]],
+) -> list[tuple[str, float, str, str, BaseException | None, tuple[int, int] | None]]: ...
 def accumulate(
     upload: Upload,
     layout: AggregationLayout,

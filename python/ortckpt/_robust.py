@@ -99,12 +99,12 @@ def _sweep(
     """Calls ``visit(slot, start, X)`` for every chunk of every slot, X the ``N x chunk`` float64
     values of the members (minus ``base``'s when given, times ``scale`` per member)."""
     per = max(_MIN_CHUNK, chunk_bytes // (8 * max(1, len(members))))
+    readers = [m.reader for m in members]
     for slot, total in enumerate(lanes):
         for start in range(0, total, per):
             count = min(per, total - start)
             x = np.empty((len(members), count), np.float64)
-            for row, m in enumerate(members):
-                m.reader.read_into(m.locations[slot], start, x[row])
+            _native.read_rows(readers, [m.locations[slot] for m in members], start, x)
             if base is not None:
                 x -= base.reader.read(base.locations[slot], start, count)
             if not np.all(scale == 1.0):
@@ -158,9 +158,7 @@ def aggregate(members: list[Member], lanes: list[int], options: Options, base: M
     if o.method in ("krum", "multi_krum", "bulyan"):
 
         def pairwise(slot: int, start: int, x: Matrix) -> None:
-            for i in range(n):
-                diff = x - x[i]
-                distances[i] += np.einsum("ij,ij->i", diff, diff)
+            _native.add_pairwise(x, distances)  # each pair once, on every core
             if not need_norms:
                 squares[:] += (x * x).sum(1)
 
@@ -188,10 +186,20 @@ def aggregate(members: list[Member], lanes: list[int], options: Options, base: M
     rng = np.random.default_rng(o.seed)
     counted = need_norms or o.method in ("krum", "multi_krum", "bulyan")
 
+    cut = int(o.trim * n) if o.method == "trimmed_mean" else 0  # Flower's int(trim * n)
+    unused = np.zeros(n)
+
     def reduce(slot: int, start: int, x: Matrix) -> None:
+        agg: Matrix
+        if o.method in ("median", "trimmed_mean") and std is None:
+            # one native pass: the statistic per column, each row's squares and distance to it
+            agg = _native.reduce_block(x, o.method, cut, unused if counted else squares, gaps)
+            if base is not None:
+                agg = agg + base.reader.read(base.locations[slot], start, x.shape[1])
+            out.slots[slot][start : start + x.shape[1]] = agg
+            return
         if not counted:
             squares[:] += (x * x).sum(1)
-        agg: Matrix
         if o.method == "fedavg" or o.method == "multi_krum":
             rows = selected
             total = x[rows[0]] * weights[rows[0]]  # Flower's order: one upload after the other
@@ -201,7 +209,7 @@ def aggregate(members: list[Member], lanes: list[int], options: Options, base: M
         elif o.method == "median":
             agg = _native.reduce_columns(x, "median")  # numpy's median, per column
         elif o.method == "trimmed_mean":
-            agg = _native.reduce_columns(x, "trimmed_mean", int(o.trim * n))  # Flower's int(trim * n)
+            agg = _native.reduce_columns(x, "trimmed_mean", cut)
         elif o.method == "krum":
             agg = x[selected[0]].copy()
         else:  # bulyan: per coordinate, the mean of the beta values closest to the selection's median

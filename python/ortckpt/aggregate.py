@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +23,13 @@ from ._fedavg import (
     SourceReport,
     identity,
     layout_of,
+    local_file,
     open_upload,
     prefetched,
     rejection,
     spec_of,
     visit,
+    visit_files,
 )
 from ._progress import progress as progress_bar
 from ._robust import DEFAULT_CHUNK_BYTES, Member, Options
@@ -42,6 +44,9 @@ Source = CheckpointSource
 
 __all__ = ["AggregationError", "AggregationReport", "SourceReport", "average"]
 
+#: local files per native call (the core reads them a few at a time; this only bounds how far a
+#: generator of sources is read ahead and how often the progress bar moves)
+_FILES_PER_CALL = 64
 _SLACK = 1 << 20  # bytes allowed beyond the tensors for the flatbuffer structure and properties
 
 
@@ -240,11 +245,28 @@ class _Run:
         else:
             return
         assert self.layout is not None
-        for (index, client, src, rule), opened in prefetched(items, self.limit, self.opts):
+        layout = self.layout
+        files: list[tuple[int, str, str, float | str | None]] = []  # local files: one native call
+
+        def flush() -> None:
+            if files:
+                self.reports.extend(visit_files(files, layout, self.limit, self.acc, self.seen))
+                files.clear()
+
+        is_file = lambda src: local_file(src) is not None  # noqa: E731
+        for (index, client, src, rule), opened in prefetched(items, self.limit, self.opts, is_file):
+            path = local_file(src)
+            if path is not None:
+                files.append((index, client, path, rule))
+                if len(files) >= _FILES_PER_CALL:
+                    flush()
+                continue
+            flush()
             report = visit(
-                index, client, src, rule, self.layout, self.limit, self.opts, self.acc, self.seen, opened
+                index, client, src, rule, layout, self.limit, self.opts, self.acc, self.seen, _read(opened)
             )
             self.reports.append(report)
+        flush()
 
     def collect(self, items: Iterable[_Item]) -> list[Member]:
         """Check every upload with the FedAvg kernel (its sum is discarded) and keep a reader of
@@ -301,6 +323,17 @@ class _Run:
                 client, shipped, self.spec, self.limit, self.opts, show_progress
             )
             self.reports.extend(reports)
+
+
+def _read(opened: Callable[[], _native.Upload | None]) -> Callable[[], _native.Upload]:
+    """``opened`` of an item ``prefetched`` read (never None then), as ``visit`` takes it."""
+
+    def upload() -> _native.Upload:
+        got = opened()
+        assert got is not None  # only local files are skipped, and they never get here
+        return got
+
+    return upload
 
 
 def _local_key(src: Source) -> Any:

@@ -2,9 +2,9 @@
 //! (one upload in private memory, indexed) and `accumulate` (check and add one upload, GIL
 //! released). A rejection is returned as `(kind, message)`; reader errors are raised.
 
-use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
 use ortckpt_core::aggregate::{
-    self, Buffer, ExpectedMomentum, ExpectedParam, HeldFiles, Lanes, Layout, Located, Rejection, UploadError,
+    self, Buffer, ExpectedMomentum, RowSource, ExpectedParam, HeldFiles, Lanes, Layout, Located, Rejection, UploadError,
     WeightRule,
 };
 use ortckpt_core::{CheckpointIndex, DataType};
@@ -344,6 +344,75 @@ pub(crate) fn accumulate(
     }
 }
 
+/// What became of one upload of `add_files`: `(status, weight, kind, message, error, identity)`
+/// with status `"added"` (weight), `"duplicate"`, `"rejected"` (kind, message) or `"error"` (the
+/// reader's exception, not raised); identity `(device, inode)` when the file was read.
+type FileVerdict = (&'static str, f64, String, String, Option<PyErr>, Option<(u64, u64)>);
+
+/// Checks the local upload files `paths` (weights: `weights[i]`, else the property
+/// `weight_property`, else 1) against `layout` and adds the accepted ones into `sums` and
+/// `bounds` (as `accumulate`), the whole loop with the GIL released and on every core. `seen`
+/// are the identities already counted this round. One verdict per path, in order.
+#[pyfunction]
+#[pyo3(signature = (paths, weights, weight_property, layout, sums, bounds, max_bytes, seen))]
+#[allow(clippy::too_many_arguments)] // one call per round: every input is a separate argument
+pub(crate) fn add_files(
+    py: Python<'_>,
+    paths: Vec<Bound<'_, PyAny>>,
+    weights: Vec<Option<f64>>,
+    weight_property: Option<String>,
+    layout: &Bound<'_, AggregationLayout>,
+    sums: Vec<Bound<'_, PyArray1<f64>>>,
+    bounds: Bound<'_, PyArray1<f64>>,
+    max_bytes: Option<u64>,
+    seen: Vec<(u64, u64)>,
+) -> PyResult<Vec<FileVerdict>> {
+    if weights.len() != paths.len() {
+        return Err(PyValueError::new_err("one weight (or None) per path is needed"));
+    }
+    let items = paths
+        .iter()
+        .zip(weights)
+        .map(|(p, w)| {
+            let rule = match (w, &weight_property) {
+                (Some(w), _) => WeightRule::Given(w),
+                (None, Some(name)) => WeightRule::Property(name.clone()),
+                (None, None) => WeightRule::Given(1.0),
+            };
+            Ok(aggregate::FileItem { path: path_arg(p)?, rule })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let layout = &layout.get().inner;
+    let mut held = sums.iter().map(|s| s.try_readwrite()).collect::<Result<Vec<_>, _>>()?;
+    let mut slices = held.iter_mut().map(|s| s.as_slice_mut()).collect::<Result<Vec<_>, _>>()?;
+    let mut bounds_rw = bounds.try_readwrite()?;
+    let bounds = bounds_rw.as_slice_mut()?;
+    let mut seen: std::collections::HashSet<(u64, u64)> = seen.into_iter().collect();
+    let source = items.first().map_or_else(String::new, |i| show(&i.path));
+    let verdicts = interruptible(py, &source, |keep_going| {
+        aggregate::add_files(&items, layout, max_bytes, &mut seen, &mut slices, bounds, keep_going)
+    })?;
+    Ok(verdicts
+        .into_iter()
+        .zip(&items)
+        .map(|(v, item)| match v {
+            aggregate::Verdict::Added { weight, identity } => {
+                ("added", weight, String::new(), String::new(), None, Some(identity))
+            }
+            aggregate::Verdict::Duplicate { identity } => {
+                ("duplicate", 0.0, String::new(), String::new(), None, Some(identity))
+            }
+            aggregate::Verdict::Rejected { rejection, identity } => {
+                ("rejected", 0.0, rejection.kind.to_owned(), rejection.message, None, identity)
+            }
+            aggregate::Verdict::Unreadable(e) => {
+                let err = core_error(&show(&item.path), crate::errors::GuardedError::Core(e));
+                ("error", 0.0, String::new(), String::new(), Some(err), None)
+            }
+        })
+        .collect())
+}
+
 /// The median (`"median"`) or trimmed mean (`"trimmed_mean"`, `cut` values off each end) of each
 /// column of the row-major `N × chunk` float64 block `x`, GIL released, on every core.
 #[pyfunction]
@@ -365,6 +434,89 @@ fn reduce_columns<'py>(
     Ok(PyArray1::from_vec(py, out))
 }
 
+/// Fills row `r` of the float64 block `out` (`len(readers)` rows) with lanes `first..` of the
+/// tensor at `locations[r]` of `readers[r]`: one chunk of every upload, rows read on every core
+/// with the GIL released. A failed read raises (the file changed after its check).
+#[pyfunction]
+fn read_rows(
+    py: Python<'_>,
+    readers: Vec<Bound<'_, LaneReader>>,
+    locations: Vec<Location>,
+    first: usize,
+    out: Bound<'_, PyArray2<f64>>,
+) -> PyResult<()> {
+    let count = out.shape()[1];
+    if out.shape()[0] != readers.len() {
+        return Err(PyValueError::new_err("one row per reader is needed"));
+    }
+    let locs = locations.into_iter().map(located).collect::<PyResult<Vec<_>>>()?;
+    let sources: Vec<RowSource<'_>> = readers
+        .iter()
+        .map(|r| match &r.get().held {
+            Held::Files(files) => RowSource::Files(files),
+            Held::Bytes(data, external) => {
+                RowSource::Bytes(data.bind(py).as_bytes(), external.as_ref().map(|e| e.bind(py).as_bytes()))
+            }
+        })
+        .collect();
+    let mut held = out.try_readwrite()?;
+    let block = held.as_slice_mut()?;
+    let failed = py.detach(|| aggregate::read_rows(&sources, &locs, first, count, block));
+    match failed {
+        Ok(()) => Ok(()),
+        Err((row, e)) => {
+            let source = readers.get(row).map_or_else(String::new, |r| r.get().source.clone());
+            Err(core_error(&source, crate::errors::GuardedError::Core(e)))
+        }
+    }
+}
+
+/// The median (`"median"`) or trimmed mean (`"trimmed_mean"`, `cut` values off each end) of each
+/// column of the row-major float64 block `x` (one row per upload), and per row the sum of its
+/// squared values added into `squares` and of its squared distances to the result into `gaps`;
+/// GIL released, on every core.
+#[pyfunction]
+#[pyo3(signature = (x, method, cut, squares, gaps))]
+fn reduce_block<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f64>,
+    method: &str,
+    cut: usize,
+    squares: Bound<'py, PyArray1<f64>>,
+    gaps: Bound<'py, PyArray1<f64>>,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let stat = match method {
+        "median" => aggregate::Statistic::Median,
+        "trimmed_mean" => aggregate::Statistic::TrimmedMean(cut),
+        other => return Err(PyValueError::new_err(format!("unknown column statistic {other:?}"))),
+    };
+    let values = x.as_slice()?;
+    let (mut sq, mut gp) = (squares.try_readwrite()?, gaps.try_readwrite()?);
+    let (sq, gp) = (sq.as_slice_mut()?, gp.as_slice_mut()?);
+    if sq.len() != n || gp.len() != n {
+        return Err(PyValueError::new_err("squares and gaps need one value per row"));
+    }
+    let mut out = vec![0.0f64; c];
+    py.detach(|| aggregate::reduce_block(values, n, stat, &mut out, sq, gp));
+    Ok(PyArray1::from_vec(py, out))
+}
+
+/// Adds each pair of rows' squared L2 distance over the float64 block `x` (one row per upload)
+/// into the `N × N` float64 matrix `d`; GIL released, on every core.
+#[pyfunction]
+fn add_pairwise(py: Python<'_>, x: PyReadonlyArray2<'_, f64>, d: Bound<'_, PyArray2<f64>>) -> PyResult<()> {
+    let n = x.shape()[0];
+    if d.shape() != [n, n] {
+        return Err(PyValueError::new_err("d must be N x N for N rows"));
+    }
+    let values = x.as_slice()?;
+    let mut held = d.try_readwrite()?;
+    let d = held.as_slice_mut()?;
+    py.detach(|| aggregate::add_pairwise(values, n, d));
+    Ok(())
+}
+
 /// Frees the read buffers kept for reuse between uploads (called when a round ends).
 #[pyfunction]
 fn release_buffers() {
@@ -376,7 +528,11 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Upload>()?;
     m.add_class::<LaneReader>()?;
     m.add_function(wrap_pyfunction!(accumulate, m)?)?;
+    m.add_function(wrap_pyfunction!(add_files, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(reduce_block, m)?)?;
+    m.add_function(wrap_pyfunction!(read_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(add_pairwise, m)?)?;
     m.add_function(wrap_pyfunction!(release_buffers, m)?)?;
     Ok(())
 }

@@ -54,6 +54,243 @@ pub fn trimmed_mean_columns(x: &[f64], n: usize, cut: usize, out: &mut [f64]) {
     });
 }
 
+/// A coordinate-wise statistic of [`reduce_block`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Statistic {
+    /// numpy's median: the middle value, or the mean of the two middle values for even N.
+    Median,
+    /// The mean without the `cut` smallest and `cut` largest values (summed in ascending order
+    /// below 64 uploads, else in selection order: the same values as Flower/scipy, which add in
+    /// partition order; rounding may differ in the last place of float64).
+    TrimmedMean(usize),
+}
+
+/// Bytes of the column-major scratch tile each thread transposes into (fits the core's L2).
+const TILE_BYTES: usize = 256 << 10;
+
+/// The float64 as an integer of the same order (every float64 but NaN: the values were checked
+/// finite), so selections compare integers (inlined, vectorized) rather than call a comparator.
+#[inline]
+fn key(v: f64) -> i64 {
+    let i = v.to_bits() as i64;
+    i ^ ((((i >> 63) as u64) >> 1) as i64)
+}
+
+#[inline]
+fn value(k: i64) -> f64 {
+    f64::from_bits((k ^ ((((k >> 63) as u64) >> 1) as i64)) as u64)
+}
+
+/// Below this many uploads a column is sorted (small sorts of integers are networks), above it
+/// only selected.
+const SORT_BELOW: usize = 64;
+
+fn statistic(column: &mut [i64], stat: Statistic) -> f64 {
+    let n = column.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    let sorted = n < SORT_BELOW;
+    if sorted {
+        column.sort_unstable();
+    }
+    match stat {
+        Statistic::Median => {
+            let hi = if sorted { column.get(n / 2).copied() } else { Some(*column.select_nth_unstable(n / 2).1) };
+            let hi = value(hi.unwrap_or_default());
+            if n % 2 == 1 {
+                return hi;
+            }
+            let lo = if sorted {
+                column.get(n / 2 - 1).copied()
+            } else {
+                column.get(..n / 2).and_then(|left| left.iter().copied().max())
+            };
+            (value(lo.unwrap_or_default()) + hi) / 2.0
+        }
+        Statistic::TrimmedMean(cut) => {
+            if n <= 2 * cut {
+                return f64::NAN;
+            }
+            if !sorted && cut > 0 {
+                column.select_nth_unstable(cut);
+                if let Some(upper) = column.get_mut(cut..) {
+                    upper.select_nth_unstable(n - 2 * cut - 1);
+                }
+            }
+            let kept = column.get(cut..n - cut).unwrap_or_default();
+            kept.iter().map(|&k| value(k)).sum::<f64>() / kept.len() as f64
+        }
+    }
+}
+
+/// Up to this many uploads, columns are sorted by a sorting network run on whole rows at once
+/// (branch-free min/max across a tile of columns: vectorized), not one column at a time.
+const NETWORK_UP_TO: usize = 32;
+
+/// Batcher's odd-even merge sort for `n` inputs (any `n`): the compare-exchange pairs, in order.
+fn network(n: usize) -> Vec<(usize, usize)> {
+    let mut pairs = Vec::new();
+    let mut p = 1;
+    while p < n {
+        let mut k = p;
+        while k >= 1 {
+            let mut j = k % p;
+            while j + k < n {
+                for i in 0..k.min(n - j - k) {
+                    if (i + j) / (2 * p) == (i + j + k) / (2 * p) {
+                        pairs.push((i + j, i + j + k));
+                    }
+                }
+                j += 2 * k;
+            }
+            k /= 2;
+        }
+        p *= 2;
+    }
+    pairs
+}
+
+/// Sorts each column of the row-major `rows × w` tile (finite values) with `pairs`.
+fn sort_tile(tile: &mut [f64], w: usize, pairs: &[(usize, usize)]) {
+    for &(a, b) in pairs {
+        let (head, tail) = tile.split_at_mut(b * w);
+        let (Some(ra), Some(rb)) = (head.get_mut(a * w..(a + 1) * w), tail.get_mut(..w)) else { continue };
+        for (u, v) in ra.iter_mut().zip(rb.iter_mut()) {
+            let (x, y) = (*u, *v);
+            (*u, *v) = (x.min(y), x.max(y)); // branch-free (minpd/maxpd)
+        }
+    }
+}
+
+/// [`reduce_block`] for few uploads: rows copied into a tile, the tile sorted by the network,
+/// the statistic read off the sorted rows (trimmed means add the kept rows in ascending order).
+fn reduce_few(x: &[f64], n: usize, stat: Statistic, out: &mut [f64], squares: &mut [f64], gaps: &mut [f64]) {
+    const W: usize = 512;
+    let c = out.len();
+    let pairs = network(n);
+    let work: Vec<(usize, &mut [f64])> = out.chunks_mut(W).enumerate().collect();
+    let share = work.len().div_ceil(super::kernel::threads()).max(1);
+    let mut groups: Vec<Vec<(usize, &mut [f64])>> = Vec::new();
+    let mut work = work.into_iter();
+    loop {
+        let group: Vec<_> = work.by_ref().take(share).collect();
+        if group.is_empty() {
+            break;
+        }
+        groups.push(group);
+    }
+    let partials = in_parallel(groups, x.len() * 8, |group| {
+        let (mut sq, mut gp) = (vec![0.0f64; n], vec![0.0f64; n]);
+        let mut tile = vec![0.0f64; n * W];
+        for (t, cols) in group {
+            let (c0, w) = (t * W, cols.len());
+            let row = |r: usize| x.get(r * c + c0..r * c + c0 + w).unwrap_or_default();
+            for (r, s) in sq.iter_mut().enumerate() {
+                let values = row(r);
+                *s += values.iter().map(|v| v * v).sum::<f64>();
+                if let Some(dst) = tile.get_mut(r * w..(r + 1) * w) {
+                    dst.copy_from_slice(values);
+                }
+            }
+            let tile = tile.get_mut(..n * w).unwrap_or_default();
+            sort_tile(tile, w, &pairs);
+            let sorted = |r: usize| tile.get(r * w..(r + 1) * w).unwrap_or_default();
+            match stat {
+                Statistic::Median if n % 2 == 1 => cols.copy_from_slice(sorted(n / 2)),
+                Statistic::Median => {
+                    for ((o, lo), hi) in cols.iter_mut().zip(sorted(n / 2 - 1)).zip(sorted(n / 2)) {
+                        *o = (lo + hi) / 2.0;
+                    }
+                }
+                Statistic::TrimmedMean(cut) if n <= 2 * cut => cols.fill(f64::NAN),
+                Statistic::TrimmedMean(cut) => {
+                    cols.fill(0.0);
+                    for r in cut..n - cut {
+                        for (o, v) in cols.iter_mut().zip(sorted(r)) {
+                            *o += v;
+                        }
+                    }
+                    let kept = (n - 2 * cut) as f64;
+                    cols.iter_mut().for_each(|o| *o /= kept);
+                }
+            }
+            for (r, g) in gp.iter_mut().enumerate() {
+                *g += row(r).iter().zip(cols.iter()).map(|(v, a)| (v - a) * (v - a)).sum::<f64>();
+            }
+        }
+        (sq, gp)
+    });
+    for (sq, gp) in partials {
+        squares.iter_mut().zip(sq).for_each(|(s, v)| *s += v);
+        gaps.iter_mut().zip(gp).for_each(|(g, v)| *g += v);
+    }
+}
+
+/// The statistic of each column of the row-major `n × c` block `x` into `out` (`c` values), and
+/// per row (upload) the sum of its squared values into `squares` and of its squared distances
+/// to the result into `gaps` (added to what they hold). Columns are gathered a tile at a time
+/// into column-major scratch (rows read in order: no stride of a row per value), tiles spread
+/// over the cores; per column a selection (`select_nth_unstable`), not a sort.
+pub fn reduce_block(x: &[f64], n: usize, stat: Statistic, out: &mut [f64], squares: &mut [f64], gaps: &mut [f64]) {
+    let c = out.len();
+    if n == 0 || c == 0 || x.len() != n * c || squares.len() != n || gaps.len() != n {
+        out.fill(f64::NAN);
+        return;
+    }
+    if n <= NETWORK_UP_TO {
+        return reduce_few(x, n, stat, out, squares, gaps);
+    }
+    let tile = (TILE_BYTES / 8 / n).clamp(1, c);
+    let work: Vec<(usize, &mut [f64])> = out.chunks_mut(tile).enumerate().collect();
+    let share = work.len().div_ceil(super::kernel::threads()).max(1);
+    let mut groups: Vec<Vec<(usize, &mut [f64])>> = Vec::new();
+    let mut work = work.into_iter();
+    loop {
+        let group: Vec<_> = work.by_ref().take(share).collect();
+        if group.is_empty() {
+            break;
+        }
+        groups.push(group);
+    }
+    let partials = in_parallel(groups, x.len() * 8, |group| {
+        let mut sq = vec![0.0f64; n];
+        let mut gp = vec![0.0f64; n];
+        let mut scratch = vec![0i64; tile * n];
+        for (t, cols) in group {
+            let c0 = t * tile;
+            let w = cols.len();
+            for (row, s) in sq.iter_mut().enumerate() {
+                let values = x.get(row * c + c0..row * c + c0 + w).unwrap_or_default();
+                for (j, &v) in values.iter().enumerate() {
+                    *s += v * v;
+                    if let Some(slot) = scratch.get_mut(j * n + row) {
+                        *slot = key(v);
+                    }
+                }
+            }
+            for (j, o) in cols.iter_mut().enumerate() {
+                *o = scratch.get_mut(j * n..(j + 1) * n).map_or(f64::NAN, |col| statistic(col, stat));
+            }
+            for (row, g) in gp.iter_mut().enumerate() {
+                let values = x.get(row * c + c0..row * c + c0 + w).unwrap_or_default();
+                for (&v, &a) in values.iter().zip(cols.iter()) {
+                    *g += (v - a) * (v - a);
+                }
+            }
+        }
+        (sq, gp)
+    });
+    for (sq, gp) in partials {
+        for (s, v) in squares.iter_mut().zip(sq) {
+            *s += v;
+        }
+        for (g, v) in gaps.iter_mut().zip(gp) {
+            *g += v;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +306,34 @@ mod tests {
         assert_eq!(out, [3.0, 6.0]);
         median_columns(&x[..6], 3, &mut out);
         assert_eq!(out, [2.0, 5.0]);
+        let (mut sq, mut gaps) = ([0.0; 4], [0.0; 4]);
+        for (stat, want) in [(Statistic::Median, [3.0, 6.0]), (Statistic::TrimmedMean(1), [3.0, 6.0])] {
+            reduce_block(&x, 4, stat, &mut out, &mut sq, &mut gaps);
+            assert_eq!(out, want);
+        }
+        assert_eq!(sq, [2.0 * 101.0, 2.0 * 17.0, 2.0 * 29.0, 2.0 * 10049.0]);
+        assert_eq!(gaps, [2.0 * 20.0, 2.0 * 50.0, 2.0 * 2.0, 2.0 * 9410.0]);
+        median_columns(&x[..6], 3, &mut out);
+        let mut three = [0.0; 2];
+        reduce_block(&x[..6], 3, Statistic::Median, &mut three, &mut [0.0; 3], &mut [0.0; 3]);
+        assert_eq!(three, out);
+        // the network against a sort, for every small n
+        for n in 1..=NETWORK_UP_TO {
+            let cols = 3;
+            let x: Vec<f64> = (0..n * cols).map(|i| ((i * 7919) % 101) as f64 - 50.0).collect();
+            for stat in [Statistic::Median, Statistic::TrimmedMean(n / 5)] {
+                let (mut got, mut want) = (vec![0.0; cols], vec![0.0; cols]);
+                reduce_few(&x, n, stat, &mut got, &mut vec![0.0; n], &mut vec![0.0; n]);
+                for (j, w) in want.iter_mut().enumerate() {
+                    let mut col: Vec<i64> = (0..n).map(|r| key(x[r * cols + j])).collect();
+                    *w = statistic(&mut col, stat);
+                }
+                assert_eq!(got, want, "n = {n}, {stat:?}");
+            }
+        }
+        for v in [-2.5, -0.0, 0.0, 1e-300, 7.0, f64::MAX, f64::MIN] {
+            assert_eq!(value(key(v)).to_bits(), v.to_bits());
+        }
+        assert!(key(-1.0) < key(-0.5) && key(-0.0) < key(0.0) && key(0.0) < key(1e-300));
     }
 }

@@ -15,7 +15,7 @@
 use std::ops::Range;
 
 use super::structure::{Layout, Located};
-use super::values::{add_scaled, for_each, scan};
+use super::values::{add_scaled, for_each, scan, Lanes};
 use super::Rejection;
 
 /// Lanes per piece of work: 512 KiB of float64 accumulators, so a piece's data and sums stay in
@@ -25,7 +25,7 @@ const PIECE: usize = 1 << 16;
 const PARALLEL_MIN: usize = 4 << 20;
 
 /// The worker threads to use: the machine's cores, at most 8.
-fn threads() -> usize {
+pub(crate) fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get()).min(8)
 }
 
@@ -85,6 +85,31 @@ pub fn slot_bytes<'a>(
             }
         })
         .collect()
+}
+
+/// Adds several checked uploads into `sums` in one pass over the sums: `datas[u][slot]` are the
+/// bytes of upload `u`'s tensor `slot` (stored as `lanes[slot]`), `weights[u]` its weight. Each
+/// piece of the sums stays in cache while every upload is added into it in order, so per element
+/// the additions are those of adding the uploads one after another (the same rounding).
+pub fn add_window(lanes: &[Lanes], datas: &[Vec<&[u8]>], weights: &[f64], sums: &mut [&mut [f64]]) {
+    let total: usize = datas.iter().flatten().map(|d| d.len()).sum();
+    let mut work = Vec::new();
+    for (slot, (acc, &kind)) in sums.iter_mut().zip(lanes).enumerate() {
+        let width = kind.width();
+        for (p, chunk) in acc.chunks_mut(PIECE).enumerate() {
+            let range = p * PIECE * width..(p * PIECE + chunk.len()) * width;
+            let parts: Vec<&[u8]> = datas
+                .iter()
+                .map(|d| d.get(slot).and_then(|b| b.get(range.clone())).unwrap_or_default())
+                .collect();
+            work.push((chunk, kind, parts));
+        }
+    }
+    in_parallel(work, total, |(acc, kind, parts)| {
+        for (bytes, &w) in parts.iter().zip(weights) {
+            add_scaled(kind, bytes, acc, w);
+        }
+    });
 }
 
 fn pieces(len: usize, width: usize) -> impl Iterator<Item = Range<usize>> {

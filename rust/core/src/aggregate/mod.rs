@@ -4,13 +4,19 @@
 //! read into private memory ([`read_file`]), never through a shared mapping.
 
 mod columns;
+mod distances;
 mod kernel;
+mod round;
+mod rows;
 mod structure;
 mod upload;
 mod values;
 
-pub use columns::{median_columns, trimmed_mean_columns};
-pub use kernel::{accumulate, slot_bytes};
+pub use columns::{median_columns, reduce_block, trimmed_mean_columns, Statistic};
+pub use distances::add_pairwise;
+pub use kernel::{accumulate, add_window, slot_bytes};
+pub use round::{add_files, FileItem, Verdict};
+pub use rows::{read_rows, RowSource};
 pub use structure::{
     check_structure, py_repr, type_name, weight_of, ExpectedMomentum, ExpectedParam, Layout, Located,
     WeightRule,

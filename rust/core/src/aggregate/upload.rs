@@ -46,7 +46,7 @@ pub struct Buffer {
 /// Buffers handed back by dropped uploads (a few: one per upload in flight). A round empties it
 /// when it ends ([`release_buffers`]), so no upload-sized memory outlives the round.
 static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
-const POOLED: usize = 3;
+const POOLED: usize = 16; // at most a window's uploads (round.rs) are in flight at once
 
 /// Frees the buffers kept for reuse (call when a round ends).
 pub fn release_buffers() {

@@ -1,0 +1,246 @@
+//! A FedAvg round over local upload files in one call: the whole loop over uploads runs here,
+//! without the caller's interpreter between uploads (at 1 MiB per upload, the per-upload cost of
+//! a Python loop was most of the round).
+//!
+//! Uploads are taken a window at a time (a few, together about [`WINDOW_BYTES`]). Each window
+//! is done in two steps, each on every core:
+//!
+//! 1. **check**, one upload per thread: read the files into private memory (never a mapping, see
+//!    [`read_file`]), index them, check the structure against the reference, find the weight,
+//!    check that every value is finite and find each tensor's largest magnitude;
+//! 2. **add**, in upload order, one pass over the sums for the whole window: each piece of the
+//!    float64 sums stays in cache while the window's uploads are added into it one after another
+//!    (per element the additions keep upload order, so the rounding is that of adding the uploads
+//!    one by one).
+//!
+//! Rejected uploads never reach the sums: step 1 finds every reason before step 2 adds anything.
+//! An upload whose sums could overflow (see [`super::kernel`]) is added alone, after an exact check.
+//! The file access is [`read_file`]'s (the upload module): this module only orders the work.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use super::kernel::{accumulate, add_window, in_parallel, slot_bytes};
+use super::structure::{check_structure, weight_of, Layout, Located, WeightRule};
+use super::upload::{index_upload, read_file, FileUpload, UploadError};
+use super::values::scan;
+use super::Rejection;
+use crate::Error;
+
+/// Bytes of uploads checked together (at least one per core): enough to keep both cores busy
+/// and to add several uploads per pass over the sums, little enough that memory stays a few
+/// models (tests/test_average_memory.py bounds the peak at 16 models of 1 MiB).
+const WINDOW_BYTES: usize = 6 << 20;
+/// At most this many uploads per window.
+const WINDOW_MAX: usize = 16;
+
+/// One upload of the round: its path and how its weight is chosen.
+pub struct FileItem {
+    /// The checkpoint's path (its external data file is `path.data`).
+    pub path: PathBuf,
+    /// Its weight.
+    pub rule: WeightRule,
+}
+
+/// What became of one upload.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Added into the sums with this weight.
+    Added {
+        /// The weight used.
+        weight: f64,
+        /// (device, inode) of the checkpoint file.
+        identity: (u64, u64),
+    },
+    /// The same file as an earlier upload (identity given): counted once.
+    Duplicate {
+        /// (device, inode) of the checkpoint file.
+        identity: (u64, u64),
+    },
+    /// Refused by the checks; `identity` when the file was read.
+    Rejected {
+        /// Why.
+        rejection: Rejection,
+        /// (device, inode) of the checkpoint file, when it was read.
+        identity: Option<(u64, u64)>,
+    },
+    /// The reader's or the operating system's error (the kind `unreadable`).
+    Unreadable(Error),
+}
+
+/// An upload that passed every check but overflow: ready to be added.
+struct Checked {
+    upload: FileUpload,
+    located: Vec<Located>,
+    weight: f64,
+    largest: Vec<f64>,
+}
+
+/// Step 1 for one upload: read and index it (`Err` when that fails), then everything else
+/// (the inner `Err` is a rejection of a readable upload, which a duplicate verdict overrides).
+fn check(
+    item: &FileItem,
+    layout: &Layout,
+    lanes: &[usize],
+    max_bytes: Option<u64>,
+) -> Result<((u64, u64), Result<Checked, Rejection>), UploadError> {
+    let upload = read_file(&item.path, max_bytes, &mut || true)?;
+    let index = index_upload(upload.checkpoint.bytes(), upload.external.as_ref().map(|e| e.bytes()))?;
+    let identity = upload.identity;
+    let checked = (|| {
+        let located = check_structure(&index, layout)?;
+        let weight = {
+            let data = slot_bytes(
+                layout,
+                &located,
+                upload.checkpoint.bytes(),
+                upload.external.as_ref().map(|e| e.bytes()),
+                lanes,
+            )?;
+            let weight = weight_of(&index, &item.rule)?;
+            let mut largest = Vec::with_capacity(data.len());
+            for (slot, (loc, bytes)) in located.iter().zip(&data).enumerate() {
+                let (finite, big) = scan(loc.lanes, bytes);
+                if !finite {
+                    return Err(Rejection::new(
+                        "non-finite",
+                        format!("{} holds NaN or infinite values", layout.slot_label(slot)),
+                    ));
+                }
+                largest.push(big);
+            }
+            (weight, largest)
+        };
+        Ok(Checked { upload, located, weight: weight.0, largest: weight.1 })
+    })();
+    Ok((identity, checked))
+}
+
+fn data_of<'a>(c: &'a Checked, layout: &Layout, lanes: &[usize]) -> Vec<&'a [u8]> {
+    let ext = c.upload.external.as_ref().map(|e| e.bytes());
+    // the ranges were checked in step 1; an empty list cannot happen here
+    slot_bytes(layout, &c.located, c.upload.checkpoint.bytes(), ext, lanes).unwrap_or_default()
+}
+
+/// Adds the checked uploads of `group` (in order) into `sums` in one pass, and raises `bounds`.
+fn flush(
+    group: &mut Vec<(usize, Checked)>,
+    layout: &Layout,
+    lanes: &[usize],
+    sums: &mut [&mut [f64]],
+    verdicts: &mut [Option<Verdict>],
+) {
+    if group.is_empty() {
+        return;
+    }
+    let datas: Vec<Vec<&[u8]>> = group.iter().map(|(_, c)| data_of(c, layout, lanes)).collect();
+    let weights: Vec<f64> = group.iter().map(|(_, c)| c.weight).collect();
+    let located = &group[0].1.located;
+    let slot_lanes: Vec<_> = located.iter().map(|l| l.lanes).collect();
+    add_window(&slot_lanes, &datas, &weights, sums);
+    for (i, c) in group.drain(..) {
+        if let Some(v) = verdicts.get_mut(i) {
+            *v = Some(Verdict::Added { weight: c.weight, identity: c.upload.identity });
+        }
+    }
+}
+
+/// Checks every upload of `items` against `layout` and adds the accepted ones (weighted) into
+/// `sums` and `bounds` (as [`accumulate`]); `seen` holds the identities of uploads already
+/// counted this round (and receives every upload read here). Returns one verdict per item, in
+/// order; `Err` only when `keep_going` asks to stop.
+pub fn add_files(
+    items: &[FileItem],
+    layout: &Layout,
+    max_bytes: Option<u64>,
+    seen: &mut HashSet<(u64, u64)>,
+    sums: &mut [&mut [f64]],
+    bounds: &mut [f64],
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<Vec<Verdict>, Error> {
+    let lanes = layout.slot_lanes();
+    if lanes != sums.iter().map(|s| s.len()).collect::<Vec<_>>() || bounds.len() != lanes.len() {
+        return Err(Error::Internal { detail: "the sums do not match the reference's layout".into() });
+    }
+    let model: usize = layout
+        .slot_types()
+        .iter()
+        .zip(&lanes)
+        .map(|(t, n)| n * super::Lanes::of(*t).map_or(8, |l| l.width()))
+        .sum();
+    let threads = super::kernel::threads();
+    let window = (WINDOW_BYTES / model.max(1)).clamp(threads, WINDOW_MAX.max(threads));
+    let mut verdicts: Vec<Option<Verdict>> = Vec::with_capacity(items.len());
+    for (w, part) in items.chunks(window).enumerate() {
+        if !keep_going() {
+            return Err(Error::Interrupted { path: part.first().map(|i| i.path.clone()).unwrap_or_default() });
+        }
+        let checked = in_parallel(part.iter().collect(), usize::MAX, |item| {
+            check(item, layout, &lanes, max_bytes)
+        });
+        let first = w * window;
+        verdicts.resize_with(first + part.len(), || None);
+        let mut group: Vec<(usize, Checked)> = Vec::new();
+        for (k, outcome) in checked.into_iter().enumerate() {
+            let i = first + k;
+            let (identity, outcome) = match outcome {
+                Ok(read) => read,
+                Err(UploadError::Rejected(r)) => {
+                    verdicts[i] = Some(Verdict::Rejected { rejection: r, identity: None });
+                    continue;
+                }
+                Err(UploadError::Unreadable(e)) => {
+                    verdicts[i] = Some(Verdict::Unreadable(e));
+                    continue;
+                }
+            };
+            if !seen.insert(identity) {
+                verdicts[i] = Some(Verdict::Duplicate { identity });
+                continue;
+            }
+            let c = match outcome {
+                Ok(c) => c,
+                Err(rejection) => {
+                    verdicts[i] = Some(Verdict::Rejected { rejection, identity: Some(identity) });
+                    continue;
+                }
+            };
+            if group_bounds_finite(&group, bounds, &c) {
+                group.push((i, c));
+                continue;
+            }
+            // the sums could overflow: add what is pending, then this upload alone, checked exactly
+            raise_bounds(&group, bounds);
+            flush(&mut group, layout, &lanes, sums, &mut verdicts);
+            let data = data_of(&c, layout, &lanes);
+            verdicts[i] = Some(match accumulate(layout, &c.located, &data, c.weight, sums, bounds) {
+                Ok(()) => Verdict::Added { weight: c.weight, identity },
+                Err(rejection) => Verdict::Rejected { rejection, identity: Some(identity) },
+            });
+        }
+        raise_bounds(&group, bounds);
+        flush(&mut group, layout, &lanes, sums, &mut verdicts);
+    }
+    Ok(verdicts
+        .into_iter()
+        .map(|v| v.unwrap_or_else(|| Verdict::Unreadable(Error::Internal { detail: "no verdict".into() })))
+        .collect())
+}
+
+/// Whether the bounds stay finite with the pending group and `next` added.
+fn group_bounds_finite(group: &[(usize, Checked)], bounds: &[f64], next: &Checked) -> bool {
+    bounds.iter().enumerate().all(|(slot, b)| {
+        let pending: f64 =
+            group.iter().map(|(_, c)| c.weight * c.largest.get(slot).copied().unwrap_or(0.0)).sum();
+        (b + pending + next.weight * next.largest.get(slot).copied().unwrap_or(0.0)).is_finite()
+    })
+}
+
+/// Raises `bounds` by the pending group's `weight × largest` (all finite: checked on entry).
+fn raise_bounds(group: &[(usize, Checked)], bounds: &mut [f64]) {
+    for (_, c) in group {
+        for (b, l) in bounds.iter_mut().zip(&c.largest) {
+            *b += c.weight * l;
+        }
+    }
+}
