@@ -204,8 +204,8 @@ def local_input(
     whatever the file system claimed."""
     if not is_url(path):
         name = local_path(path)
-        if max_bytes is not None and (size := os.path.getsize(name)) > max_bytes:
-            raise _too_large(name, size, max_bytes)
+        if max_bytes is not None and (local_size := os.path.getsize(name)) > max_bytes:
+            raise _too_large(name, local_size, max_bytes)
         yield name
         return
     url = str(path)

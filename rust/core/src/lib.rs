@@ -35,6 +35,7 @@ mod dtype;
 mod error;
 mod external;
 mod files;
+mod flatbuf;
 mod index;
 mod input;
 mod journal;
