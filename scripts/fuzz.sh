@@ -7,8 +7,8 @@
 # write/read round trip of what it accepts), spec_roundtrip (serialize_checkpoint on arbitrary
 # specs, then read back), legacy_folder (the ORT 1.15 folder decoder on arbitrary .pbseq bytes,
 # in every role; seeded from tests/data/ort115), adapter_bytes (index_adapter, ORT adapter files,
-# on arbitrary bytes, then a write/read round trip) and npz (read_npz on arbitrary bytes, within a
-# decompression budget). The corpus grows in fuzz/corpus/TARGET (not in git); it is seeded from
+# on arbitrary bytes, then a write/read round trip), npz (read_npz on arbitrary bytes, within a
+# decompression budget) and safetensors_bytes (read_safetensors on arbitrary bytes). The corpus grows in fuzz/corpus/TARGET (not in git); it is seeded from
 # tests/data, tests/data/corpus and fuzz/seeds/TARGET. Crashes, timeouts and OOMs land in
 # fuzz/artifacts/TARGET and make this script exit non-zero; logs go to fuzz/logs/TARGET.log.
 #

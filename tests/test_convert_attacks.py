@@ -158,15 +158,21 @@ def _entry(dtype: object = "F32", shape: object = (2,), offsets: object = (0, 8)
     }
 
 
+_DUPLICATE = (
+    b'{"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, '
+    b'"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}'
+)
+
 BAD_SAFETENSORS: dict[str, tuple[dict[str, Any], bytes, bytes | None, str]] = {
     "empty": ({}, b"", b"", "not a valid safetensors file"),
     "header too long": ({}, b"", b"{" + b" " * 10, ""),
     "not json": ({}, b"", b"{nope", "not UTF-8 JSON"),
-    "nested": ({}, b"", b"[" * 100_000, "not UTF-8 JSON"),
+    "nested": ({}, b"", b"[" * 100_000, "not a JSON object"),
+    "nested in an entry": ({}, b"", b'{"w":' + b"[" * 100_000, "expected an entry"),
     "not utf-8": ({}, b"", b'{"\xff": 1}', "not UTF-8 JSON"),
     "a list": ({}, b"", b"[]", "not a JSON object"),
-    "entry not a dict": ({"w": 5}, bytes(8), None, "is not {dtype"),
-    "dtype not a string": ({"w": _entry(dtype=3)}, bytes(8), None, "cannot hold"),
+    "entry not a dict": ({"w": 5}, bytes(8), None, "expected an entry {dtype, shape, data_offsets}"),
+    "dtype not a string": ({"w": _entry(dtype=3)}, bytes(8), None, "expected a dtype name"),
     "unknown dtype": ({"w": _entry(dtype="F128")}, bytes(8), None, "cannot hold"),
     "negative dim": ({"w": _entry(shape=(-2,))}, bytes(8), None, "non-negative integers"),
     "bool dim": ({"w": _entry(shape=[True, True])}, bytes(8), None, "non-negative integers"),
@@ -178,6 +184,10 @@ BAD_SAFETENSORS: dict[str, tuple[dict[str, Any], bytes, bytes | None, str]] = {
     "offsets floats": ({"w": _entry(offsets=(0.0, 8.0))}, bytes(8), None, "data_offsets"),
     "offsets huge": ({"w": _entry(offsets=(0, 10**30))}, bytes(8), None, "data_offsets"),
     "overlap": ({"a": _entry(), "b": _entry()}, bytes(8), None, "overlap or gap"),
+    "unknown entry key": ({"w": {**_entry(), "extra": 1}}, bytes(8), None, "unknown key"),
+    "33 dims": ({"w": _entry(shape=[1] * 33, offsets=(0, 4))}, bytes(4), None, "more than 32 dimensions"),
+    "duplicate name": ({}, bytes(8), _DUPLICATE, "appears twice"),
+    "duplicate metadata key": ({}, b"", b'{"__metadata__": {"k": "1", "k": "2"}}', "appears twice"),
     "gap": ({"w": _entry(offsets=(0, 8))}, bytes(16), None, "truncated or padded"),
     "metadata not strings": ({"__metadata__": {"ortckpt": 5}}, b"", None, "__metadata__"),
     "layout not json": ({"__metadata__": {"ortckpt": "{"}}, b"", None, "not valid JSON"),
@@ -441,15 +451,23 @@ def test_flat_files_keep_the_optimizer_by_default(
     assert main(["convert", "x.ckpt", "y.ckpt", "--drop-optimizer", "--include-optimizer-state"]) == 2
 
 
-def test_npz_truncated_after_reading_cannot_kill_the_process(tmp_path: Path) -> None:
-    """The archive is read into private memory, not mapped: another program truncating it while
-    its arrays are in use changes nothing (a mapping would die with SIGBUS). Run in a subprocess,
-    so a signal would show as its exit status."""
-    path = tmp_path / "m.npz"
-    np.savez(path, w=np.arange(1 << 16, dtype=np.float32), v=np.ones(1 << 16, dtype=np.float64))
+@pytest.mark.parametrize("ext", [".npz", ".safetensors"])
+def test_flat_file_truncated_after_reading_cannot_kill_the_process(tmp_path: Path, ext: str) -> None:
+    """npz archives and safetensors files are read into private memory by the core, never mapped:
+    another program truncating the file while its arrays are in use changes nothing (a mapping
+    would die with SIGBUS). Run in a subprocess, so a signal would show as its exit status."""
+    path = tmp_path / f"m{ext}"
+    if ext == ".npz":
+        np.savez(path, w=np.arange(1 << 16, dtype=np.float32), v=np.ones(1 << 16, dtype=np.float64))
+    else:
+        state = CheckpointState(
+            {"w": np.arange(1 << 16, dtype=np.float32), "v": np.ones(1 << 16, np.float64)}
+        )
+        ortckpt.to_safetensors(state, path)
+    reader = "from_npz" if ext == ".npz" else "from_safetensors"
     script = (
         "import os, sys, numpy as np, ortckpt\n"
-        "state = ortckpt.from_npz(sys.argv[1])\n"
+        f"state = ortckpt.{reader}(sys.argv[1])\n"
         "os.truncate(sys.argv[1], 0)\n"
         "w = state.parameters['w'].data\n"
         "assert np.array_equal(w, np.arange(1 << 16, dtype=np.float32))\n"
@@ -460,3 +478,64 @@ def test_npz_truncated_after_reading_cannot_kill_the_process(tmp_path: Path) -> 
         [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr)
+
+
+# Reads a safetensors file over and over while another process truncates it and writes it back in
+# place (what an in-place writer does); prints how many reads gave the exact values and how many
+# raised each error class.
+_TRUNCATION_RACE = """
+import collections, json, sys, time
+import numpy as np, ortckpt
+path, expected_sum = sys.argv[1], float(sys.argv[2])
+outcomes = collections.Counter()
+deadline = time.monotonic() + 2.0
+while time.monotonic() < deadline or len(outcomes) < 2:
+    try:
+        state = ortckpt.from_safetensors(path)
+    except (ortckpt.CheckpointError, OSError) as exc:
+        outcomes[type(exc).__name__] += 1
+    else:
+        assert float(state.parameters["w"].data.sum(dtype=np.float64)) == expected_sum
+        outcomes["ok"] += 1
+    if time.monotonic() > deadline + 20:
+        break
+print(json.dumps(outcomes))
+"""
+
+_TRUNCATOR = """
+import os, sys, time
+path = sys.argv[1]
+with open(path, "rb") as f:
+    good = f.read()
+while True:
+    os.truncate(path, len(good) // 3)
+    time.sleep(0.002)
+    with open(path, "r+b") as f:
+        f.write(good)
+    time.sleep(0.002)
+"""
+
+
+def test_safetensors_truncated_while_being_read_never_kills_the_process(tmp_path: Path) -> None:
+    """Another process truncates the file and writes it back in place while it is read, again and
+    again: every read gives the exact values or raises an ortckpt error (the core notices the
+    size or time change, or the header finds the file short) — never a signal, never wrong values."""
+    path = tmp_path / "race.safetensors"
+    w = np.arange(4 << 20, dtype=np.float32)  # 16 MiB: each read takes a few chunks
+    ortckpt.to_safetensors(CheckpointState({"w": w}), path)
+    truncator = subprocess.Popen([sys.executable, "-c", _TRUNCATOR, str(path)])
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _TRUNCATION_RACE, str(path), repr(float(w.sum(dtype=np.float64)))],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        truncator.kill()
+        truncator.wait()
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    outcomes = json.loads(done.stdout)
+    print(outcomes)
+    assert set(outcomes) <= {"ok", "CheckpointChangedError", "ConversionError"}, outcomes
+    assert len(outcomes) >= 2, f"the race never hit both outcomes: {outcomes}"

@@ -15,7 +15,9 @@ Each attack here was first reproduced against the previous save protocol (issue 
 
 The same-user tests run everywhere. The cross-user tests need root: they use ``setpriv`` to plant
 links, FIFOs and journals as one uid in a sticky (1777) and a group-writable (2775) directory, and
-save as another uid; without root they are skipped with the reason shown.
+save as another uid; without root they are skipped with the reason shown. When the other uids
+cannot read the clone (a 0700 directory), they run the base interpreter with a world-readable copy
+of the built package (``ORTCKPT_TEST_COPY_FOR_OTHER_UIDS=1`` forces that path).
 """
 
 from __future__ import annotations
@@ -248,7 +250,7 @@ def holding_flock(directory: Path, as_user: list[str] | None = None) -> Iterator
         "print('locked', flush=True)\n"
         "time.sleep(60)\n"
     )
-    cmd = [*(as_user or []), sys.executable, "-c", code, str(directory)]
+    cmd = [*(as_user or []), OTHER_PYTHON if as_user else sys.executable, "-c", code, str(directory)]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd="/") as holder:
         try:
             assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
@@ -365,23 +367,74 @@ ROOT = os.geteuid() == 0 and shutil.which("setpriv") is not None
 VICTIM, ATTACKER, GROUP = 41001, 41002, 41003
 
 
-def _why_no_second_user() -> str | None:
-    """Why the cross-user tests cannot run here, or None when they can: root and setpriv are
-    needed, and another uid must be able to run this Python with ortckpt (an interpreter under a
-    private home, or one whose shared library only root can find, is not)."""
-    if not ROOT:
-        return "cross-user attacks need root and setpriv (util-linux) to act as two uids"
-    probe = ["setpriv", f"--reuid={VICTIM}", f"--regid={VICTIM}", "--clear-groups"]
-    done = subprocess.run(
-        [*probe, sys.executable, "-c", "import ortckpt"], capture_output=True, text=True, timeout=120, cwd="/"
+# What the other uids import: ortckpt (with its built native module) and its runtime dependencies.
+_SHARED_PACKAGES = ("ortckpt", "numpy", "numpy.libs", "ml_dtypes", "ml_dtypes.libs")
+
+
+def _as_victim(python: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    probe = [
+        "setpriv",
+        f"--reuid={VICTIM}",
+        f"--regid={VICTIM}",
+        "--clear-groups",
+        python,
+        "-c",
+        "import ortckpt",
+    ]
+    return subprocess.run(
+        probe, capture_output=True, text=True, timeout=120, cwd="/", env={**os.environ, **env}
     )
+
+
+def _world_readable_copy() -> str:
+    """A 0755 directory under /tmp holding copies of the packages other uids need (removed at
+    exit): for a clone (and its .venv) in a 0700 directory, which other uids cannot read."""
+    import atexit
+    import importlib.util
+
+    shared = tempfile.mkdtemp(prefix="ortckpt-other-uids-", dir="/tmp")
+    atexit.register(shutil.rmtree, shared, ignore_errors=True)
+    os.chmod(shared, 0o755)
+    roots = {
+        os.path.dirname(os.path.dirname(importlib.util.find_spec(n).origin or ""))
+        for n in ("ortckpt", "numpy")
+    }
+    for name in _SHARED_PACKAGES:
+        found = [os.path.join(r, name) for r in roots if os.path.isdir(os.path.join(r, name))]
+        if found:
+            shutil.copytree(
+                found[0], os.path.join(shared, name), ignore=shutil.ignore_patterns("__pycache__")
+            )
+    for dirpath, dirnames, filenames in os.walk(shared):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            os.chmod(path, os.stat(path).st_mode | 0o444 | (0o111 if os.path.isdir(path) else 0))
+    return shared
+
+
+def _second_user_python() -> tuple[str, dict[str, str], str | None]:
+    """The interpreter and environment other uids run ortckpt with, and why the cross-user tests
+    cannot run here (None when they can). Root and setpriv are needed. This interpreter with
+    this ortckpt is used when other uids can run it; when they cannot (the clone or its .venv in
+    a 0700 directory), the venv's base interpreter with a world-readable copy of the built package
+    and its dependencies; only when neither works are the tests skipped, with the reason."""
+    if not ROOT:
+        return sys.executable, {}, "cross-user attacks need root and setpriv (util-linux) to act as two uids"
+    if (
+        not os.environ.get("ORTCKPT_TEST_COPY_FOR_OTHER_UIDS")
+        and _as_victim(sys.executable, {}).returncode == 0
+    ):
+        return sys.executable, {}, None
+    python = os.path.realpath(sys.executable)
+    env = {"PYTHONPATH": _world_readable_copy(), "PYTHONNOUSERSITE": "1"}
+    done = _as_victim(python, env)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["exit status " + str(done.returncode)])[-1]
-        return f"another uid cannot run {sys.executable} with ortckpt ({last})"
-    return None
+        return python, env, f"another uid cannot run {python} with a world-readable copy of ortckpt ({last})"
+    return python, env, None
 
 
-_NO_SECOND_USER = _why_no_second_user()
+OTHER_PYTHON, OTHER_ENV, _NO_SECOND_USER = _second_user_python()
 cross_user = pytest.mark.skipif(_NO_SECOND_USER is not None, reason=_NO_SECOND_USER or "")
 
 # Run by setpriv as another uid: one operation, the outcome as JSON on stdout.
@@ -420,9 +473,14 @@ except Exception as exc:
 
 
 def act(uid: int, gid: int, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    cmd = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", sys.executable, "-c", _ACT, *args]
+    cmd = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", OTHER_PYTHON, "-c", _ACT, *args]
     done = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd="/", env={**os.environ, **(env or {})}
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        cwd="/",
+        env={**os.environ, **OTHER_ENV, **(env or {})},
     )
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])

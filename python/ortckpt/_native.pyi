@@ -15,6 +15,8 @@ __all__ = [
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",
     "NPZ_BUDGET_RATIO",
     "NPZ_MIN_BUDGET",
+    "SAFETENSORS_DTYPES",
+    "SAFETENSORS_MAX_HEADER_BYTES",
     "SUPPORTED_VERSIONS",
     "WRITABLE_VERSIONS",
     "WRITTEN_VERSION",
@@ -46,6 +48,7 @@ __all__ = [
     "read_adapter_bytes",
     "read_legacy_folder",
     "read_npz",
+    "read_safetensors",
     "recover",
     "reduce_columns",
     "release_buffers",
@@ -282,6 +285,13 @@ DEFAULT_EXTERNAL_DATA_THRESHOLD: int
 CRASH_STEPS: list[str]
 NPZ_BUDGET_RATIO: int
 NPZ_MIN_BUDGET: int
+
+def read_safetensors(
+    path: PathArg,
+) -> tuple[MappedFile, list[tuple[str, str]] | None, list[tuple[str, str, list[int], int, int]]]: ...
+
+SAFETENSORS_DTYPES: list[tuple[str, str]]
+SAFETENSORS_MAX_HEADER_BYTES: int
 
 class CheckpointError(ValueError):
     source: str | None

@@ -7,16 +7,16 @@ little-endian header length, a JSON header ``{key: {"dtype", "shape", "data_offs
 "__metadata__": {str: str}}`` (padded with spaces to a multiple of 8), then the tensors' bytes.
 
 Writing streams each tensor into the output (``_atomic.atomic_file``: a new file that replaces the
-target only when complete). Reading opens the file once as a regular file through the core (a FIFO
-or device is refused, never waited on), maps it, checks every header entry (known dtype, shape of
-non-negative integers, offsets in range, contiguous and sized shape x itemsize) and views each
-tensor in the mapping without copying.
+target only when complete). Reading is the core's (``_native.read_safetensors``): the file is
+opened once as a regular file (a FIFO or device is refused, never waited on), read into private
+memory (another program truncating it cannot SIGBUS us) and its header checked entry by entry;
+this module only views each tensor's range of those bytes and builds the state. The dtype table
+is the core's too.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import struct
 from typing import Any
 
@@ -29,31 +29,10 @@ from ._progress import progress
 from .errors import ConversionError
 from .state import CheckpointState
 
-# safetensors dtype codes -> numpy dtype names (ml_dtypes names for bfloat16 and float8)
-_DTYPES: dict[str, str] = {
-    "BOOL": "bool",
-    "U8": "uint8",
-    "I8": "int8",
-    "U16": "uint16",
-    "I16": "int16",
-    "U32": "uint32",
-    "I32": "int32",
-    "U64": "uint64",
-    "I64": "int64",
-    "F16": "float16",
-    "F32": "float32",
-    "F64": "float64",
-    "C64": "complex64",
-    "BF16": "bfloat16",
-    "F8_E4M3": "float8_e4m3fn",
-    "F8_E4M3FNUZ": "float8_e4m3fnuz",
-    "F8_E5M2": "float8_e5m2",
-    "F8_E5M2FNUZ": "float8_e5m2fnuz",
-}
+# safetensors dtype codes -> numpy dtype names (ml_dtypes names for bfloat16 and float8), the core's table
+_DTYPES: dict[str, str] = dict(_native.SAFETENSORS_DTYPES)
 _CODES = {name: code for code, name in _DTYPES.items()}
 _METADATA = "__metadata__"
-# The largest header read (as the safetensors package refuses more than 100 MB itself).
-MAX_HEADER_BYTES = 100_000_000
 _LENGTH = struct.Struct("<Q")
 
 
@@ -97,6 +76,11 @@ def write(state: CheckpointState, path: str, *, include_optimizer_state: bool, s
         offset += array.nbytes
     text = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % 8)
+    if len(text) > _native.SAFETENSORS_MAX_HEADER_BYTES:
+        raise ConversionError(
+            f"{path}: the safetensors header would take {len(text)} bytes, more than readers accept "
+            f"({_native.SAFETENSORS_MAX_HEADER_BYTES}); convert to .npz instead, which has no such limit"
+        )
     with atomic_file(path) as out:
         out.write(_LENGTH.pack(len(text)))
         out.write(text)
@@ -106,92 +90,22 @@ def write(state: CheckpointState, path: str, *, include_optimizer_state: bool, s
             out.write(_bytes_of(array_of(state, provider)))
 
 
-def _fail(path: str, what: str) -> ConversionError:
-    return ConversionError(f"{path}: not a valid safetensors file: {what}")
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _header(path: str, data: memoryview) -> tuple[dict[str, Any], int]:
-    if len(data) < 8:
-        raise _fail(path, f"it is {len(data)} bytes long, shorter than the 8-byte header length")
-    (size,) = _LENGTH.unpack_from(data)
-    if size > min(len(data) - 8, MAX_HEADER_BYTES):
-        raise _fail(path, f"its header claims {size} bytes, more than the file (or {MAX_HEADER_BYTES}) holds")
-    try:
-        header = json.loads(bytes(data[8 : 8 + size]).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise _fail(path, f"its header is not UTF-8 JSON ({type(exc).__name__}: {exc})") from None
-    if not isinstance(header, dict):
-        raise _fail(path, "its header is not a JSON object")
-    return header, 8 + size
-
-
-def _entry(path: str, key: str, info: object, data_len: int) -> tuple[np.dtype[Any], list[int], int, int]:
-    where = f"tensor {key!r}"
-    if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
-        raise _fail(path, f"{where}: its entry is not {{dtype, shape, data_offsets}}")
-    code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-    if not isinstance(code, str) or code not in _DTYPES:
-        raise ConversionError(
-            f"{path}: tensor {key!r} has safetensors dtype {code!r}, "
-            "which ONNX Runtime checkpoints cannot hold"
-        )
-    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
-        raise _fail(path, f"{where}: its shape {shape!r} is not a list of non-negative integers")
-    if (
-        not isinstance(offsets, list)
-        or len(offsets) != 2
-        or not all(_is_int(o) for o in offsets)
-        or not 0 <= offsets[0] <= offsets[1] <= data_len
-    ):
-        raise _fail(
-            path, f"{where}: its data_offsets {offsets!r} are not a range of the {data_len} data bytes"
-        )
-    dtype = numpy_dtype(_DTYPES[code])
-    assert dtype is not None  # every code maps to a known name
-    expected = math.prod(shape) * dtype.itemsize
-    if offsets[1] - offsets[0] != expected:
-        raise _fail(
-            path, f"{where}: it holds {offsets[1] - offsets[0]} bytes, its shape and dtype {expected}"
-        )
-    return dtype, shape, offsets[0], offsets[1]
-
-
 def read(path: str, *, trainable: object, show_progress: bool) -> CheckpointState:
-    file = _native.MappedFile(path)  # regular files only, never blocking
-    data = memoryview(file)
-    header, data_start = _header(path, data)
-    metadata = header.pop(_METADATA, None)
-    if metadata is not None and not (
-        isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())
-    ):
-        raise _fail(path, "its __metadata__ is not an object of strings")
-    data_len = len(data) - data_start
-    entries = sorted(
-        ((key, *_entry(path, key, info, data_len)) for key, info in header.items()),
-        key=lambda e: (e[3], e[4]),
-    )
-    end = 0
-    for key, _, _, begin, stop in entries:
-        if begin != end:
-            raise _fail(path, f"tensor {key!r} starts at data byte {begin}, not at {end} (overlap or gap)")
-        end = stop
-    if end != data_len:
-        raise _fail(
-            path, f"its tensors end at data byte {end} but the file holds {data_len} (truncated or padded)"
-        )
+    file, metadata, entries = _native.read_safetensors(path)
     tensors: dict[str, np.ndarray[Any, Any]] = {}
-    for key, dtype, shape, begin, stop in progress(
+    for key, name, shape, offset, nbytes in progress(
         entries, enabled=show_progress, desc="reading", total=len(entries), unit="tensor"
     ):
-        if stop == begin:
+        dtype = numpy_dtype(name)
+        assert dtype is not None  # the core returns only names of its own table
+        if nbytes == 0:
             tensors[key] = np.zeros(shape, dtype)
             continue
-        count = (stop - begin) // dtype.itemsize
-        tensors[key] = np.frombuffer(file, dtype=dtype, count=count, offset=data_start + begin).reshape(shape)  # type: ignore[call-overload]
-    layout_text = None if metadata is None else metadata.get(SAFETENSORS_KEY)
+        flat = np.frombuffer(file, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset)  # type: ignore[call-overload]
+        # a read-only view of the file's private bytes: memory that cannot change, which a state
+        # keeps without copying
+        flat.flags.writeable = False
+        tensors[key] = flat.reshape(shape)
+    layout_text = None if metadata is None else dict(metadata).get(SAFETENSORS_KEY)
     layout = decode(layout_text, path) if layout_text is not None else None
     return build_state(path, tensors, layout, trainable)

@@ -198,9 +198,15 @@ def local_input(
     path: StrPath, storage_options: StorageOptions = None, max_bytes: int | None = None
 ) -> Iterator[str]:
     """A local path holding ``path``'s content: the path itself, or a temporary copy of a URL
-    (copied in chunks, so memory stays bounded; ``SourceTooLargeError`` past ``max_bytes``)."""
+    (copied in chunks, so memory stays bounded). ``SourceTooLargeError`` past ``max_bytes``, the
+    rule ``load`` applies: a size known in advance (a local file's, or what the file system
+    reports) is checked before anything is read, and a copy stops after ``max_bytes + 1`` bytes
+    whatever the file system claimed."""
     if not is_url(path):
-        yield local_path(path)
+        name = local_path(path)
+        if max_bytes is not None and (local_size := os.path.getsize(name)) > max_bytes:
+            raise _too_large(name, local_size, max_bytes)
+        yield name
         return
     url = str(path)
     with _staging(url, storage_options, "input") as (fs, remote, local):

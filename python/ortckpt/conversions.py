@@ -33,7 +33,7 @@ import numpy as np
 
 from . import _native, _npz, _safetensors
 from ._flat_layout import array_of, build_state, momentum_key, tensors_of
-from ._sources import is_url, load, local_input, local_output, local_path, open_state
+from ._sources import is_url, load, local_input, local_output, open_state
 from ._types import CheckpointSource, StrPath
 from .errors import ConversionError
 from .io import load_bytes, save
@@ -109,19 +109,20 @@ def from_safetensors(
     trainable: Iterable[str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: bool = False,
+    max_bytes: int | None = None,
 ) -> CheckpointState:
-    """A ``CheckpointState`` from a safetensors file (tensors memory-mapped, not copied).
+    """A ``CheckpointState`` from a safetensors file, read into private memory once (tensors are
+    views of it, not copies; another program truncating the file cannot affect them).
 
     Files written by ``to_safetensors`` come back whole (flags, properties, optimizer state). For
     other files every tensor is a parameter: floating-point ones trainable, the rest frozen, unless
-    ``trainable`` lists the trainable names (which also overrides recorded flags).
+    ``trainable`` lists the trainable names (which also overrides recorded flags). ``max_bytes``
+    refuses larger files, local or behind a URL (``SourceTooLargeError``), as ``load`` does.
     """
-    if is_url(path):
-        # the mapping must outlive the temporary copy: read it into memory
-        with local_input(path, storage_options) as local:
-            state = _safetensors.read(local, trainable=trainable, show_progress=progress)
-            return load_bytes(state.to_bytes())
-    return _safetensors.read(local_path(path), trainable=trainable, show_progress=progress)
+    with local_input(path, storage_options, max_bytes) as local:
+        state = _safetensors.read(local, trainable=trainable, show_progress=progress)
+        # a URL's temporary copy is removed on return: give the state memory of its own
+        return load_bytes(state.to_bytes()) if is_url(path) else state
 
 
 def to_npz(
@@ -155,29 +156,26 @@ def from_npz(
     storage_options: Mapping[str, Any] | None = None,
     progress: bool = False,
     max_decompressed_bytes: int | None = None,
+    max_bytes: int | None = None,
 ) -> CheckpointState:
-    """A ``CheckpointState`` from a ``.npz`` archive (uncompressed members memory-mapped).
+    """A ``CheckpointState`` from a ``.npz`` archive, read into private memory once (uncompressed
+    members are views of it).
 
     Flags as for ``from_safetensors``. Archives are never unpickled: object arrays are refused.
     Compressed members may expand to ``max_decompressed_bytes`` in total (default: 8 times the
     archive's size, at least 64 MiB); a larger total, or a member that decompresses past the size
-    it declares, is a ``ConversionError`` before the memory is spent.
+    it declares, is a ``ConversionError`` before the memory is spent. ``max_bytes`` refuses larger
+    archives, local or behind a URL (``SourceTooLargeError``), as ``load`` does.
     """
-    if is_url(path):
-        with local_input(path, storage_options) as local:
-            state = _npz.read(
-                local,
-                trainable=trainable,
-                show_progress=progress,
-                max_decompressed_bytes=max_decompressed_bytes,
-            )
-            return load_bytes(state.to_bytes())
-    return _npz.read(
-        local_path(path),
-        trainable=trainable,
-        show_progress=progress,
-        max_decompressed_bytes=max_decompressed_bytes,
-    )
+    with local_input(path, storage_options, max_bytes) as local:
+        state = _npz.read(
+            local,
+            trainable=trainable,
+            show_progress=progress,
+            max_decompressed_bytes=max_decompressed_bytes,
+        )
+        # a URL's temporary copy is removed on return: give the state memory of its own
+        return load_bytes(state.to_bytes()) if is_url(path) else state
 
 
 def to_state_dict(src: Source, *, include_optimizer_state: bool = False) -> dict[str, np.ndarray[Any, Any]]:

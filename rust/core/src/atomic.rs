@@ -161,9 +161,16 @@ impl AtomicOutput {
 /// `serialize_file`, `onnx.save_model`): they write into a private (0700) staging directory made
 /// beside the destination, where nobody else can plant a name; [`StagedOutput::commit`] then
 /// applies the permission rule to the file they wrote and renames it over the destination.
+///
+/// A writer may also write companion files named after the destination (ONNX external data:
+/// `<model>.data`): [`StagedOutput::create_with`] names their suffixes, and each one written is
+/// committed by the same rules, before the main file (so a reader of the new main file finds its
+/// companion in place).
 #[derive(Debug)]
 pub struct StagedOutput {
     target: Target,
+    /// (name in the staging directory, destination) of each companion.
+    companions: Vec<(OsString, Target)>,
     staging_name: OsString,
     staging: Dir,
     done: bool,
@@ -172,42 +179,69 @@ pub struct StagedOutput {
 impl StagedOutput {
     /// Starts an output to `path` (the destination is checked as in [`AtomicOutput::create`]).
     pub fn create(path: &Path) -> Result<StagedOutput> {
+        StagedOutput::create_with(path, &[])
+    }
+
+    /// Starts an output to `path` with companion files `<path><suffix>` for each suffix (each
+    /// destination checked as in [`AtomicOutput::create`], before anything is written).
+    pub fn create_with(path: &Path, companion_suffixes: &[&str]) -> Result<StagedOutput> {
         let target = checked_target(path)?;
+        let mut companions = Vec::with_capacity(companion_suffixes.len());
+        for suffix in companion_suffixes {
+            let mut staged = target.name.clone();
+            staged.push(suffix);
+            let mut destination = target.path().into_os_string();
+            destination.push(suffix);
+            companions.push((staged, checked_target(Path::new(&destination))?));
+        }
         let (staging_name, staging) = target
             .dir
             .create_private_dir(TEMP_PREFIX, ".d")
             .map_err(|e| Error::io(target.dir.path(), "create a staging directory in", e))?;
-        Ok(StagedOutput { target, staging_name, staging, done: false })
+        Ok(StagedOutput { target, companions, staging_name, staging, done: false })
     }
 
-    /// The path the writer writes to (inside the staging directory, with the destination's name).
+    /// The path the writer writes to (inside the staging directory, with the destination's name);
+    /// companions go beside it, named with their suffixes.
     pub fn writer_path(&self) -> PathBuf {
         self.staging.show(&self.target.name)
     }
 
-    /// Syncs the written file, gives it the permissions of the file it replaces (`0666 & !umask`
-    /// for a new one), renames it over the destination and syncs the directory.
+    /// Syncs each written file, gives it the permissions of the file it replaces (`0666 & !umask`
+    /// for a new one) and renames it over its destination, companions first (one a writer did not
+    /// write leaves its destination alone), then syncs the directories.
     pub fn commit(mut self) -> Result<()> {
-        let written = self.writer_path();
-        let (file, _) =
-            self.staging.open_regular(&self.target.name).map_err(|e| Error::io(&written, "open", e))?;
-        let mode = match self.target.entry {
+        for (staged, target) in &self.companions {
+            let written = self.staging.stat(staged).map_err(|e| Error::io(self.staging.show(staged), "read metadata of", e))?;
+            if written.is_some() {
+                self.install(staged, target)?;
+                target.dir.sync()?;
+            }
+        }
+        self.install(&self.target.name, &self.target)?;
+        self.done = true;
+        self.remove_staging();
+        self.target.dir.sync()
+    }
+
+    /// Renames the staged file `staged` over `target` (permission rule applied, synced).
+    fn install(&self, staged: &OsString, target: &Target) -> Result<()> {
+        let written = self.staging.show(staged);
+        let (file, _) = self.staging.open_regular(staged).map_err(|e| Error::io(&written, "open", e))?;
+        let mode = match target.entry {
             Some(old) => old.permissions(),
             None => 0o666 & !current_umask(),
         };
         set_permissions(&file, mode).map_err(|e| Error::io(&written, "set permissions of", e))?;
         file.sync_all().map_err(|e| Error::io(&written, "sync", e))?;
-        let (dir, name) = (&self.target.dir, &self.target.name);
-        match dir.stat(name).map_err(|e| Error::io(self.target.path(), "read metadata of", e))? {
+        let (dir, name) = (&target.dir, &target.name);
+        match dir.stat(name).map_err(|e| Error::io(target.path(), "read metadata of", e))? {
             Some(found) if !found.is_file() => {
-                return Err(Error::io(self.target.path(), "write to", found.not_regular()));
+                return Err(Error::io(target.path(), "write to", found.not_regular()));
             }
             _ => {}
         }
-        self.staging.rename_to(name, dir, name).map_err(|e| Error::io(self.target.path(), "replace", e))?;
-        self.done = true;
-        self.remove_staging();
-        dir.sync()
+        self.staging.rename_to(staged, dir, name).map_err(|e| Error::io(target.path(), "replace", e))
     }
 
     fn remove_staging(&self) {

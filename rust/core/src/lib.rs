@@ -35,6 +35,7 @@ mod dtype;
 mod error;
 mod external;
 mod files;
+mod flatbuf;
 mod index;
 mod input;
 mod journal;
@@ -49,6 +50,7 @@ mod pair;
 mod placement;
 mod reader;
 mod recover;
+mod safetensors;
 mod save;
 mod schema;
 mod shape;
@@ -85,6 +87,10 @@ pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};
 pub use placement::{SaveOptions, DEFAULT_EXTERNAL_DATA_THRESHOLD, EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
 pub use reader::{index_checkpoint, index_checkpoint_raw, LengthCheck, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
 pub use recover::{helper_files, recover, recover_interruptible, Recovery};
+pub use safetensors::{
+    read_safetensors, SafetensorsDtype, SafetensorsError, SafetensorsErrorKind, SafetensorsFile,
+    SafetensorsTensor, SAFETENSORS_DTYPES, SAFETENSORS_MAX_HEADER_BYTES, SAFETENSORS_MAX_RANK,
+};
 pub use save::{
     external_data_location, external_data_path, save_checkpoint, save_checkpoint_interruptible, SaveSummary,
 };

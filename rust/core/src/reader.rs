@@ -15,7 +15,10 @@
 //! are not checkpoints at all), then the version, then each table in file order, the rules ORT
 //! relies on (`assemble.rs`) applied to each value as soon as it is read.
 //!
-//! Rules kept from the flatbuffers verifier: every offset and range inside the buffer, signed
+//! The flatbuffer primitives (offsets, tables, scalars, vectors, strings, the budgets) are
+//! `flatbuf.rs`, shared with the adapter reader. Rules kept from the flatbuffers verifier: every
+//! offset and range inside the buffer, offsets neither 0 nor 2^31 or more (as the C++ verifier ORT
+//! runs refuses them), signed
 //! vtable offsets, strings UTF-8 and zero-terminated, fields beyond a vtable absent (so files
 //! written with a newer schema read as flatbuffers would), absent fields take schema defaults, and
 //! alignment (tables, offsets, lengths and scalars on a multiple of their size), which safety does
@@ -24,9 +27,12 @@
 //! (its nominal checkpoints have them) and ORT's C++ verifier accepts.
 
 pub use crate::assemble::SUPPORTED_VERSIONS;
+use std::ops::{Deref, DerefMut};
+
 use crate::assemble::{Assembler, RawData, Role, TensorFields};
+use crate::flatbuf::{Table, Walker, OUTSIDE};
 use crate::input::Input;
-use crate::schema::{fbs, field_count, field_id};
+use crate::schema::{fbs, field_count};
 use crate::shape::byte_size;
 use crate::{CheckpointIndex, DataType, Error, PropertyValue, Result};
 
@@ -76,24 +82,6 @@ fn malformed(what: &'static str, offset: usize) -> Error {
     Error::Malformed { what, offset }
 }
 
-const OUTSIDE: &str = "a value lies outside the buffer";
-
-/// A table: its position and the vtable entries of its first `N` fields (0 = absent), read once.
-struct Table<const N: usize> {
-    pos: usize,
-    fields: [u16; N],
-}
-
-impl<const N: usize> Table<N> {
-    /// Position of the field at vtable offset `slot` (a generated `VT_*`), `None` when absent.
-    fn field(&self, slot: u16) -> Option<usize> {
-        match self.fields.get(field_id(slot)) {
-            Some(&off) if off != 0 => Some(self.pos.saturating_add(usize::from(off))),
-            _ => None,
-        }
-    }
-}
-
 /// Reusable buffers for the strings and dims of one tensor.
 #[derive(Default)]
 struct Scratch {
@@ -103,11 +91,24 @@ struct Scratch {
     dims: Vec<i64>,
 }
 
+/// The checkpoint walk: the shared flatbuffer primitives (`flatbuf.rs`, reached through
+/// `Deref`) and when tensor byte counts are compared.
 struct Parser<'i> {
-    input: Input<'i>,
+    walker: Walker<'i>,
     lengths: LengthCheck,
-    tables_left: usize,
-    bytes_left: usize,
+}
+
+impl<'i> Deref for Parser<'i> {
+    type Target = Walker<'i>;
+    fn deref(&self) -> &Walker<'i> {
+        &self.walker
+    }
+}
+
+impl DerefMut for Parser<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.walker
+    }
 }
 
 fn utf8(bytes: &[u8], pos: usize) -> Result<&str> {
@@ -115,108 +116,8 @@ fn utf8(bytes: &[u8], pos: usize) -> Result<&str> {
 }
 
 impl Parser<'_> {
-    /// Counts `n` bytes of structure against the budget.
-    fn charge(&mut self, n: usize, pos: usize) -> Result<()> {
-        self.bytes_left = self
-            .bytes_left
-            .checked_sub(n)
-            .ok_or_else(|| malformed("objects share or overlap more than a checkpoint can", pos))?;
-        Ok(())
-    }
-
-    /// Alignment is not needed to read safely (every read is an unaligned copy), but ORT's
-    /// verifier refuses misaligned values, and so did this reader's flatbuffers verifier: keep
-    /// refusing them, so that ortckpt accepts no file ORT refuses for its structure.
-    fn aligned(&self, pos: usize, align: usize) -> Result<()> {
-        if pos % align == 0 {
-            Ok(())
-        } else {
-            Err(malformed("a value is not aligned to its size", pos))
-        }
-    }
-
-    fn u16(&mut self, pos: usize) -> Result<u16> {
-        self.charge(2, pos)?;
-        self.input.u16(pos).ok_or_else(|| malformed(OUTSIDE, pos))
-    }
-
-    /// An offset or a vector length (both 4-byte aligned).
-    fn u32(&mut self, pos: usize) -> Result<u32> {
-        self.aligned(pos, 4)?;
-        self.charge(4, pos)?;
-        self.input.u32(pos).ok_or_else(|| malformed(OUTSIDE, pos))
-    }
-
-    /// Follows the unsigned offset stored at `pos`.
-    fn deref(&mut self, pos: usize) -> Result<usize> {
-        let offset = self.u32(pos)?;
-        pos.checked_add(offset as usize).ok_or_else(|| malformed("an offset points outside the buffer", pos))
-    }
-
-    fn table<const N: usize>(&mut self, pos: usize) -> Result<Table<N>> {
-        self.tables_left = self
-            .tables_left
-            .checked_sub(1)
-            .ok_or_else(|| malformed("more tables than the buffer can hold", pos))?;
-        self.aligned(pos, 4)?;
-        self.charge(4, pos)?;
-        let soffset = self.input.i32(pos).ok_or_else(|| malformed("a table lies outside the buffer", pos))?;
-        // The vtable is at `pos - soffset`.
-        let vtable = i64::try_from(pos)
-            .ok()
-            .and_then(|p| p.checked_sub(i64::from(soffset)))
-            .and_then(|v| usize::try_from(v).ok())
-            .filter(|&v| v < self.input.len())
-            .ok_or_else(|| malformed("a table's vtable lies outside the buffer", pos))?;
-        self.aligned(vtable, 2)?;
-        let vtable_len = usize::from(self.u16(vtable)?);
-        self.aligned(vtable_len, 2)?;
-        if !self.input.contains(vtable, vtable_len) {
-            return Err(malformed("a vtable runs past the end of the buffer", vtable));
-        }
-        self.charge(vtable_len, vtable)?;
-        let mut fields = [0u16; N];
-        for (i, field) in fields.iter_mut().enumerate() {
-            let slot = 4 + 2 * i;
-            if slot < vtable_len {
-                *field = self.u16(vtable + slot)?;
-            }
-        }
-        Ok(Table { pos, fields })
-    }
-
-    /// The scalar of `S` bytes in `slot` of `t`, or `default` when absent.
-    fn scalar<const N: usize, const S: usize, T>(
-        &mut self,
-        t: &Table<N>,
-        slot: u16,
-        default: T,
-        convert: fn([u8; S]) -> T,
-    ) -> Result<T> {
-        let Some(pos) = t.field(slot) else { return Ok(default) };
-        self.aligned(pos, S)?;
-        self.charge(S, pos)?;
-        self.input.array::<S>(pos).map(convert).ok_or_else(|| malformed(OUTSIDE, pos))
-    }
-
     fn bool_field<const N: usize>(&mut self, t: &Table<N>, slot: u16) -> Result<bool> {
         self.scalar(t, slot, false, |[b]: [u8; 1]| b != 0)
-    }
-
-    /// The string at `pos` (after its offset was followed), copied into `out`.
-    fn string(&mut self, pos: usize, out: &mut Vec<u8>) -> Result<()> {
-        out.clear();
-        let n = self.u32(pos)? as usize;
-        let start = pos.saturating_add(4);
-        if !self.input.contains(start, n) {
-            return Err(malformed("a string runs past the end of the buffer", pos));
-        }
-        self.charge(n, pos)?;
-        self.input.copy_to(start, n, out).ok_or_else(|| malformed(OUTSIDE, pos))?;
-        if self.input.u8(start.saturating_add(n)) != Some(0) {
-            return Err(malformed("a string lacks its zero terminator", pos));
-        }
-        Ok(())
     }
 
     /// The string field in `slot` of `t` copied into `out`; its position, `None` when absent.
@@ -227,36 +128,16 @@ impl Parser<'_> {
         out: &mut Vec<u8>,
     ) -> Result<Option<usize>> {
         let Some(field) = t.field(slot) else { return Ok(None) };
-        let pos = self.deref(field)?;
+        let pos = self.follow(field)?;
         self.string(pos, out)?;
         Ok(Some(pos))
-    }
-
-    /// The vector field in `slot` of `t` with elements of `size` bytes: (first element, count),
-    /// `None` when absent. The whole vector was checked to lie inside the input.
-    fn vector<const N: usize>(
-        &mut self,
-        t: &Table<N>,
-        slot: u16,
-        size: usize,
-    ) -> Result<Option<(usize, usize)>> {
-        let Some(field) = t.field(slot) else { return Ok(None) };
-        let pos = self.deref(field)?;
-        let count = self.u32(pos)? as usize;
-        let start = pos.saturating_add(4);
-        let bytes = count.checked_mul(size).ok_or_else(|| malformed("a vector is too long", pos))?;
-        if !self.input.contains(start, bytes) {
-            return Err(malformed("a vector runs past the end of the buffer", pos));
-        }
-        self.charge(bytes, pos)?;
-        Ok(Some((start, count)))
     }
 
     /// The byte vector field in `slot` of `t`, whose length prefix is left unread: `expected`
     /// bytes after it, prefix included, are checked to lie inside the input ([`RawData::Deferred`]).
     fn deferred_vector<const N: usize>(&mut self, t: &Table<N>, slot: u16, expected: u64) -> Result<RawData> {
         let Some(field) = t.field(slot) else { return Ok(RawData::Absent) };
-        let pos = self.deref(field)?;
+        let pos = self.follow(field)?;
         self.aligned(pos, 4)?;
         // `contains` fails on a saturated sum: no input is `usize::MAX` bytes long.
         match usize::try_from(expected).ok().filter(|&len| self.input.contains(pos, len.saturating_add(4))) {
@@ -283,7 +164,7 @@ impl Parser<'_> {
         let Some((start, count)) = self.vector(t, slot, 4)? else { return Ok(()) };
         for i in 0..count {
             // In range: the vector's `4 × count` bytes were checked to lie inside the input.
-            let pos = self.deref(start + 4 * i)?;
+            let pos = self.follow(start + 4 * i)?;
             visit(self, pos)?;
         }
         Ok(())
@@ -301,7 +182,7 @@ impl Parser<'_> {
         asm.reserve_tensors(count);
         for i in 0..count {
             // In range: the vector's `4 × count` bytes were checked to lie inside the input.
-            let pos = self.deref(start + 4 * i)?;
+            let pos = self.follow(start + 4 * i)?;
             self.tensor(pos, role, asm, s)?;
         }
         Ok(())
@@ -359,7 +240,7 @@ impl Parser<'_> {
         let text = &mut s.text;
         asm.tensor(&fields, role, &mut |out| {
             for i in 0..string_count {
-                let pos = self.deref(strings_start + 4 * i)?;
+                let pos = self.follow(strings_start + 4 * i)?;
                 self.string(pos, text)?;
                 out.push(utf8(text, pos)?.to_owned());
             }
@@ -432,20 +313,18 @@ fn parse(input: Input<'_>, lengths: LengthCheck) -> Result<CheckpointIndex> {
     if &found != FILE_IDENTIFIER {
         return Err(Error::WrongIdentifier { found });
     }
-    // A table takes at least 4 bytes (its vtable offset), so no valid buffer has more tables.
-    // Shared sub-objects can make a small buffer look huge; a checkpoint writer never shares
-    // tensors, so the structure visited is bounded by twice the buffer's real size.
-    let mut p = Parser { input, lengths, tables_left: len / 4 + 1, bytes_left: len.saturating_mul(2) };
+    let walker = Walker::new(input, malformed, "objects share or overlap more than a checkpoint can");
+    let mut p = Parser { walker, lengths };
     let mut s = Scratch::default();
 
     use fbs::Checkpoint as T;
-    let root_pos = p.deref(0)?;
+    let root_pos = p.follow(0)?;
     let root: Table<{ field_count::CHECKPOINT }> = p.table(root_pos)?;
     let version = p.scalar(&root, T::VT_VERSION, 0, i32::from_le_bytes)?;
     let mut asm = Assembler::new(version)?;
     // ORT writes no module state at all for a state without parameters.
     if let Some(field) = root.field(T::VT_MODULE_STATE) {
-        let pos = p.deref(field)?;
+        let pos = p.follow(field)?;
         p.module_state(pos, &mut asm, &mut s)?;
     } else {
         asm.end_trainable();
@@ -454,7 +333,7 @@ fn parse(input: Input<'_>, lengths: LengthCheck) -> Result<CheckpointIndex> {
     p.each_table(&root, T::VT_OPTIMIZER_GROUPS, |p, pos| p.optimizer_group(pos, &mut asm, &mut s))?;
     asm.end_groups()?;
     if let Some(field) = root.field(T::VT_PROPERTY_BAG) {
-        let pos = p.deref(field)?;
+        let pos = p.follow(field)?;
         p.property_bag(pos, &mut asm, &mut s)?;
     }
     asm.finish()

@@ -616,3 +616,50 @@ fn deferred_and_eager_length_checks_agree() {
     }
     assert!(deferred_some > 0 && compared > rounds, "compared {compared}, deferred {deferred_some}");
 }
+
+/// The flatbuffers C++ verifier (which ORT runs) refuses an offset of 0 ("may not point to
+/// itself") and one of 2^31 or more ("can't wrap around"), and one that points past the buffer;
+/// the reader refuses them too, wherever they are: the root offset, a table's field offset, and an
+/// element of a vector of tables. The flatbuffers crate's Rust verifier lets some of them through.
+#[test]
+fn offsets_the_cpp_verifier_refuses_are_refused() {
+    let bytes = base().build();
+    let u32_at = |b: &[u8], p: usize| u32::from_le_bytes(b[p..p + 4].try_into().unwrap()) as usize;
+    let root = u32_at(&bytes, 0);
+    let vtable =
+        (root as i64 - i64::from(i32::from_le_bytes(bytes[root..root + 4].try_into().unwrap()))) as usize;
+    let slot = usize::from(fbs::Checkpoint::VT_MODULE_STATE);
+    let module_field =
+        root + usize::from(u16::from_le_bytes(bytes[vtable + slot..vtable + slot + 2].try_into().unwrap()));
+    // The module state's first field (its trainable tensors) is a vector of tables.
+    let module = module_field + u32_at(&bytes, module_field);
+    let mvtable = (module as i64
+        - i64::from(i32::from_le_bytes(bytes[module..module + 4].try_into().unwrap())))
+        as usize;
+    let tslot = usize::from(fbs::ModuleState::VT_REQUIRES_GRAD_PARAMS);
+    let params_field = module
+        + usize::from(u16::from_le_bytes(bytes[mvtable + tslot..mvtable + tslot + 2].try_into().unwrap()));
+    let first_element = params_field + u32_at(&bytes, params_field) + 4;
+    let mut lax = 0;
+    for at in [0, module_field, params_field, first_element] {
+        for (value, what) in [
+            (0u32, "an offset is 0 or negative"),
+            (0x8000_0000, "an offset is 0 or negative"),
+            (u32::MAX, "an offset is 0 or negative"),
+            ((bytes.len() - at) as u32, "an offset points outside the buffer"),
+        ] {
+            let mut m = bytes.clone();
+            m[at..at + 4].copy_from_slice(&value.to_le_bytes());
+            match index_checkpoint(&m) {
+                Err(Error::Malformed { what: found, offset }) => {
+                    assert_eq!((found, offset), (what, at), "offset {value:#x} at {at}")
+                }
+                other => panic!("offset {value:#x} at {at}: {other:?}"),
+            }
+            lax += usize::from(value == 0 && reference_index(&m).is_some());
+        }
+    }
+    // (Documents why the oracle skips these: the Rust verifier accepts some offsets of 0.)
+    assert!(lax > 0, "the Rust verifier now refuses offsets of 0: the oracle's exception can go");
+    assert!(index_checkpoint(&bytes).is_ok());
+}

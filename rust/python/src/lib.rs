@@ -11,6 +11,7 @@ mod index;
 mod legacy;
 mod mapped;
 mod npz;
+mod safetensors;
 
 use std::ffi::OsString;
 
@@ -148,9 +149,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(legacy::read_legacy_folder, m)?)?;
     m.add_function(wrap_pyfunction!(legacy::tensor_proto_values, m)?)?;
     m.add_function(wrap_pyfunction!(npz::read_npz, m)?)?;
+    m.add_function(wrap_pyfunction!(safetensors::read_safetensors, m)?)?;
     m.add("CRASH_STEPS", ortckpt_core::CRASH_STEPS.to_vec())?;
     m.add("NPZ_BUDGET_RATIO", ortckpt_core::NPZ_BUDGET_RATIO)?;
     m.add("NPZ_MIN_BUDGET", ortckpt_core::NPZ_MIN_BUDGET)?;
+    m.add("SAFETENSORS_DTYPES", safetensors::dtypes())?;
+    m.add("SAFETENSORS_MAX_HEADER_BYTES", ortckpt_core::SAFETENSORS_MAX_HEADER_BYTES)?;
     errors::register(m)?;
     m.add("WRITTEN_VERSION", ortckpt_core::WRITTEN_VERSION)?;
     m.add("WRITABLE_VERSIONS", ortckpt_core::WRITABLE_VERSIONS.to_vec())?;

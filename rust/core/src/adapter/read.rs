@@ -1,6 +1,6 @@
 //! Check an ORT adapter file in one pass over its bytes.
 //!
-//! The checkpoint reader's rules (`reader.rs`), for the adapter schema: every structural value is
+//! The checkpoint reader's rules and primitives (`flatbuf.rs`), for the adapter schema: every structural value is
 //! read exactly once through [`Input`], checked against the input length when it is read, with
 //! checked arithmetic; no allocation is sized by a value not checked against the input length
 //! first; at most `len / 4 + 1` tables and `2 × len` bytes of structure are visited, so buffers
@@ -17,6 +17,7 @@ use std::path::Path;
 
 use super::schema::fbs;
 use super::{check_parameter, ADAPTER_FILE_IDENTIFIER, ADAPTER_FORMAT_VERSION};
+use crate::flatbuf::{self, Walker, OUTSIDE};
 use crate::input::Input;
 use crate::shape::byte_size;
 use crate::{DataType, Error, MappedFile, Result};
@@ -81,164 +82,49 @@ fn malformed(what: &'static str, offset: usize) -> Error {
     Error::MalformedAdapter { what, offset }
 }
 
-const OUTSIDE: &str = "a value lies outside the buffer";
+/// Both tables of the schema have 4 fields; fields a newer schema adds are ignored, as
+/// flatbuffers readers do.
+type Table = flatbuf::Table<4>;
 
-/// A table's position and its 4 vtable entries (both tables of the schema have 4 fields; fields
-/// a newer schema adds are ignored, as flatbuffers readers do).
-struct Table {
-    pos: usize,
-    fields: [u16; 4],
+fn i32_field(p: &mut Walker<'_>, t: &Table, slot: u16) -> Result<i32> {
+    p.scalar(t, slot, 0, i32::from_le_bytes)
 }
 
-impl Table {
-    /// Position of the field in vtable slot `slot` (4 + 2 × field id), `None` when absent.
-    fn field(&self, slot: u16) -> Option<usize> {
-        let i = usize::from(slot).checked_sub(4)? / 2;
-        match self.fields.get(i) {
-            Some(&off) if off != 0 => Some(self.pos.saturating_add(usize::from(off))),
-            _ => None,
-        }
-    }
+/// The string in `slot` of `t`, `None` when absent.
+fn string(p: &mut Walker<'_>, t: &Table, slot: u16) -> Result<Option<String>> {
+    let Some(field) = t.field(slot) else { return Ok(None) };
+    let pos = p.follow(field)?;
+    let mut bytes = Vec::new();
+    p.string(pos, &mut bytes)?;
+    String::from_utf8(bytes).map(Some).map_err(|_| malformed("a string is not valid UTF-8", pos))
 }
 
-struct Parser<'i> {
-    input: Input<'i>,
-    tables_left: usize,
-    bytes_left: usize,
-}
-
-impl Parser<'_> {
-    fn charge(&mut self, n: usize, pos: usize) -> Result<()> {
-        self.bytes_left = self
-            .bytes_left
-            .checked_sub(n)
-            .ok_or_else(|| malformed("objects share or overlap more than an adapter can", pos))?;
-        Ok(())
+fn parameter(p: &mut Walker<'_>, pos: usize) -> Result<AdapterParameter> {
+    use fbs::Parameter as P;
+    let t = p.table(pos)?;
+    let name = string(p, &t, P::VT_NAME)?
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| malformed("a parameter has no name", pos))?;
+    let (start, count) =
+        p.vector(&t, P::VT_DIMS, 8)?.ok_or_else(|| malformed("a parameter has no dims", pos))?;
+    // `count` dims were checked to fit in the input (8 bytes each).
+    let mut dims = Vec::with_capacity(count);
+    for i in 0..count {
+        let at = start + 8 * i;
+        dims.push(p.input.i64(at).ok_or_else(|| malformed(OUTSIDE, at))?);
     }
-
-    fn aligned(&self, pos: usize, align: usize) -> Result<()> {
-        if pos % align == 0 {
-            Ok(())
-        } else {
-            Err(malformed("a value is not aligned to its size", pos))
-        }
+    let code = i32_field(p, &t, P::VT_DATA_TYPE)?;
+    let data_type =
+        DataType::from_code(code).ok_or_else(|| Error::UnknownDataType { tensor: name.clone(), code })?;
+    check_parameter(&name, data_type, &dims)?;
+    // Strings were refused just above: every other type has an element size.
+    let expected = byte_size(&name, data_type, &dims)?.unwrap_or(u64::MAX);
+    let (offset, len) =
+        p.vector(&t, P::VT_RAW_DATA, 1)?.ok_or_else(|| malformed("a parameter has no raw_data", pos))?;
+    if len as u64 != expected {
+        return Err(Error::DataLengthMismatch { tensor: name, dims, expected, found: len as u64 });
     }
-
-    fn u16(&mut self, pos: usize) -> Result<u16> {
-        self.aligned(pos, 2)?;
-        self.charge(2, pos)?;
-        self.input.u16(pos).ok_or_else(|| malformed(OUTSIDE, pos))
-    }
-
-    fn u32(&mut self, pos: usize) -> Result<u32> {
-        self.aligned(pos, 4)?;
-        self.charge(4, pos)?;
-        self.input.u32(pos).ok_or_else(|| malformed(OUTSIDE, pos))
-    }
-
-    /// Follows the unsigned offset stored at `pos`. As ORT's flatbuffers verifier, refuses an
-    /// offset of 0 (an object at its own offset) and one of 2^31 or more (negative as signed).
-    fn deref(&mut self, pos: usize) -> Result<usize> {
-        let offset = self.u32(pos)?;
-        if offset == 0 || offset > i32::MAX as u32 {
-            return Err(malformed("an offset is 0 or negative", pos));
-        }
-        pos.checked_add(offset as usize).ok_or_else(|| malformed("an offset points outside the buffer", pos))
-    }
-
-    fn table(&mut self, pos: usize) -> Result<Table> {
-        self.tables_left = self
-            .tables_left
-            .checked_sub(1)
-            .ok_or_else(|| malformed("more tables than the buffer can hold", pos))?;
-        self.aligned(pos, 4)?;
-        self.charge(4, pos)?;
-        let soffset = self.input.i32(pos).ok_or_else(|| malformed("a table lies outside the buffer", pos))?;
-        let vtable = i64::try_from(pos)
-            .ok()
-            .and_then(|p| p.checked_sub(i64::from(soffset)))
-            .and_then(|v| usize::try_from(v).ok())
-            .filter(|&v| v < self.input.len())
-            .ok_or_else(|| malformed("a table's vtable lies outside the buffer", pos))?;
-        let vtable_len = usize::from(self.u16(vtable)?);
-        self.aligned(vtable_len, 2)?;
-        // (A vtable shorter than 4 bytes, without even the table's size, is valid: all fields absent.)
-        if !self.input.contains(vtable, vtable_len) {
-            return Err(malformed("a vtable runs past the end of the buffer", vtable));
-        }
-        self.charge(vtable_len, vtable)?;
-        let mut fields = [0u16; 4];
-        for (i, field) in fields.iter_mut().enumerate() {
-            let slot = 4 + 2 * i;
-            if slot < vtable_len {
-                *field = self.u16(vtable + slot)?;
-            }
-        }
-        Ok(Table { pos, fields })
-    }
-
-    fn i32_field(&mut self, t: &Table, slot: u16) -> Result<i32> {
-        let Some(pos) = t.field(slot) else { return Ok(0) };
-        self.aligned(pos, 4)?;
-        self.charge(4, pos)?;
-        self.input.i32(pos).ok_or_else(|| malformed(OUTSIDE, pos))
-    }
-
-    /// The vector in `slot` of `t` with elements of `size` bytes: (first element, count), `None`
-    /// when absent. The whole vector was checked to lie inside the input.
-    fn vector(&mut self, t: &Table, slot: u16, size: usize) -> Result<Option<(usize, usize)>> {
-        let Some(field) = t.field(slot) else { return Ok(None) };
-        let pos = self.deref(field)?;
-        let count = self.u32(pos)? as usize;
-        let start = pos.saturating_add(4);
-        let bytes = count.checked_mul(size).ok_or_else(|| malformed("a vector is too long", pos))?;
-        if !self.input.contains(start, bytes) {
-            return Err(malformed("a vector runs past the end of the buffer", pos));
-        }
-        self.charge(bytes, pos)?;
-        Ok(Some((start, count)))
-    }
-
-    /// The string in `slot` of `t`, `None` when absent.
-    fn string(&mut self, t: &Table, slot: u16) -> Result<Option<String>> {
-        let Some((start, n)) = self.vector(t, slot, 1)? else { return Ok(None) };
-        let mut bytes = Vec::new();
-        self.input.copy_to(start, n, &mut bytes).ok_or_else(|| malformed(OUTSIDE, start))?;
-        if self.input.u8(start.saturating_add(n)) != Some(0) {
-            return Err(malformed("a string lacks its zero terminator", start));
-        }
-        String::from_utf8(bytes).map(Some).map_err(|_| malformed("a string is not valid UTF-8", start))
-    }
-
-    fn parameter(&mut self, pos: usize) -> Result<AdapterParameter> {
-        use fbs::Parameter as P;
-        let t = self.table(pos)?;
-        let name = self
-            .string(&t, P::VT_NAME)?
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| malformed("a parameter has no name", pos))?;
-        let (start, count) =
-            self.vector(&t, P::VT_DIMS, 8)?.ok_or_else(|| malformed("a parameter has no dims", pos))?;
-        // `count` dims were checked to fit in the input (8 bytes each).
-        let mut dims = Vec::with_capacity(count);
-        for i in 0..count {
-            let at = start + 8 * i;
-            dims.push(self.input.i64(at).ok_or_else(|| malformed(OUTSIDE, at))?);
-        }
-        let code = self.i32_field(&t, P::VT_DATA_TYPE)?;
-        let data_type =
-            DataType::from_code(code).ok_or_else(|| Error::UnknownDataType { tensor: name.clone(), code })?;
-        check_parameter(&name, data_type, &dims)?;
-        // Strings were refused just above: every other type has an element size.
-        let expected = byte_size(&name, data_type, &dims)?.unwrap_or(u64::MAX);
-        let (offset, len) = self
-            .vector(&t, P::VT_RAW_DATA, 1)?
-            .ok_or_else(|| malformed("a parameter has no raw_data", pos))?;
-        if len as u64 != expected {
-            return Err(Error::DataLengthMismatch { tensor: name, dims, expected, found: len as u64 });
-        }
-        Ok(AdapterParameter { name, data_type, dims, offset, len })
-    }
+    Ok(AdapterParameter { name, data_type, dims, offset, len })
 }
 
 fn parse(input: Input<'_>) -> Result<AdapterIndex> {
@@ -257,16 +143,17 @@ fn parse(input: Input<'_>) -> Result<AdapterIndex> {
             format!("file identifier is {} (expected \"TORT\")", crate::error::show_identifier(&found));
         return Err(Error::NotAnAdapter { detail });
     }
-    let mut p = Parser { input, tables_left: len / 4 + 1, bytes_left: len.saturating_mul(2) };
+    let mut walker = Walker::new(input, malformed, "objects share or overlap more than an adapter can");
+    let p = &mut walker;
     use fbs::Adapter as A;
-    let root_pos = p.deref(0)?;
+    let root_pos = p.follow(0)?;
     let root = p.table(root_pos)?;
-    let format_version = p.i32_field(&root, A::VT_FORMAT_VERSION)?;
+    let format_version = i32_field(p, &root, A::VT_FORMAT_VERSION)?;
     if format_version != ADAPTER_FORMAT_VERSION {
         return Err(Error::UnsupportedAdapterVersion { found: format_version });
     }
-    let adapter_version = p.i32_field(&root, A::VT_ADAPTER_VERSION)?;
-    let model_version = p.i32_field(&root, A::VT_MODEL_VERSION)?;
+    let adapter_version = i32_field(p, &root, A::VT_ADAPTER_VERSION)?;
+    let model_version = i32_field(p, &root, A::VT_MODEL_VERSION)?;
     let (start, count) = p
         .vector(&root, A::VT_PARAMETERS, 4)?
         .ok_or_else(|| malformed("the adapter has no parameter list", root_pos))?;
@@ -274,8 +161,8 @@ fn parse(input: Input<'_>) -> Result<AdapterIndex> {
     let mut parameters = Vec::with_capacity(count);
     let mut names = std::collections::HashSet::with_capacity(count);
     for i in 0..count {
-        let pos = p.deref(start + 4 * i)?;
-        let parameter = p.parameter(pos)?;
+        let pos = p.follow(start + 4 * i)?;
+        let parameter = parameter(p, pos)?;
         if !names.insert(parameter.name.clone()) {
             return Err(Error::DuplicateName { kind: "parameter", name: parameter.name });
         }

@@ -1,0 +1,242 @@
+//! safetensors files (Hugging Face's flat tensor format) checked before any tensor byte is used.
+//!
+//! The format (huggingface/safetensors): an 8-byte little-endian header length `N`, `N` bytes of
+//! UTF-8 JSON — an object that starts with `{` (optionally padded with spaces), mapping each
+//! tensor name to `{"dtype", "shape", "data_offsets": [begin, end]}` plus an optional
+//! `"__metadata__"` object of strings — then the data buffer. Offsets are relative to the buffer;
+//! the tensors must cover it exactly, without gaps or overlaps, each range being shape × itemsize
+//! bytes. The reference implementation refuses headers over 100,000,000 bytes; so do we.
+//!
+//! Budget: the header is parsed from the bytes in hand (no copy of it), straight into the entries
+//! (no generic JSON tree), so the memory it takes is a small multiple of the header's length,
+//! itself bounded by the file's size and [`SAFETENSORS_MAX_HEADER_BYTES`]. Ranks are capped at
+//! [`SAFETENSORS_MAX_RANK`] (numpy's limit, where every tensor ends up).
+
+mod header;
+
+use std::collections::HashSet;
+use std::fmt;
+
+/// The longest JSON header read (the reference implementation's own limit).
+pub const SAFETENSORS_MAX_HEADER_BYTES: u64 = 100_000_000;
+
+/// The most dimensions a tensor may have: numpy 1.x's limit (numpy 2 allows 64), so that every
+/// tensor read can become a numpy array.
+pub const SAFETENSORS_MAX_RANK: usize = 32;
+
+const METADATA_KEY: &str = "__metadata__";
+
+/// One safetensors dtype an ONNX Runtime checkpoint can hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SafetensorsDtype {
+    /// Its safetensors code (`"F32"`).
+    pub code: &'static str,
+    /// Its numpy (or ml_dtypes, for bfloat16 and float8) name (`"float32"`).
+    pub name: &'static str,
+    /// Bytes per element.
+    pub itemsize: u8,
+}
+
+const fn dtype(code: &'static str, name: &'static str, itemsize: u8) -> SafetensorsDtype {
+    SafetensorsDtype { code, name, itemsize }
+}
+
+/// Every safetensors dtype read and written: the ones whose ONNX Runtime checkpoint type exists.
+pub const SAFETENSORS_DTYPES: &[SafetensorsDtype] = &[
+    dtype("BOOL", "bool", 1),
+    dtype("U8", "uint8", 1),
+    dtype("I8", "int8", 1),
+    dtype("U16", "uint16", 2),
+    dtype("I16", "int16", 2),
+    dtype("U32", "uint32", 4),
+    dtype("I32", "int32", 4),
+    dtype("U64", "uint64", 8),
+    dtype("I64", "int64", 8),
+    dtype("F16", "float16", 2),
+    dtype("F32", "float32", 4),
+    dtype("F64", "float64", 8),
+    dtype("C64", "complex64", 8),
+    dtype("BF16", "bfloat16", 2),
+    dtype("F8_E4M3", "float8_e4m3fn", 1),
+    dtype("F8_E4M3FNUZ", "float8_e4m3fnuz", 1),
+    dtype("F8_E5M2", "float8_e5m2", 1),
+    dtype("F8_E5M2FNUZ", "float8_e5m2fnuz", 1),
+];
+
+fn dtype_of(code: &str) -> Option<&'static SafetensorsDtype> {
+    SAFETENSORS_DTYPES.iter().find(|d| d.code == code)
+}
+
+/// What kind of problem a [`SafetensorsError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SafetensorsErrorKind {
+    /// The file breaks the format.
+    Malformed,
+    /// A valid file holding a dtype ONNX Runtime checkpoints cannot hold.
+    UnsupportedDtype,
+}
+
+/// Why a safetensors file cannot be read; `tensor` names the entry at fault, if one is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SafetensorsError {
+    /// What kind of problem it is.
+    pub kind: SafetensorsErrorKind,
+    /// The tensor whose entry is at fault, if one is.
+    pub tensor: Option<String>,
+    /// What is wrong, as a sentence fragment.
+    pub detail: String,
+}
+
+impl SafetensorsError {
+    fn malformed(tensor: Option<String>, detail: impl Into<String>) -> SafetensorsError {
+        SafetensorsError { kind: SafetensorsErrorKind::Malformed, tensor, detail: detail.into() }
+    }
+}
+
+impl fmt::Display for SafetensorsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.kind == SafetensorsErrorKind::Malformed {
+            f.write_str("not a valid safetensors file: ")?;
+        }
+        match &self.tensor {
+            Some(t) => write!(f, "tensor {t:?}: {}", self.detail),
+            None => f.write_str(&self.detail),
+        }
+    }
+}
+
+impl std::error::Error for SafetensorsError {}
+
+/// One tensor of a checked file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SafetensorsTensor {
+    /// Its name (the header's key).
+    pub name: String,
+    /// Its dtype.
+    pub dtype: &'static SafetensorsDtype,
+    /// Its dims.
+    pub shape: Vec<u64>,
+    /// Where its bytes start, from the start of the file.
+    pub offset: u64,
+    /// How many bytes it holds: the product of `shape` × the dtype's itemsize.
+    pub len: u64,
+}
+
+/// A checked safetensors file's header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SafetensorsFile {
+    /// The `__metadata__` pairs in file order (`None` when absent or null).
+    pub metadata: Option<Vec<(String, String)>>,
+    /// Every tensor, in the order of its bytes in the file.
+    pub tensors: Vec<SafetensorsTensor>,
+    /// Where the data buffer starts (8 + the header's length).
+    pub data_start: u64,
+}
+
+/// Checks the safetensors file `bytes` (its whole content): the header length, the JSON header,
+/// every entry, and that the tensors tile the data buffer exactly.
+pub fn read_safetensors(bytes: &[u8]) -> Result<SafetensorsFile, SafetensorsError> {
+    let (json, data_start) = header_bytes(bytes)?;
+    let parsed = header::parse(json)?;
+    check_unique_names(&parsed.entries)?;
+    let data_len = bytes.len() as u64 - data_start;
+    let tensors = lay_out(parsed.entries, data_start, data_len)?;
+    Ok(SafetensorsFile { metadata: parsed.metadata, tensors, data_start })
+}
+
+/// The JSON header of `bytes` and where the data starts.
+fn header_bytes(bytes: &[u8]) -> Result<(&[u8], u64), SafetensorsError> {
+    let fail = |detail: String| Err(SafetensorsError::malformed(None, detail));
+    let Some((length, rest)) = bytes.split_first_chunk::<8>() else {
+        return fail(format!("it is {} bytes long, shorter than the 8-byte header length", bytes.len()));
+    };
+    let size = u64::from_le_bytes(*length);
+    if size > SAFETENSORS_MAX_HEADER_BYTES {
+        return fail(format!(
+            "its header claims {size} bytes, more than the limit of {SAFETENSORS_MAX_HEADER_BYTES}"
+        ));
+    }
+    // size <= 100,000,000, so it fits usize.
+    let Some(json) = rest.get(..size as usize) else {
+        return fail(format!(
+            "its header claims {size} bytes, but only {} follow the header length (truncated?)",
+            rest.len()
+        ));
+    };
+    if json.first() != Some(&b'{') {
+        return fail("its header does not start with '{': it is not a JSON object".into());
+    }
+    Ok((json, 8 + size))
+}
+
+fn check_unique_names(entries: &[header::Entry]) -> Result<(), SafetensorsError> {
+    let mut seen = HashSet::with_capacity(entries.len());
+    for entry in entries {
+        if !seen.insert(entry.name.as_str()) {
+            return Err(SafetensorsError::malformed(
+                Some(entry.name.clone()),
+                "its name appears twice in the header",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks each entry's range against its shape and the buffer, then that the ranges, in order,
+/// cover `data_len` bytes exactly.
+fn lay_out(
+    entries: Vec<header::Entry>,
+    data_start: u64,
+    data_len: u64,
+) -> Result<Vec<SafetensorsTensor>, SafetensorsError> {
+    let mut tensors = Vec::with_capacity(entries.len());
+    for header::Entry { name, dtype, shape, begin, end } in entries {
+        if begin > end || end > data_len {
+            return Err(SafetensorsError::malformed(
+                Some(name),
+                format!("its data_offsets [{begin}, {end}] are not a range of the {data_len} data bytes"),
+            ));
+        }
+        let expected = shape.iter().try_fold(u64::from(dtype.itemsize), |n, &d| n.checked_mul(d));
+        let len = end - begin;
+        if expected != Some(len) {
+            let wanted = expected.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string());
+            return Err(SafetensorsError::malformed(
+                Some(name),
+                format!(
+                    "it holds {len} bytes, its shape {shape:?} and dtype {} call for {wanted}",
+                    dtype.code
+                ),
+            ));
+        }
+        tensors.push(SafetensorsTensor { name, dtype, shape, offset: data_start + begin, len });
+    }
+    tensors.sort_by_key(|t| (t.offset, t.len));
+    let mut at = data_start;
+    for tensor in &tensors {
+        if tensor.offset != at {
+            return Err(SafetensorsError::malformed(
+                Some(tensor.name.clone()),
+                format!(
+                    "it starts at data byte {}, not at {} (overlap or gap)",
+                    tensor.offset - data_start,
+                    at - data_start
+                ),
+            ));
+        }
+        at += tensor.len;
+    }
+    if at - data_start != data_len {
+        return Err(SafetensorsError::malformed(
+            None,
+            format!(
+                "its tensors end at data byte {} but the file holds {data_len} (truncated or padded)",
+                at - data_start
+            ),
+        ));
+    }
+    Ok(tensors)
+}
+
+#[cfg(test)]
+mod tests;
