@@ -38,7 +38,7 @@ def test_installed_metadata_version_matches() -> None:
 
 def test_public_namespace_is_exactly_all() -> None:
     public = {name for name in vars(ortckpt) if not name.startswith("_")}
-    submodules = {"errors", "io", "onnx_io", "state", "cli", "compat", "conversions", "aggregate", "adapters"}
+    submodules = {"errors", "io", "onnx_io", "state", "cli", "compat", "conversions", "aggregate", "adapters", "flower"}
     assert public - submodules <= set(ortckpt.__all__), public - submodules - set(ortckpt.__all__)
     assert "version" not in vars(ortckpt)
 

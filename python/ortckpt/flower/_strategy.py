@@ -1,0 +1,226 @@
+"""``OrtFedAvg``: Flower's Message-API FedAvg for ONNX Runtime devices.
+
+Flower's own ``FedAvg.aggregate_train`` first checks that every reply has the same ArrayRecord
+keys and a weight, and raises (ending the round) if one does not; one bad device stops everyone.
+Here every reply is decoded on its own (a whole checkpoint's bytes, or named tensors), validated
+by ``ortckpt.average`` against the round's global checkpoint, and a bad reply is dropped and
+reported while the others are aggregated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from logging import WARNING
+from typing import Any
+
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import FedAvg
+from flwr.supercore import log
+
+from .._sources import open_state
+from .._types import CheckpointSource
+from ..aggregate import AggregationReport, average
+from ..conversions import to_nominal
+from ..errors import AggregationError, CheckpointError
+from ..io import serialize
+from ..state import CheckpointState
+from ._records import CHECKPOINT_KEY, checkpoint_bytes, checkpoint_record, from_arrayrecord, to_arrayrecord
+
+#: What the server sends devices each round (``OrtFedAvg(payload=...)``).
+PAYLOADS = ("checkpoint", "checkpoint-v1", "arrays")
+#: The ConfigRecord key telling devices which payload the round's ArrayRecord holds.
+PAYLOAD_CONFIG_KEY = "ortckpt-payload"
+
+
+@dataclass
+class Rejection:
+    """A reply left out of a round: its node, what was wrong (``kind``) and why."""
+
+    node_id: int
+    client: str
+    kind: str
+    reason: str
+
+
+@dataclass
+class RoundReport:
+    """What ``OrtFedAvg.aggregate_train`` did in one round."""
+
+    server_round: int
+    accepted: list[str] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+    aggregation: AggregationReport | None = None
+
+    @property
+    def state(self) -> CheckpointState | None:
+        """The round's aggregate (None when no reply was accepted)."""
+        return self.aggregation.state if self.aggregation is not None else None
+
+
+def _client(msg: Message) -> str:
+    return f"node {msg.metadata.src_node_id}"
+
+
+class OrtFedAvg(FedAvg):
+    """Flower's ``FedAvg`` (Message API) whose clients are ONNX Runtime devices.
+
+    ``initial``: the checkpoint training starts from (a state, bytes or path); it is the first
+    round's reference and the template of every round's checkpoint (trainable flags, frozen
+    parameters, properties). ``initial_arrays()`` gives the ``ArrayRecord`` to pass to
+    ``start(initial_arrays=...)``; the arrays ``start`` passes around are the global model's named
+    tensors (``to_arrayrecord``), so ``evaluate_fn`` and ``Result.arrays`` work as with FedAvg.
+
+    Each round the devices get, under ``arrayrecord_key``: ``payload="checkpoint"`` the global
+    checkpoint's bytes (``checkpoint_record``, for ``CheckpointState.load_checkpoint`` on the
+    device), ``"checkpoint-v1"`` the same as a format-version-1 file (ORT 1.16-1.17 devices), or
+    ``"arrays"`` named tensors; the ConfigRecord's ``"ortckpt-payload"`` says which.
+
+    Replies carry, under ``arrayrecord_key``, a checkpoint (``checkpoint_record``) or named tensors
+    (``to_arrayrecord``, frozen parameters optional), and a ``MetricRecord`` with the weight under
+    ``weighted_by_key`` (``to_metricrecord``). Every reply is decoded and checked against the
+    round's global checkpoint by ``ortckpt.average(method=method, **average_options)`` (any
+    method: fedavg, median, trimmed_mean, krum, multi_krum, bulyan; options such as ``clip_norm``
+    or ``byzantine``); a reply that fails (malformed, not a checkpoint, other names, dtypes or
+    shapes, NaN/inf, no usable weight, a Flower error) is left out and reported in
+    ``round_reports[server_round]`` and the log, never ending the round. ``on_round`` is called with
+    each ``RoundReport``. The other arguments are FedAvg's.
+    """
+
+    def __init__(
+        self,
+        initial: CheckpointSource,
+        *,
+        method: str = "fedavg",
+        average_options: Mapping[str, Any] | None = None,
+        payload: str = "checkpoint",
+        on_round: Callable[[RoundReport], None] | None = None,
+        **fedavg_options: Any,
+    ) -> None:
+        super().__init__(**fedavg_options)
+        if payload not in PAYLOADS:
+            raise ValueError(f"payload must be one of {', '.join(PAYLOADS)}, not {payload!r}")
+        options = dict(average_options or {})
+        for reserved in ("sources", "out", "weights", "reference"):
+            if reserved in options:
+                raise ValueError(f"average_options cannot set {reserved!r}: the strategy sets it")
+        self.method = method
+        self.average_options = options
+        self.payload = payload
+        self.on_round = on_round
+        # a private copy: a mapped file changed during training cannot change the template
+        self.global_state: CheckpointState = open_state(serialize(open_state(initial), include_optimizer_state=False))
+        self.round_reports: dict[int, RoundReport] = {}
+
+    # -- what the devices get ---------------------------------------------------------------------
+
+    def initial_arrays(self) -> ArrayRecord:
+        """The global model's named tensors, for ``start(initial_arrays=...)``."""
+        return to_arrayrecord(self.global_state)
+
+    def payload_record(self, state: CheckpointState | None = None) -> ArrayRecord:
+        """The ArrayRecord devices get for ``state`` (default: the global checkpoint)."""
+        state = self.global_state if state is None else state
+        if self.payload == "arrays":
+            return to_arrayrecord(state)
+        version = 1 if self.payload == "checkpoint-v1" else 2
+        return checkpoint_record(serialize(state, include_optimizer_state=False, format_version=version))
+
+    def nominal_checkpoint(self) -> bytes:
+        """The global checkpoint's structure without values (``ortckpt.to_nominal``)."""
+        return serialize(to_nominal(self.global_state), include_optimizer_state=False)
+
+    def _adopt(self, arrays: ArrayRecord) -> None:
+        # start() hands back the arrays it got from aggregate_train (or the initial ones): they
+        # are the global model this round starts from
+        self.global_state = from_arrayrecord(arrays, self.global_state)
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """FedAvg's sampling, with the round's payload (``payload``) in the messages."""
+        self._adopt(arrays)
+        config[PAYLOAD_CONFIG_KEY] = self.payload
+        return super().configure_train(server_round, self.payload_record(), config, grid)
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """FedAvg's sampling, with the global model as the round's payload."""
+        self._adopt(arrays)
+        config[PAYLOAD_CONFIG_KEY] = self.payload
+        return super().configure_evaluate(server_round, self.payload_record(), config, grid)
+
+    # -- what comes back --------------------------------------------------------------------------
+
+    def _decode(self, content: RecordDict) -> CheckpointState | bytes:
+        record = content.array_records.get(self.arrayrecord_key)
+        if record is None:
+            raise CheckpointError(f"the reply has no ArrayRecord {self.arrayrecord_key!r}")
+        if CHECKPOINT_KEY in record:
+            return checkpoint_bytes(record)
+        return from_arrayrecord(record, self.global_state)
+
+    def _weight(self, content: RecordDict) -> float:
+        for metrics in content.metric_records.values():
+            if self.weighted_by_key in metrics:
+                value = metrics[self.weighted_by_key]
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    weight = float(value)
+                    if math.isfinite(weight) and weight > 0:
+                        return weight
+                raise ValueError(f"weight {self.weighted_by_key!r} is {value!r}, not a positive number")
+        raise ValueError(f"the reply has no MetricRecord with the weight {self.weighted_by_key!r}")
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Decode and validate every reply, drop and report the bad ones, aggregate the rest."""
+        report = RoundReport(server_round)
+        sources: dict[str, CheckpointState | bytes] = {}
+        weights: dict[str, float] = {}
+        contents: dict[str, RecordDict] = {}
+        nodes: dict[str, int] = {}
+        for msg in replies:
+            client, node = _client(msg), msg.metadata.src_node_id
+            if msg.has_error():
+                report.rejected.append(Rejection(node, client, "error", str(msg.error.reason)))
+                continue
+            try:
+                source = self._decode(msg.content)
+            except (CheckpointError, ValueError, TypeError) as exc:
+                report.rejected.append(Rejection(node, client, "malformed", str(exc)))
+                continue
+            try:
+                weight = self._weight(msg.content)
+            except ValueError as exc:
+                report.rejected.append(Rejection(node, client, "weight", str(exc)))
+                continue
+            sources[client], weights[client], contents[client], nodes[client] = source, weight, msg.content, node
+        aggregation: AggregationReport | None
+        try:
+            aggregation = average(
+                sources, weights=weights, reference=self.global_state, method=self.method, **self.average_options
+            )
+        except AggregationError as exc:
+            aggregation = exc.report
+        for s in aggregation.sources if aggregation is not None else []:
+            if s.accepted:
+                report.accepted.append(s.client)
+            else:
+                report.rejected.append(Rejection(nodes[s.client], s.client, s.kind or "rejected", s.reason or ""))
+        self.round_reports[server_round] = report
+        for r in report.rejected:
+            log(WARNING, "round %s: reply of %s rejected (%s): %s", server_round, r.client, r.kind, r.reason)
+        if not report.accepted or aggregation is None:
+            if self.on_round is not None:
+                self.on_round(report)
+            return None, None
+        report.aggregation = aggregation
+        self.global_state = aggregation.state
+        if self.on_round is not None:
+            self.on_round(report)
+        metrics = self.train_metrics_aggr_fn([contents[c] for c in report.accepted], self.weighted_by_key)
+        return to_arrayrecord(self.global_state), metrics
