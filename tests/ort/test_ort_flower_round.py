@@ -85,4 +85,4 @@ def test_two_rounds_on_a_flower_deployment(deployment: Deployment, ort_python: s
     final = out / "global_round2.ckpt"
     final_loss = device(ort_python, "loss", str(artifacts), str(final))["loss"]  # loads in ORT 1.19.2
     assert final_loss < initial_loss, (initial_loss, final_loss)
-    print(f"round trip of 2 rounds took {time.monotonic() - started:.1f} s; loss {initial_loss:.3f} -> {final_loss:.3f}")
+    print(f"2 rounds took {time.monotonic() - started:.1f} s; loss {initial_loss:.3f} -> {final_loss:.3f}")

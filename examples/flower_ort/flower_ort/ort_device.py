@@ -15,7 +15,6 @@ import argparse
 import importlib
 import json
 import os
-
 import sys
 import types
 
@@ -101,7 +100,9 @@ def _module(folder: str, ckpt: str):
     return state, module
 
 
-def train(folder: str, src: str, out: str, partition: int, steps: int, lr: float, batch: int) -> dict[str, object]:
+def train(
+    folder: str, src: str, out: str, partition: int, steps: int, lr: float, batch: int
+) -> dict[str, object]:
     api = training().api
     state, module = _module(folder, src)
     optimizer = api.Optimizer(os.path.join(folder, "optimizer_model.onnx"), module)
@@ -119,7 +120,12 @@ def train(folder: str, src: str, out: str, partition: int, steps: int, lr: float
     state.properties["samples"] = samples
     state.properties["loss"] = float(np.mean(losses))
     api.CheckpointState.save_checkpoint(state, out, include_optimizer_state=False)
-    return {"samples": samples, "loss": float(np.mean(losses)), "first_loss": losses[0], "last_loss": losses[-1]}
+    return {
+        "samples": samples,
+        "loss": float(np.mean(losses)),
+        "first_loss": losses[0],
+        "last_loss": losses[-1],
+    }
 
 
 def loss(folder: str, ckpt: str) -> dict[str, object]:

@@ -64,8 +64,13 @@ def _array_of(values: np.ndarray[Any, Any], name: str) -> Array:
     dtype_name = _dtype_name(values.dtype, name)
     buffer = io.BytesIO()
     # numpy writes the ml_dtypes types as void (|V2, |V1): the bytes are the values, unchanged
-    np.save(buffer, np.ascontiguousarray(values), allow_pickle=False)
-    return Array(dtype=dtype_name, shape=tuple(int(d) for d in values.shape), stype=_NUMPY_STYPE, data=buffer.getvalue())
+    np.save(buffer, np.array(values, order="C", copy=not values.flags.c_contiguous), allow_pickle=False)
+    return Array(
+        dtype=dtype_name,
+        shape=tuple(int(d) for d in values.shape),
+        stype=_NUMPY_STYPE,
+        data=buffer.getvalue(),
+    )
 
 
 def _header(data: bytes, name: str) -> tuple[str, bool, tuple[int, ...], int]:
@@ -110,25 +115,29 @@ def _decode_array(array: object, name: str, expected: np.dtype[Any] | None) -> n
         raise ConversionError(f"tensor {name!r}: dtype {dtype} where the reference has {expected}")
     data = bytes(array.data) if not isinstance(array.data, bytes) else array.data
     descr, fortran, shape, offset = _header(data, name)
-    try:
-        stored = np.dtype(descr)
-    except (TypeError, ValueError):
-        raise ConversionError(f"tensor {name!r}: .npy dtype {descr!r} is not a dtype") from None
-    # numpy's own types are stored as themselves; the ml_dtypes ones as void of their size
-    same = stored == dtype if dtype.isbuiltin != 2 else (stored.kind == "V" and stored.itemsize == dtype.itemsize)
-    if not same or stored.hasobject:
-        raise ConversionError(f"tensor {name!r}: .npy data of type {descr!r} for an Array of dtype {array.dtype}")
+    # what numpy.save writes for the dtype (little-endian), or void of its size for the ml_dtypes
+    # types (numpy writes most of them as |V1 / |V2, float8_e5m2 as <f1, which numpy cannot read)
+    accepted: set[object] = {np.lib.format.dtype_to_descr(dtype)}
+    if dtype.isbuiltin == 2:
+        accepted |= {f"|V{dtype.itemsize}", f"<V{dtype.itemsize}"}
+    if descr not in accepted:
+        raise ConversionError(
+            f"tensor {name!r}: .npy data of type {descr!r} for an Array of dtype {array.dtype}"
+        )
     if tuple(array.shape) != shape:
-        raise ConversionError(f"tensor {name!r}: .npy shape {shape} differs from the Array's shape {tuple(array.shape)}")
+        raise ConversionError(
+            f"tensor {name!r}: .npy shape {shape} differs from the Array's shape {tuple(array.shape)}"
+        )
     count = math.prod(shape)
     if len(data) - offset != count * dtype.itemsize:
         raise ConversionError(
             f"tensor {name!r}: {len(data) - offset} bytes of values for shape {shape} of {dtype} "
             f"({count * dtype.itemsize} expected)"
         )
-    flat = np.frombuffer(data, dtype=stored.newbyteorder("<") if stored.kind != "V" else stored, count=count, offset=offset)
-    values = flat.view(dtype).reshape(shape[::-1] if fortran else shape)
-    return np.ascontiguousarray(values.T if fortran else values)
+    values = np.frombuffer(data, dtype=dtype, count=count, offset=offset).reshape(
+        shape[::-1] if fortran else shape
+    )
+    return np.array(values.T if fortran else values, order="C")
 
 
 def parameter_order(src: CheckpointSource, *, trainable_only: bool = False) -> list[str]:
@@ -171,7 +180,9 @@ def _rebuild(
         if name in values:
             array = values[name]
             if array.shape != param.shape and not param.is_nominal:
-                raise ConversionError(f"{label}: parameter {name!r} has shape {array.shape}, the reference {param.shape}")
+                raise ConversionError(
+                    f"{label}: parameter {name!r} has shape {array.shape}, the reference {param.shape}"
+                )
         elif not param.trainable:
             array = param.data
         else:
@@ -201,7 +212,8 @@ def from_arrayrecord(
         raise ConversionError(f"expected a flwr ArrayRecord, got {type(record).__name__}")
     if CHECKPOINT_KEY in record:
         raise ConversionError(
-            f"this ArrayRecord carries a whole checkpoint ({CHECKPOINT_KEY!r}); read it with checkpoint_bytes()"
+            f"this ArrayRecord carries a whole checkpoint ({CHECKPOINT_KEY!r}); "
+            "read it with checkpoint_bytes()"
         )
     ref = open_state(reference) if reference is not None else None
     values: dict[str, np.ndarray[Any, Any]] = {}
@@ -215,9 +227,14 @@ def from_arrayrecord(
         values[name] = _decode_array(array, name, expected)
     if ref is not None:
         return _rebuild(values, ref, "ArrayRecord")
-    wanted = set(trainable) if trainable is not None else {n for n, v in values.items() if v.dtype.kind in "fc" or v.dtype.isbuiltin == 2}
+    wanted = (
+        set(trainable)
+        if trainable is not None
+        else {n for n, v in values.items() if v.dtype.kind in "fc" or v.dtype.isbuiltin == 2}
+    )
     return CheckpointState(
-        {n: v for n, v in values.items() if n in wanted}, frozen={n: v for n, v in values.items() if n not in wanted}
+        {n: v for n, v in values.items() if n in wanted},
+        frozen={n: v for n, v in values.items() if n not in wanted},
     )
 
 
@@ -238,16 +255,24 @@ def from_ndarrays(
     ref = open_state(reference)
     names = parameter_order(ref, trainable_only=trainable_only)
     if len(arrays) != len(names):
-        raise ConversionError(f"{len(arrays)} arrays for the reference's {len(names)} parameters ({names[:3]}...)")
+        raise ConversionError(
+            f"{len(arrays)} arrays for the reference's {len(names)} parameters ({names[:3]}...)"
+        )
     values = {}
     for name, array in zip(names, arrays):
         expected = ref.parameters[name].dtype
         value = np.asarray(array)
         if value.dtype != expected:
-            if value.dtype.kind == "V" and value.dtype.itemsize == expected.itemsize and expected.isbuiltin == 2:
+            if (
+                value.dtype.kind == "V"
+                and value.dtype.itemsize == expected.itemsize
+                and expected.isbuiltin == 2
+            ):
                 value = value.view(expected)
             else:
-                raise ConversionError(f"parameter {name!r}: dtype {value.dtype} where the reference has {expected}")
+                raise ConversionError(
+                    f"parameter {name!r}: dtype {value.dtype} where the reference has {expected}"
+                )
         values[name] = value
     return _rebuild(values, ref, "ndarrays")
 
@@ -268,11 +293,15 @@ def from_parameters(
     ref = open_state(reference)
     names = parameter_order(ref, trainable_only=trainable_only)
     if len(parameters.tensors) != len(names):
-        raise ConversionError(f"{len(parameters.tensors)} tensors for the reference's {len(names)} parameters")
+        raise ConversionError(
+            f"{len(parameters.tensors)} tensors for the reference's {len(names)} parameters"
+        )
     values = {}
     for name, data in zip(names, parameters.tensors):
         param = ref.parameters[name]
-        array = Array(dtype=_dtypes.type_name(param.data_type), shape=tuple(param.shape), stype=_NUMPY_STYPE, data=data)
+        array = Array(
+            dtype=_dtypes.type_name(param.data_type), shape=tuple(param.shape), stype=_NUMPY_STYPE, data=data
+        )
         values[name] = _decode_array(array, name, param.dtype)
     return _rebuild(values, ref, "Parameters")
 
@@ -293,12 +322,13 @@ def to_metricrecord(
     state = open_state(src)
     record = MetricRecord()
     for name, value in state.properties.items():
-        if not isinstance(value, str):
+        if isinstance(value, (int, float)):
             record[name] = value
     if weight_property is not None:
-        if weight_property not in state.properties or isinstance(state.properties[weight_property], str):
+        weight = state.properties.get(weight_property)
+        if not isinstance(weight, (int, float)):
             raise KeyError(f"the checkpoint has no numeric property {weight_property!r} to weigh by")
-        record[weighted_by_key] = state.properties[weight_property]
+        record[weighted_by_key] = weight
     return record
 
 
@@ -315,7 +345,9 @@ def properties_from_records(*records: MetricRecord | ConfigRecord) -> dict[str, 
     for record in records:
         for key, value in record.items():
             if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-                raise ConversionError(f"record value {key!r} of type {type(value).__name__} cannot be a checkpoint property")
+                raise ConversionError(
+                    f"record value {key!r} of type {type(value).__name__} cannot be a checkpoint property"
+                )
             out[key] = value
     return out
 
@@ -333,7 +365,9 @@ def checkpoint_bytes(record: ArrayRecord) -> bytes:
     """The checkpoint bytes of a ``checkpoint_record`` (untrusted: validate them with
     ``ortckpt.load_bytes``). ``ConversionError`` when the record is not one."""
     if not isinstance(record, ArrayRecord) or set(record) != {CHECKPOINT_KEY}:
-        raise ConversionError(f"the ArrayRecord does not carry a checkpoint (one Array under {CHECKPOINT_KEY!r})")
+        raise ConversionError(
+            f"the ArrayRecord does not carry a checkpoint (one Array under {CHECKPOINT_KEY!r})"
+        )
     array = record[CHECKPOINT_KEY]
     if not isinstance(array, Array) or array.dtype != "uint8" or len(array.shape) != 1:
         raise ConversionError(f"{CHECKPOINT_KEY!r} must be a 1-D uint8 Array")

@@ -111,7 +111,9 @@ class OrtFedAvg(FedAvg):
         self.payload = payload
         self.on_round = on_round
         # a private copy: a mapped file changed during training cannot change the template
-        self.global_state: CheckpointState = open_state(serialize(open_state(initial), include_optimizer_state=False))
+        self.global_state: CheckpointState = open_state(
+            serialize(open_state(initial), include_optimizer_state=False)
+        )
         self.round_reports: dict[int, RoundReport] = {}
 
     # -- what the devices get ---------------------------------------------------------------------
@@ -198,11 +200,20 @@ class OrtFedAvg(FedAvg):
             except ValueError as exc:
                 report.rejected.append(Rejection(node, client, "weight", str(exc)))
                 continue
-            sources[client], weights[client], contents[client], nodes[client] = source, weight, msg.content, node
+            sources[client], weights[client], contents[client], nodes[client] = (
+                source,
+                weight,
+                msg.content,
+                node,
+            )
         aggregation: AggregationReport | None
         try:
             aggregation = average(
-                sources, weights=weights, reference=self.global_state, method=self.method, **self.average_options
+                sources,
+                weights=weights,
+                reference=self.global_state,
+                method=self.method,
+                **self.average_options,
             )
         except AggregationError as exc:
             aggregation = exc.report
@@ -210,7 +221,9 @@ class OrtFedAvg(FedAvg):
             if s.accepted:
                 report.accepted.append(s.client)
             else:
-                report.rejected.append(Rejection(nodes[s.client], s.client, s.kind or "rejected", s.reason or ""))
+                report.rejected.append(
+                    Rejection(nodes[s.client], s.client, s.kind or "rejected", s.reason or "")
+                )
         self.round_reports[server_round] = report
         for r in report.rejected:
             log(WARNING, "round %s: reply of %s rejected (%s): %s", server_round, r.client, r.kind, r.reason)
