@@ -30,6 +30,8 @@ WRITING = (
     "convert",
     "strip-values",
     "export-adapter",
+    "to-buffer",
+    "from-buffer",
 )
 
 
@@ -298,7 +300,43 @@ def _dry_argv(command: str, tmp_path: pathlib.Path) -> list[str]:
         return ["strip-values", str(ckpt), str(tmp_path / "nominal.ckpt")]
     if command == "export-adapter":
         return ["export-adapter", str(ckpt), str(tmp_path / "new.onnx_adapter"), "--parameters", "fc1.*"]
+    if command in ("to-buffer", "from-buffer"):
+        return _buffer_argv(command, ckpt, tmp_path)
     return ["strip-optimizer", str(ckpt)]
+
+
+def _buffer_argv(command: str, ckpt: pathlib.Path, tmp_path: pathlib.Path) -> list[str]:
+    """to-buffer / from-buffer with a training graph made for ``ckpt``: every parameter an input,
+    a gradient input for each trainable one (the interface generate_artifacts gives it)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    state = ortckpt.load(ckpt)
+    inputs = [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, p.shape) for n, p in state.parameters.items()
+    ]
+    inputs += [
+        helper.make_tensor_value_info(f"{n}_grad.accumulation.buffer", TensorProto.FLOAT, p.shape)
+        for n, p in state.trainable_parameters.items()
+    ]
+    loss = helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])
+    graph = helper.make_graph([helper.make_node("Identity", [inputs[0].name], ["loss"])], "t", inputs, [loss])
+    model = tmp_path / "training_model.onnx"
+    onnx.save(helper.make_model(graph), model)
+    if command == "to-buffer":
+        return ["to-buffer", str(ckpt), "--training-model", str(model), "-o", str(tmp_path / "p.bin")]
+    buf = tmp_path / "up.bin"
+    ortckpt.parameters_to_buffer(state, model).tofile(buf)
+    return [
+        "from-buffer",
+        str(buf),
+        "--reference",
+        str(ckpt),
+        "--training-model",
+        str(model),
+        "-o",
+        str(ckpt),
+    ]
 
 
 @pytest.mark.parametrize("command", WRITING)
@@ -372,6 +410,10 @@ def test_writing_commands_json_report(
             doc["parameters"] == ["fc1.bias", "fc1.weight"]
             and len(ortckpt.from_adapter(doc["output"]).parameters) == 2
         )
+    elif command == "to-buffer":
+        assert doc["trainable_only"] is True and doc["files"][0]["size"] == 4 * doc["values"]
+    elif command == "from-buffer":
+        assert doc["trainable_only"] is True and ortckpt.load(doc["output"]).optimizer is not None
     else:
         assert (doc["replaced"], doc["initializers"], doc["external_data"]) == (1, 4, False)
 

@@ -32,6 +32,7 @@ from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, external_data_path, load_bytes,
 from .state import CheckpointState, OptimizerGroup, Parameter, PropertyBag
 
 if _typing.TYPE_CHECKING:
+    from ._buffers import parameters_from_buffer, parameters_to_buffer
     from .adapters import from_adapter, to_adapter
     from .aggregate import AggregationError, AggregationReport, SourceReport, average
     from .conversions import (
@@ -54,6 +55,7 @@ if _typing.TYPE_CHECKING:
     )
 
 _LAZY = {
+    **dict.fromkeys(("parameters_from_buffer", "parameters_to_buffer"), "_buffers"),
     **dict.fromkeys(("from_adapter", "to_adapter"), "adapters"),
     **dict.fromkeys(("AggregationError", "AggregationReport", "SourceReport", "average"), "aggregate"),
     **dict.fromkeys(
@@ -124,6 +126,8 @@ __all__ = [
     "load",
     "load_bytes",
     "load_into_model",
+    "parameters_from_buffer",
+    "parameters_to_buffer",
     "recover",
     "save",
     "save_from_onnx",

@@ -220,6 +220,7 @@ def build_parser() -> Parser:
     _add_file_commands(parser, commands)
     _add_server_commands(parser, commands)
     _add_deploy_commands(parser, commands)
+    _add_buffer_commands(parser, commands)
     return parser
 
 
@@ -376,6 +377,60 @@ def _add_deploy_commands(parser: Parser, commands: Any) -> None:
         "--model-version", type=int, metavar="N", help="int32 stored in the file (default 0)"
     )
     add_output_options(export_adapter, writes=True)
+
+
+def _add_buffer_commands(parser: Parser, commands: Any) -> None:
+    """to-buffer, from-buffer: ORT's flat parameter buffers (docs/federated.md)."""
+    to_buffer = _command(
+        parser,
+        commands,
+        "to-buffer",
+        "write a checkpoint's parameters as ORT's flat float32 parameter buffer",
+        "Write the parameters of CKPT as the flat float32 buffer ORT's\n"
+        "Module.get_contiguous_parameters() returns for the same checkpoint and training model:\n"
+        "the training graph's parameter inputs in graph order, each one's values in C order,\n"
+        "trainable parameters only unless --all-parameters. OUT holds raw little-endian float32\n"
+        "values, no header (as numpy.ndarray.tofile writes; numpy.fromfile(OUT, '<f4') reads it).\n"
+        "Needs the 'onnx' package.",
+        "  ortckpt to-buffer global.ckpt --training-model training_model.onnx -o params.bin\n"
+        "  ortckpt to-buffer global.ckpt --training-model training_model.onnx --all-parameters -o all.bin\n",
+        run="_buffers:run_to_buffer",
+    )
+    to_buffer.add_argument("ckpt", metavar="CKPT", help="checkpoint file")
+    from_buffer = _command(
+        parser,
+        commands,
+        "from-buffer",
+        "write a checkpoint from a reference and ORT's flat float32 parameter buffer",
+        "Write OUT: the --reference checkpoint with the parameters in BUF (raw little-endian\n"
+        "float32, as to-buffer and Module.get_contiguous_parameters() make them) replaced, as ORT's\n"
+        "Module.copy_buffer_to_parameters() does; everything else of the reference is kept. BUF\n"
+        "must hold exactly the values the training model and reference need (trainable only\n"
+        "unless --all-parameters); a nominal reference needs --all-parameters. Needs 'onnx'.",
+        "  ortckpt from-buffer upload.bin --reference global.ckpt --training-model training_model.onnx "
+        "-o device.ckpt\n"
+        "  ortckpt from-buffer all.bin --reference nominal.ckpt --training-model training_model.onnx "
+        "--all-parameters -o full.ckpt\n",
+        run="_buffers:run_from_buffer",
+    )
+    from_buffer.add_argument("buffer", metavar="BUF", help="buffer file (raw little-endian float32)")
+    from_buffer.add_argument(
+        "--reference", required=True, metavar="CKPT", help="checkpoint whose parameters BUF holds"
+    )
+    for command, what in ((to_buffer, "buffer file"), (from_buffer, "checkpoint")):
+        command.add_argument(
+            "--training-model",
+            required=True,
+            metavar="MODEL",
+            help="training ONNX model (training_model.onnx)",
+        )
+        command.add_argument(
+            "--all-parameters",
+            action="store_true",
+            help="frozen parameters too (ORT's trainable_only=False); default: trainable only",
+        )
+        command.add_argument("-o", "--out", required=True, metavar="OUT", help=f"{what} to write")
+        add_output_options(command, writes=True)
 
 
 _METHODS = ("fedavg", "median", "trimmed_mean", "krum", "multi_krum", "bulyan")  # as ortckpt._robust

@@ -135,6 +135,33 @@ impl MappedFile {
     /// [`Error::CheckpointChanged`] when the file changed while it was read.
     pub fn read(file: File, path: &Path, keep_going: &mut dyn FnMut() -> bool) -> Result<MappedFile> {
         let stamp = FileStamp::of_file(&file, path)?;
+        MappedFile::read_stamped(file, stamp, path, keep_going)
+    }
+
+    /// Opens (regular files only, never blocking) and reads `path` into private memory, unless
+    /// the opened file is larger than `max_bytes`: then `Ok(Err(its size))`, before a byte is
+    /// allocated or read. A file that grows while it is read is refused like any change
+    /// ([`Error::CheckpointChanged`]), so no more than `max_bytes` are ever read.
+    pub fn read_path_within(
+        path: &Path,
+        max_bytes: u64,
+        keep_going: &mut dyn FnMut() -> bool,
+    ) -> Result<std::result::Result<MappedFile, u64>> {
+        let file = open_regular(path)?;
+        let stamp = FileStamp::of_file(&file, path)?;
+        if stamp.size > max_bytes {
+            return Ok(Err(stamp.size));
+        }
+        MappedFile::read_stamped(file, stamp, path, keep_going).map(Ok)
+    }
+
+    /// [`MappedFile::read`] of a file whose state when opened was `stamp`.
+    fn read_stamped(
+        file: File,
+        stamp: FileStamp,
+        path: &Path,
+        keep_going: &mut dyn FnMut() -> bool,
+    ) -> Result<MappedFile> {
         // The size comes from the file system, not from file contents: a sound allocation size.
         let size = usize::try_from(stamp.size)
             .map_err(|_| Error::io(path, "read", std::io::ErrorKind::OutOfMemory.into()))?;

@@ -12,7 +12,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::errors::{core_error, GuardedError};
+use crate::errors::{core_error, GuardedError, SourceTooLargeError};
 
 #[pyclass(frozen, module = "ortckpt._native")]
 pub(crate) struct MappedFile {
@@ -82,6 +82,24 @@ impl MappedFile {
             .detach(|| ortckpt_core::MappedFile::open(&path))
             .map_err(|e| core_error(&show(&path), GuardedError::Core(e)))?;
         Ok(MappedFile { inner })
+    }
+
+    /// Opens (regular files only, never blocking) and reads `path` into private memory (immune to
+    /// another program truncating the file later); SourceTooLargeError for a file of more than
+    /// `max_bytes` bytes, before a byte is read.
+    #[staticmethod]
+    fn read(py: Python<'_>, path: &Bound<'_, PyAny>, max_bytes: u64) -> PyResult<Self> {
+        let path = path_arg(path)?;
+        let source = show(&path);
+        let read = interruptible(py, &source, |keep_going| {
+            ortckpt_core::MappedFile::read_path_within(&path, max_bytes, keep_going)
+        })?;
+        match read {
+            Ok(inner) => Ok(MappedFile { inner }),
+            Err(size) => Err(SourceTooLargeError::new_err(format!(
+                "{source}: {size} bytes exceed the size limit of {max_bytes} bytes"
+            ))),
+        }
     }
 
     /// The file's path, as given.
