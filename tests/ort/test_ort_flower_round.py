@@ -25,6 +25,11 @@ REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "examples" / "flower_ort"
 DEVICE = APP / "flower_ort" / "ort_device.py"
 BEHAVIOURS = ["honest", "honest", "corrupt", "nan"]
+# what the server sends, and what each device replies with (a checkpoint or a parameter buffer)
+SETUPS = {
+    "checkpoints": ("checkpoint", ["checkpoint"] * 4),
+    "nominal+buffers": ("nominal+buffer", ["checkpoint", "buffer", "checkpoint", "buffer"]),
+}
 
 pytestmark = pytest.mark.ort
 
@@ -46,7 +51,11 @@ def deployment(tmp_path: Path) -> Iterator[Deployment]:
         d.stop()  # also when the test fails: no server is left running
 
 
-def test_two_rounds_on_a_flower_deployment(deployment: Deployment, ort_python: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("setup", sorted(SETUPS))
+def test_two_rounds_on_a_flower_deployment(
+    setup: str, deployment: Deployment, ort_python: str, tmp_path: Path
+) -> None:
+    payload, replies = SETUPS[setup]
     started = time.monotonic()
     artifacts, out = tmp_path / "artifacts", tmp_path / "out"
     device(ort_python, "artifacts", str(artifacts))
@@ -54,14 +63,17 @@ def test_two_rounds_on_a_flower_deployment(deployment: Deployment, ort_python: s
 
     deployment.start_superlink()
     node_logs = {}
-    for i, behaviour in enumerate(BEHAVIOURS):
+    for i, (behaviour, reply) in enumerate(zip(BEHAVIOURS, replies)):
         node_config = (
-            f'partition-id={i} behaviour="{behaviour}" ort-python="{ort_python}" artifacts="{artifacts}"'
+            f'partition-id={i} behaviour="{behaviour}" reply="{reply}" '
+            f'ort-python="{ort_python}" artifacts="{artifacts}"'
         )
         node_logs[deployment.start_supernode(f"supernode{i}", node_config)] = behaviour
     run_config = (
-        f'initial-checkpoint="{artifacts / "checkpoint"}" out-dir="{out}" num-server-rounds=2 '
-        f'min-nodes={len(BEHAVIOURS)} local-steps=20 lr=0.02 method="fedavg" payload="checkpoint"'
+        f'initial-checkpoint="{artifacts / "checkpoint"}" '
+        f'training-model="{artifacts / "training_model.onnx"}" '
+        f'out-dir="{out}" num-server-rounds=2 min-nodes={len(BEHAVIOURS)} local-steps=20 lr=0.02 '
+        f'method="fedavg" payload="{payload}"'
     )
     proc = deployment.run(APP, run_config, timeout=150)
     context = f"flwr run:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}\n{deployment.tail()}"

@@ -4,6 +4,8 @@ Nothing here imports ortckpt or flwr: it is what a phone or browser runs.
 
     python ort_device.py artifacts DIR                      # generate_artifacts for a small MLP
     python ort_device.py train DIR IN.ckpt OUT.ckpt --partition P --steps N --lr LR
+        [--buffer-in IN.bin]    IN.ckpt is nominal: load every parameter from this float32 buffer
+        [--buffer-out OUT.bin]  also write get_contiguous_parameters(trainable_only=True)
     python ort_device.py loss DIR CKPT                       # mean training loss on held-out data
 
 Each prints one JSON object on stdout.
@@ -101,10 +103,26 @@ def _module(folder: str, ckpt: str):
 
 
 def train(
-    folder: str, src: str, out: str, partition: int, steps: int, lr: float, batch: int
+    folder: str,
+    src: str,
+    out: str,
+    partition: int,
+    steps: int,
+    lr: float,
+    batch: int,
+    buffer_in: str | None = None,
+    buffer_out: str | None = None,
 ) -> dict[str, object]:
+    import onnxruntime
+
     api = training().api
     state, module = _module(folder, src)
+    if buffer_in is not None:  # a nominal checkpoint: the values come as one flat buffer
+        values = np.fromfile(buffer_in, dtype="<f4")
+        # ORT 1.19's Python wrapper hands its argument to the C++ binding as it is, which wants the
+        # binding's own OrtValue (the wrapper's ._ortvalue), not the wrapper
+        ort_value = onnxruntime.OrtValue.ortvalue_from_numpy(values)._ortvalue
+        module.copy_buffer_to_parameters(ort_value, trainable_only=False)
     optimizer = api.Optimizer(os.path.join(folder, "optimizer_model.onnx"), module)
     optimizer.set_learning_rate(lr)
     x, y = data(100 + partition, steps * batch)
@@ -120,6 +138,8 @@ def train(
     state.properties["samples"] = samples
     state.properties["loss"] = float(np.mean(losses))
     api.CheckpointState.save_checkpoint(state, out, include_optimizer_state=False)
+    if buffer_out is not None:  # what ORT's federated-learning design uploads instead of a checkpoint
+        module.get_contiguous_parameters(trainable_only=True).numpy().astype("<f4").tofile(buffer_out)
     return {
         "samples": samples,
         "loss": float(np.mean(losses)),
@@ -146,6 +166,8 @@ def main() -> None:
     t.add_argument("--steps", type=int, default=20)
     t.add_argument("--lr", type=float, default=0.02)
     t.add_argument("--batch", type=int, default=16)
+    t.add_argument("--buffer-in")
+    t.add_argument("--buffer-out")
     e = sub.add_parser("loss")
     e.add_argument("folder")
     e.add_argument("ckpt")
@@ -153,7 +175,17 @@ def main() -> None:
     if args.command == "artifacts":
         result = make_artifacts(args.folder)
     elif args.command == "train":
-        result = train(args.folder, args.src, args.out, args.partition, args.steps, args.lr, args.batch)
+        result = train(
+            args.folder,
+            args.src,
+            args.out,
+            args.partition,
+            args.steps,
+            args.lr,
+            args.batch,
+            args.buffer_in,
+            args.buffer_out,
+        )
     else:
         result = loss(args.folder, args.ckpt)
     # the last line of stdout (generate_artifacts prints its progress before it)

@@ -2,8 +2,10 @@
 
 Run config (pyproject.toml, or ``flwr run --run-config``): ``initial-checkpoint`` (the checkpoint
 ORT's ``generate_artifacts`` wrote), ``out-dir`` (where each round's global checkpoint and a JSON
-report go), ``num-server-rounds``, ``min-nodes``, ``local-steps``, ``lr``, ``method`` (any of
-``ortckpt.average``'s) and ``payload`` (``checkpoint`` or ``checkpoint-v1``).
+report go), ``training-model`` (its ``training_model.onnx``, to decode parameter buffers),
+``num-server-rounds``, ``min-nodes``, ``local-steps``, ``lr``, ``method`` (any of
+``ortckpt.average``'s) and ``payload`` (``checkpoint``, ``checkpoint-v1`` or ``nominal+buffer``).
+Devices may reply with a checkpoint or a flat parameter buffer.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def main(grid: Grid, context: Context) -> None:
         str(config["initial-checkpoint"]),
         method=str(config["method"]),
         payload=str(config["payload"]),
+        training_model=str(config["training-model"]),
         on_round=record,
         fraction_evaluate=0.0,
         min_train_nodes=nodes,

@@ -33,6 +33,8 @@ from ..state import CheckpointState
 
 #: The key of the one ``Array`` that carries a whole checkpoint's bytes in an ``ArrayRecord``.
 CHECKPOINT_KEY = "ortckpt.checkpoint"
+#: The key of a flat float32 parameter buffer (ORT's ``get_contiguous_parameters``) in an ``ArrayRecord``.
+BUFFER_KEY = "ortckpt.buffer"
 
 _NUMPY_STYPE = "numpy.ndarray"
 _MAGIC = b"\x93NUMPY"
@@ -210,10 +212,10 @@ def from_arrayrecord(
     malformed ``Array`` raises ``ConversionError`` naming the tensor."""
     if not isinstance(record, ArrayRecord):
         raise ConversionError(f"expected a flwr ArrayRecord, got {type(record).__name__}")
-    if CHECKPOINT_KEY in record:
+    if CHECKPOINT_KEY in record or BUFFER_KEY in record:
         raise ConversionError(
-            f"this ArrayRecord carries a whole checkpoint ({CHECKPOINT_KEY!r}); "
-            "read it with checkpoint_bytes()"
+            f"this ArrayRecord carries a whole checkpoint ({CHECKPOINT_KEY!r}) or a parameter buffer "
+            f"({BUFFER_KEY!r}); read it with checkpoint_bytes() / buffer_values()"
         )
     ref = open_state(reference) if reference is not None else None
     values: dict[str, np.ndarray[Any, Any]] = {}
@@ -364,11 +366,42 @@ def checkpoint_record(data: bytes | bytearray | memoryview) -> ArrayRecord:
 def checkpoint_bytes(record: ArrayRecord) -> bytes:
     """The checkpoint bytes of a ``checkpoint_record`` (untrusted: validate them with
     ``ortckpt.load_bytes``). ``ConversionError`` when the record is not one."""
-    if not isinstance(record, ArrayRecord) or set(record) != {CHECKPOINT_KEY}:
+    keys = set(record) if isinstance(record, ArrayRecord) else set()
+    if CHECKPOINT_KEY not in keys or not keys <= {CHECKPOINT_KEY, BUFFER_KEY}:
         raise ConversionError(
-            f"the ArrayRecord does not carry a checkpoint (one Array under {CHECKPOINT_KEY!r})"
+            f"the ArrayRecord does not carry a checkpoint (an Array under {CHECKPOINT_KEY!r})"
         )
     array = record[CHECKPOINT_KEY]
     if not isinstance(array, Array) or array.dtype != "uint8" or len(array.shape) != 1:
         raise ConversionError(f"{CHECKPOINT_KEY!r} must be a 1-D uint8 Array")
     return _decode_array(array, CHECKPOINT_KEY, np.dtype(np.uint8)).tobytes()
+
+
+# -- flat parameter buffers in an ArrayRecord --------------------------------------------------
+
+
+def buffer_record(buffer: np.ndarray[Any, Any], nominal: bytes | None = None) -> ArrayRecord:
+    """An ``ArrayRecord`` carrying a flat float32 parameter buffer (``ortckpt.parameters_to_buffer``
+    on the server, ``Module.get_contiguous_parameters`` on a device) under ``BUFFER_KEY``, and,
+    when given, a nominal checkpoint's bytes under ``CHECKPOINT_KEY`` (what a device loads the
+    buffer into with ``copy_buffer_to_parameters``)."""
+    values = np.asarray(buffer)
+    if values.dtype != np.float32 or values.ndim != 1:
+        raise ConversionError(
+            f"a parameter buffer is a 1-D float32 array, not {values.ndim}-D {values.dtype}"
+        )
+    arrays = {BUFFER_KEY: _array_of(values, BUFFER_KEY)}
+    if nominal is not None:
+        arrays[CHECKPOINT_KEY] = _array_of(np.frombuffer(bytes(nominal), np.uint8), CHECKPOINT_KEY)
+    return ArrayRecord(arrays)
+
+
+def buffer_values(record: ArrayRecord) -> np.ndarray[Any, Any]:
+    """The flat float32 buffer of a ``buffer_record`` (untrusted: decode it against the model with
+    ``ortckpt.parameters_from_buffer``). ``ConversionError`` when the record has none."""
+    if not isinstance(record, ArrayRecord) or BUFFER_KEY not in record:
+        raise ConversionError(f"the ArrayRecord does not carry a parameter buffer ({BUFFER_KEY!r})")
+    array = record[BUFFER_KEY]
+    if not isinstance(array, Array) or len(array.shape) != 1:
+        raise ConversionError(f"{BUFFER_KEY!r} must be a 1-D float32 Array")
+    return _decode_array(array, BUFFER_KEY, np.dtype(np.float32))

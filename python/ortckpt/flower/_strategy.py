@@ -20,17 +20,27 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 from flwr.supercore import log
 
+from .._buffers import parameters_from_buffer, parameters_to_buffer
 from .._sources import open_state
 from .._types import CheckpointSource
 from ..aggregate import AggregationReport, average
 from ..conversions import to_nominal
-from ..errors import AggregationError, CheckpointError
+from ..errors import AggregationError, CheckpointError, TensorDataError
 from ..io import serialize
 from ..state import CheckpointState
-from ._records import CHECKPOINT_KEY, checkpoint_bytes, checkpoint_record, from_arrayrecord, to_arrayrecord
+from ._records import (
+    BUFFER_KEY,
+    CHECKPOINT_KEY,
+    buffer_record,
+    buffer_values,
+    checkpoint_bytes,
+    checkpoint_record,
+    from_arrayrecord,
+    to_arrayrecord,
+)
 
 #: What the server sends devices each round (``OrtFedAvg(payload=...)``).
-PAYLOADS = ("checkpoint", "checkpoint-v1", "arrays")
+PAYLOADS = ("checkpoint", "checkpoint-v1", "nominal+buffer", "arrays")
 #: The ConfigRecord key telling devices which payload the round's ArrayRecord holds.
 PAYLOAD_CONFIG_KEY = "ortckpt-payload"
 
@@ -75,17 +85,24 @@ class OrtFedAvg(FedAvg):
 
     Each round the devices get, under ``arrayrecord_key``: ``payload="checkpoint"`` the global
     checkpoint's bytes (``checkpoint_record``, for ``CheckpointState.load_checkpoint`` on the
-    device), ``"checkpoint-v1"`` the same as a format-version-1 file (ORT 1.16-1.17 devices), or
-    ``"arrays"`` named tensors; the ConfigRecord's ``"ortckpt-payload"`` says which.
+    device), ``"checkpoint-v1"`` the same as a format-version-1 file (ORT 1.16-1.17 devices),
+    ``"nominal+buffer"`` the nominal checkpoint (structure, no values) and every parameter as one
+    flat float32 buffer (``buffer_record``; the device loads the nominal checkpoint and calls
+    ``Module.copy_buffer_to_parameters(buffer, trainable_only=False)``; needs ``training_model``),
+    or ``"arrays"`` named tensors; the ConfigRecord's ``"ortckpt-payload"`` says which.
 
-    Replies carry, under ``arrayrecord_key``, a checkpoint (``checkpoint_record``) or named tensors
-    (``to_arrayrecord``, frozen parameters optional), and a ``MetricRecord`` with the weight under
-    ``weighted_by_key`` (``to_metricrecord``). Every reply is decoded and checked against the
-    round's global checkpoint by ``ortckpt.average(method=method, **average_options)`` (any
-    method: fedavg, median, trimmed_mean, krum, multi_krum, bulyan; options such as ``clip_norm``
-    or ``byzantine``); a reply that fails (malformed, not a checkpoint, other names, dtypes or
-    shapes, NaN/inf, no usable weight, a Flower error) is left out and reported in
-    ``round_reports[server_round]`` and the log, never ending the round. ``on_round`` is called with
+    Replies carry, under ``arrayrecord_key``, a checkpoint (``checkpoint_record``), a flat
+    parameter buffer (``buffer_record`` of ``Module.get_contiguous_parameters()``, trainable only
+    or all parameters, told apart by length; needs ``training_model``, the ``training_model.onnx``
+    of ``generate_artifacts``) or named tensors (``to_arrayrecord``, frozen parameters optional),
+    and a ``MetricRecord`` with the weight under ``weighted_by_key`` (``to_metricrecord``).
+
+    Every reply is decoded and checked against the round's global checkpoint by
+    ``ortckpt.average(method=method, **average_options)`` (any method: fedavg, median,
+    trimmed_mean, krum, multi_krum, bulyan; options such as ``clip_norm`` or ``byzantine``). A
+    reply that fails (malformed, not a checkpoint, other names, dtypes or shapes, NaN/inf, no
+    usable weight, a Flower error) is left out and reported in ``round_reports[server_round]`` and
+    the log, never ending the round. ``on_round`` is called with
     each ``RoundReport``. The other arguments are FedAvg's.
     """
 
@@ -96,6 +113,7 @@ class OrtFedAvg(FedAvg):
         method: str = "fedavg",
         average_options: Mapping[str, Any] | None = None,
         payload: str = "checkpoint",
+        training_model: Any = None,
         on_round: Callable[[RoundReport], None] | None = None,
         **fedavg_options: Any,
     ) -> None:
@@ -108,7 +126,10 @@ class OrtFedAvg(FedAvg):
                 raise ValueError(f"average_options cannot set {reserved!r}: the strategy sets it")
         self.method = method
         self.average_options = options
+        if payload == "nominal+buffer" and training_model is None:
+            raise ValueError("payload 'nominal+buffer' needs training_model (the training_model.onnx)")
         self.payload = payload
+        self.training_model = training_model
         self.on_round = on_round
         # a private copy: a mapped file changed during training cannot change the template
         self.global_state: CheckpointState = open_state(
@@ -127,6 +148,11 @@ class OrtFedAvg(FedAvg):
         state = self.global_state if state is None else state
         if self.payload == "arrays":
             return to_arrayrecord(state)
+        if self.payload == "nominal+buffer":
+            nominal = serialize(to_nominal(state), include_optimizer_state=False)
+            return buffer_record(
+                parameters_to_buffer(state, self.training_model, trainable_only=False), nominal
+            )
         version = 1 if self.payload == "checkpoint-v1" else 2
         return checkpoint_record(serialize(state, include_optimizer_state=False, format_version=version))
 
@@ -163,7 +189,25 @@ class OrtFedAvg(FedAvg):
             raise CheckpointError(f"the reply has no ArrayRecord {self.arrayrecord_key!r}")
         if CHECKPOINT_KEY in record:
             return checkpoint_bytes(record)
+        if BUFFER_KEY in record:
+            return self._from_buffer(record)
         return from_arrayrecord(record, self.global_state)
+
+    def _from_buffer(self, record: ArrayRecord) -> CheckpointState:
+        if self.training_model is None:
+            raise CheckpointError(
+                "a parameter buffer arrived, but the strategy has no training_model to decode it"
+            )
+        values = buffer_values(record)
+        try:  # trainable parameters only (ORT's copy_buffer_to_parameters default), or all of them
+            return parameters_from_buffer(values, self.global_state, self.training_model, trainable_only=True)
+        except TensorDataError as first:
+            try:
+                return parameters_from_buffer(
+                    values, self.global_state, self.training_model, trainable_only=False
+                )
+            except TensorDataError:
+                raise first from None
 
     def _weight(self, content: RecordDict) -> float:
         for metrics in content.metric_records.values():
