@@ -361,3 +361,91 @@ def test_payloads_for_devices() -> None:
         F.OrtFedAvg(base, payload="pickle")
     with pytest.raises(ValueError, match="reference"):
         F.OrtFedAvg(base, average_options={"reference": base})
+
+
+# -- parameter buffers (ORT's get_contiguous_parameters / copy_buffer_to_parameters) -------------
+
+
+def _training_model(tmp_path) -> str:
+    """The interface of _base()'s training graph: parameters as graph inputs, in graph order (not
+    name order), trainable ones with their gradient buffers."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    spec = [
+        ("x", ["batch", 4]),
+        ("fc.bias", [3]),
+        ("scale", [3]),
+        ("fc.weight", [4, 3]),
+        ("fc.weight_grad.accumulation.buffer", [4, 3]),
+        ("fc.bias_grad.accumulation.buffer", [3]),
+    ]
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["loss"])],
+        "training",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, d) for n, d in spec],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+    )
+    path = tmp_path / "training_model.onnx"
+    onnx.save(helper.make_model(graph), path)
+    return str(path)
+
+
+def test_ortfedavg_takes_parameter_buffer_replies(tmp_path) -> None:
+    model = _training_model(tmp_path)
+    base = _base()
+    good = [_trained(base, s, n) for s, n in ((1, 10), (2, 30), (3, 60))]
+    nan = ortckpt.parameters_to_buffer(_trained(base, 4, 10), model)
+    nan[2] = np.nan
+    replies = [
+        # trainable only (ORT's default), all parameters (told apart by length), a checkpoint
+        _reply(
+            1,
+            _content(
+                F.buffer_record(ortckpt.parameters_to_buffer(good[0], model)), F.to_metricrecord(good[0])
+            ),
+        ),
+        _reply(
+            2,
+            _content(
+                F.buffer_record(ortckpt.parameters_to_buffer(good[1], model, trainable_only=False)),
+                F.to_metricrecord(good[1]),
+            ),
+        ),
+        _reply(3, _content(F.checkpoint_record(good[2].to_bytes()), F.to_metricrecord(good[2]))),
+        _reply(4, _content(F.buffer_record(np.zeros(5, np.float32)), MetricRecord({"num-examples": 5}))),
+        _reply(5, _content(F.buffer_record(nan), MetricRecord({"num-examples": 5}))),
+    ]
+    strategy = F.OrtFedAvg(base, training_model=model)
+    arrays, _ = strategy.aggregate_train(1, replies)
+    report = strategy.round_reports[1]
+    assert report.accepted == ["node 1", "node 2", "node 3"]
+    assert {r.node_id: r.kind for r in report.rejected} == {4: "malformed", 5: "non-finite"}
+    assert "holds 5 float32 values" in report.rejected[0].reason and "needs 15" in report.rejected[0].reason
+    expected = ortckpt.average(good, weights=[10, 30, 60], reference=base).state
+    assert arrays is not None and ortckpt.serialize(F.from_arrayrecord(arrays, base)) == ortckpt.serialize(
+        expected
+    )
+    # without the training model a buffer cannot be decoded: that reply is dropped, not the round
+    plain = F.OrtFedAvg(base)
+    plain.aggregate_train(1, replies[:1] + replies[2:3])
+    assert [(r.node_id, r.kind) for r in plain.round_reports[1].rejected] == [(1, "malformed")]
+
+
+def test_nominal_plus_buffer_payload(tmp_path) -> None:
+    model = _training_model(tmp_path)
+    base = _base()
+    record = _wire(F.OrtFedAvg(base, payload="nominal+buffer", training_model=model).payload_record())
+    nominal = ortckpt.load_bytes(F.checkpoint_bytes(record))
+    assert nominal.is_nominal and list(nominal.parameters) == list(base.parameters)
+    buffer = F.buffer_values(record)
+    assert np.array_equal(buffer, ortckpt.parameters_to_buffer(base, model, trainable_only=False))
+    # what the device ends up with (copy_buffer_to_parameters(buffer, trainable_only=False))
+    restored = ortckpt.parameters_from_buffer(buffer, base, model, trainable_only=False)
+    assert ortckpt.serialize(restored) == ortckpt.serialize(base)
+    with pytest.raises(ValueError, match="training_model"):
+        F.OrtFedAvg(base, payload="nominal+buffer")
+    with pytest.raises(ortckpt.ConversionError, match="1-D float32"):
+        F.buffer_record(np.zeros(3, np.float64))
+    with pytest.raises(ortckpt.ConversionError):
+        F.buffer_values(F.checkpoint_record(b"x"))
