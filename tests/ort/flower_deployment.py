@@ -89,25 +89,30 @@ class Deployment:
             f'[superlink.loopback]\naddress = "127.0.0.1:{self.port}"\ninsecure = true\n'
         )
 
-    def start_supernode(self, name: str, node_config: str) -> Path:
-        port = free_port()
-        proc, log = self._start(
-            name,
-            [
-                "flower-supernode",
-                "--insecure",
-                "--superlink",
-                f"127.0.0.1:{self.port}",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--node-config",
-                node_config,
-            ],
-        )
-        wait_for_port(port, proc, log, 60)
-        return log
+    def start_supernodes(self, node_configs: list[str]) -> list[Path]:
+        """One SuperNode per node config, started together; returns their logs once all listen."""
+        started = []
+        for i, node_config in enumerate(node_configs):
+            port = free_port()
+            proc, log = self._start(
+                f"supernode{i}",
+                [
+                    "flower-supernode",
+                    "--insecure",
+                    "--superlink",
+                    f"127.0.0.1:{self.port}",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--node-config",
+                    node_config,
+                ],
+            )
+            started.append((port, proc, log))
+        for port, proc, log in started:
+            wait_for_port(port, proc, log, 60)
+        return [log for _, _, log in started]
 
     def run(self, app: Path, run_config: str, timeout: float) -> subprocess.CompletedProcess[str]:
         """``flwr run APP loopback --stream``: submit the app and follow its logs to the end."""

@@ -62,13 +62,12 @@ def test_two_rounds_on_a_flower_deployment(
     initial_loss = device(ort_python, "loss", str(artifacts), str(artifacts / "checkpoint"))["loss"]
 
     deployment.start_superlink()
-    node_logs = {}
-    for i, (behaviour, reply) in enumerate(zip(BEHAVIOURS, replies)):
-        node_config = (
-            f'partition-id={i} behaviour="{behaviour}" reply="{reply}" '
-            f'ort-python="{ort_python}" artifacts="{artifacts}"'
-        )
-        node_logs[deployment.start_supernode(f"supernode{i}", node_config)] = behaviour
+    node_configs = [
+        f'partition-id={i} behaviour="{behaviour}" reply="{reply}" '
+        f'ort-python="{ort_python}" artifacts="{artifacts}"'
+        for i, (behaviour, reply) in enumerate(zip(BEHAVIOURS, replies))
+    ]
+    node_logs = dict(zip(deployment.start_supernodes(node_configs), BEHAVIOURS))
     run_config = (
         f'initial-checkpoint="{artifacts / "checkpoint"}" '
         f'training-model="{artifacts / "training_model.onnx"}" '

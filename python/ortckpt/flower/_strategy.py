@@ -229,8 +229,10 @@ class OrtFedAvg(FedAvg):
         weights: dict[str, float] = {}
         contents: dict[str, RecordDict] = {}
         nodes: dict[str, int] = {}
-        for msg in replies:
+        for index, msg in enumerate(replies):
             client, node = _client(msg), msg.metadata.src_node_id
+            if client in nodes or any(r.client == client for r in report.rejected):
+                client = f"{client} (reply #{index})"  # a node that replied twice: report both
             if msg.has_error():
                 report.rejected.append(Rejection(node, client, "error", str(msg.error.reason)))
                 continue
