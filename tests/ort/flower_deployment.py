@@ -1,7 +1,8 @@
 """A Flower deployment on loopback for tests: a SuperLink and SuperNodes as real processes
 (``flower-superlink`` / ``flower-supernode --insecure`` on 127.0.0.1, free ports), and ``flwr run``
-against them. Every process is started in its own session and killed with its whole process group
-(the SuperExec, ServerApp and ClientApp processes Flower starts under it) by ``stop()``.
+against them. Every process is started in its own session; ``stop()`` kills it with every process it started
+(the SuperExec, ServerApp and ClientApp processes, which Flower starts in sessions of their own,
+so they are found by parentage, not by process group).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import psutil
 
 BIN = Path(sys.executable).parent  # flower-superlink, flower-supernode, flwr, flower-superexec
 
@@ -127,26 +130,32 @@ class Deployment:
         )
 
     def stop(self) -> None:
-        """SIGTERM every process group, then SIGKILL what is left after 5 s."""
-        for proc in self.procs:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + 5
+        """SIGTERM every process and its descendants, then SIGKILL what is left after 5 s."""
+        family: list[psutil.Process] = []
         for proc in self.procs:
             try:
-                proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+                leader = psutil.Process(proc.pid)
+                family += [leader, *leader.children(recursive=True)]
+            except psutil.NoSuchProcess:
                 pass
-            # the group may outlive its leader (SuperExec, ServerApp, ClientApp processes)
+        for member in family:
             try:
+                member.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(family, timeout=5)
+        for member in alive:
+            try:
+                member.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(alive, timeout=5)
+        for proc in self.procs:
+            try:  # anything still in a leader's process group
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-            if proc.poll() is None:
-                proc.wait(5)
+            proc.wait(5)
 
     def tail(self) -> str:
         return "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')[-2500:]}" for log in self.logs)

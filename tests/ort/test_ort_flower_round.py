@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.ort.flower_deployment import Deployment
@@ -97,3 +98,22 @@ def test_two_rounds_on_a_flower_deployment(
     final_loss = device(ort_python, "loss", str(artifacts), str(final))["loss"]  # loads in ORT 1.19.2
     assert final_loss < initial_loss, (initial_loss, final_loss)
     print(f"2 rounds took {time.monotonic() - started:.1f} s; loss {initial_loss:.3f} -> {final_loss:.3f}")
+
+
+def test_stop_leaves_no_process_behind(tmp_path: Path) -> None:
+    """What the fixture's finalizer relies on: stop() ends every process the deployment started,
+    the SuperExec processes Flower starts in their own sessions included."""
+    d = Deployment(tmp_path)
+    try:
+        d.start_superlink()
+        d.start_supernodes(["partition-id=0"])
+        family = [
+            p
+            for proc in d.procs
+            for p in (psutil.Process(proc.pid), *psutil.Process(proc.pid).children(True))
+        ]
+        # the SuperLink, its SuperExec and the SuperNode (whose SuperExec may not be up yet)
+        assert any(p.name().startswith("flower-superexe") for p in family), family
+    finally:
+        d.stop()
+    assert [p.pid for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
