@@ -160,26 +160,24 @@ class OrtFedAvg(FedAvg):
         """The global checkpoint's structure without values (``ortckpt.to_nominal``)."""
         return serialize(to_nominal(self.global_state), include_optimizer_state=False)
 
-    def _adopt(self, arrays: ArrayRecord) -> None:
-        # start() hands back the arrays it got from aggregate_train (or the initial ones): they
-        # are the global model this round starts from
+    def _adopt(self, arrays: ArrayRecord, config: ConfigRecord) -> ArrayRecord:
+        """The payload for the global model ``arrays``: start() hands back the arrays it got from
+        aggregate_train (or the initial ones), the model this round starts from."""
         self.global_state = from_arrayrecord(arrays, self.global_state)
+        config[PAYLOAD_CONFIG_KEY] = self.payload
+        return self.payload_record()
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """FedAvg's sampling, with the round's payload (``payload``) in the messages."""
-        self._adopt(arrays)
-        config[PAYLOAD_CONFIG_KEY] = self.payload
-        return super().configure_train(server_round, self.payload_record(), config, grid)
+        return super().configure_train(server_round, self._adopt(arrays, config), config, grid)
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """FedAvg's sampling, with the global model as the round's payload."""
-        self._adopt(arrays)
-        config[PAYLOAD_CONFIG_KEY] = self.payload
-        return super().configure_evaluate(server_round, self.payload_record(), config, grid)
+        return super().configure_evaluate(server_round, self._adopt(arrays, config), config, grid)
 
     # -- what comes back --------------------------------------------------------------------------
 
