@@ -5,7 +5,8 @@ ORT's rule reads; tests/ort/test_ort_buffers.py checks the rule against ORT 1.19
 Covered: graph-input order (not name or file order), ``trainable_only``, parameters outside the
 graph, round trips, the reference left untouched, every refusal (length, dtype, model/checkpoint
 mismatch, nominal states, non-float parameters, bad files) naming what is wrong, and the buffer
-file read safely (FIFO, oversize, truncated, truncated after reading).
+file read safely (FIFO, oversize, truncated, truncated after reading, rewritten in place while
+read).
 """
 
 from __future__ import annotations
@@ -397,3 +398,63 @@ def test_cli_errors_are_one_line(state: CheckpointState, model: str, tmp_path: p
         assert proc.returncode == 2, (argv, proc.stderr)
         assert "Traceback" not in proc.stderr and "error:" in proc.stderr
     assert not (tmp_path / "x.ckpt").exists() and not (tmp_path / "x.bin").exists()
+
+
+RACE = """
+import os, sys, threading, time
+import numpy as np
+import ortckpt
+from ortckpt import CheckpointError
+
+path, model = sys.argv[1], sys.argv[2]
+state = ortckpt.CheckpointState({"w": np.zeros((1000, 1000), np.float32)})
+versions = [np.full(1_000_000, v, "<f4").tobytes() for v in (1.0, 2.0)]
+stop = threading.Event()
+
+def rewrite_in_place():  # truncate, then write in pieces: readers see every size in between
+    i = 0
+    while not stop.is_set():
+        with open(path, "r+b") as f:
+            f.truncate(0)
+            data = versions[i % 2]
+            for k in range(0, len(data), 1 << 19):
+                f.write(data[k : k + (1 << 19)])
+        i += 1
+        time.sleep(0.002)  # whole files for a moment too
+
+t = threading.Thread(target=rewrite_in_place)
+t.start()
+outcomes = {"state": 0, "refused": 0}
+try:
+    for _ in range(150):
+        try:
+            out = ortckpt.parameters_from_buffer(path, state, model)
+        except CheckpointError:
+            outcomes["refused"] += 1
+            continue
+        values = np.unique(out.parameters["w"].data)
+        assert set(values.tolist()) <= {1.0, 2.0}, values
+        outcomes["state"] += 1
+finally:
+    stop.set()
+    t.join()
+print(outcomes)
+"""
+
+
+def test_buffer_file_rewritten_while_read(tmp_path: pathlib.Path) -> None:
+    """Another program truncating and rewriting the buffer file in place while it is read: every
+    read gives a state of values that were in the file, or a CheckpointError; never a signal."""
+    model = _model(tmp_path / "m.onnx", [("w", F, [1000, 1000]), ("w" + GRAD, F, [1000, 1000])])
+    path = tmp_path / "buf.bin"
+    np.full(1_000_000, 1.0, "<f4").tofile(path)
+    proc = subprocess.run(
+        [sys.executable, "-c", RACE, str(path), model],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    outcomes = eval(proc.stdout.strip().splitlines()[-1])
+    assert outcomes["state"] + outcomes["refused"] == 150

@@ -94,17 +94,21 @@ def _grad_param(input_name: str) -> str | None:
 def _model_inputs(training_model: onnx.ModelProto | StrPath) -> tuple[str, list[_Input]]:
     """(how to name the model in messages, its main graph's inputs that are not initializers)."""
     require_onnx("parameter buffers")
+    import onnx
     from google.protobuf.message import DecodeError
 
     from .onnx_io import _load_model
 
     shown = "the training model"
-    if isinstance(training_model, (str, os.PathLike)):
-        shown = os.fsdecode(os.fspath(training_model))
-    try:
-        model, _ = _load_model(training_model, "training_model")
-    except DecodeError as exc:
-        raise ConversionError(f"{shown}: not an ONNX model ({exc})") from None
+    if isinstance(training_model, onnx.ModelProto):
+        model = training_model  # only read: no private copy needed
+    else:
+        if isinstance(training_model, (str, os.PathLike)):
+            shown = os.fsdecode(os.fspath(training_model))
+        try:
+            model, _ = _load_model(training_model, "training_model")
+        except DecodeError as exc:
+            raise ConversionError(f"{shown}: not an ONNX model ({exc})") from None
     graph = model.graph
     initialized = {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
     inputs = []

@@ -13,8 +13,9 @@ and ``ort_all.bin`` (raw float32) and ``get_parameters_size`` both ways to ``mak
 ``copy``: for each job of ``WORKDIR/jobs.json`` (``checkpoint``, ``buffer``, ``trainable_only``,
 ``out``): a fresh state and Module, ``copy_buffer_to_parameters`` of the buffer file, then
 ``get_contiguous_parameters(trainable_only=False)`` to ``out + ".all.bin"`` and the state saved to
-``out``. Also records ORT's refusals (wrong buffer length; a nominal state with
-``trainable_only=True``) in ``copy.json``.
+``out``. Buffers and sizes of ``WORKDIR/extra.ckpt`` (a checkpoint with a parameter that is not
+an input of the training graph) to ``extra_*.bin`` and ``extra.json``. Also records ORT's
+refusals (wrong buffer length; a nominal state with ``trainable_only=True``) in ``copy.json``.
 """
 
 from __future__ import annotations
@@ -79,6 +80,16 @@ def copy(work: Path) -> None:
         after.astype("<f4").tofile(work / (job["out"] + ".all.bin"))
         CheckpointState.save_checkpoint(state, str(work / job["out"]))
         del module
+    # a checkpoint with a parameter the training graph does not have (written by ortckpt)
+    extra = CheckpointState.load_checkpoint(str(work / "extra.ckpt"))
+    extra_module = Module(model, extra)
+    extra_sizes = {}
+    for label, only in (("trainable", True), ("all", False)):
+        values = extra_module.get_contiguous_parameters(trainable_only=only).numpy()
+        values.astype("<f4").tofile(work / f"extra_{label}.bin")
+        extra_sizes[label] = extra_module.get_parameters_size(trainable_only=only)
+    (work / "extra.json").write_text(json.dumps(extra_sizes))
+    del extra_module
     refusals = {}
     state = CheckpointState.load_checkpoint(str(art / "checkpoint"))
     module = Module(model, state)

@@ -7,6 +7,8 @@ tests/ort/buffers_runner.py). Training artifacts from ORT's ``generate_artifacts
 * buffers made by ortckpt (random values), given to ORT's ``copy_buffer_to_parameters`` (both
   ways, and into the nominal checkpoint), leave ORT with exactly the parameters
   ``parameters_from_buffer`` decodes;
+* a checkpoint parameter that is not an input of the training graph is in neither ORT's buffer
+  nor ortckpt's;
 * ORT refuses what ortckpt refuses: a buffer of the wrong length, a nominal state with
   ``trainable_only=True``.
 """
@@ -70,6 +72,11 @@ def test_ort_copies_ortckpt_buffers_to_the_parameters_ortckpt_decodes(ort_python
         for name, p in expected[out].parameters.items():
             assert same_bits(from_file.parameters[name].data, p.data), name
     (work / "jobs.json").write_text(json.dumps(jobs))
+    extra = ortckpt.CheckpointState(
+        [*full.parameters.values(), ortckpt.Parameter("zz.extra", np.ones(5, np.float32))],
+        properties=full.properties,
+    )
+    extra.save(work / "extra.ckpt")
     run_module(ort_python, RUNNER, "copy", str(work), timeout=300)
     for job in jobs:
         out = job["out"]
@@ -82,6 +89,12 @@ def test_ort_copies_ortckpt_buffers_to_the_parameters_ortckpt_decodes(ort_python
         # and ORT's own buffer of the result is ortckpt's buffer of what it decoded
         ort_all = np.fromfile(work / f"{out}.all.bin", dtype="<f4")
         assert same_bits(ortckpt.parameters_to_buffer(ours, model, trainable_only=False), ort_all), out
+    # a checkpoint parameter that is not a graph input is in neither buffer, in ORT as in ortckpt
+    sizes = json.loads((work / "extra.json").read_text())
+    for label, only in (("trainable", True), ("all", False)):
+        theirs_extra = np.fromfile(work / f"extra_{label}.bin", dtype="<f4")
+        ours_extra = ortckpt.parameters_to_buffer(extra, model, trainable_only=only)
+        assert sizes[label] == ours_extra.size and same_bits(ours_extra, theirs_extra), label
     # with trainable_only=True the frozen parameter kept the reference's values, in both
     first = ortckpt.load(work / "after_0.ckpt")
     assert same_bits(first.parameters["fc1.bias"].data, full.parameters["fc1.bias"].data)

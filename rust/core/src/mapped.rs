@@ -300,4 +300,25 @@ mod tests {
         assert!(matches!(err, Err(Error::Interrupted { .. })));
         assert_eq!(calls, 1);
     }
+
+    #[test]
+    fn reads_within_a_budget_refuse_larger_files_before_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![3u8; 64]).unwrap();
+        let read = MappedFile::read_path_within(&path, 64, &mut || true).unwrap().unwrap();
+        assert!(!read.is_mapped());
+        assert_eq!(read.bytes(), &[3u8; 64][..]);
+        // a sparse 1 TiB file: refused from its size, `keep_going` never asked (nothing read)
+        let huge = dir.path().join("huge");
+        std::fs::File::create(&huge).unwrap().set_len(1 << 40).unwrap();
+        let mut calls = 0;
+        let refused = MappedFile::read_path_within(&huge, 64, &mut || {
+            calls += 1;
+            true
+        });
+        assert!(matches!(refused, Ok(Err(size)) if size == 1 << 40));
+        assert_eq!(calls, 0);
+        assert!(matches!(MappedFile::read_path_within(dir.path(), 64, &mut || true), Err(Error::Io { .. })));
+    }
 }
