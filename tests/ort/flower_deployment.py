@@ -49,7 +49,9 @@ class Deployment:
             os.environ,
             FLWR_HOME=str(self.home),
             PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
+            # nothing leaves the machine: no telemetry, no check for a newer Flower on PyPI
             FLWR_TELEMETRY_ENABLED="0",
+            FLWR_DISABLE_UPDATE_CHECK="1",
         )
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[Path] = []
@@ -86,7 +88,8 @@ class Deployment:
             ],
         )
         wait_for_port(self.port, proc, log, 60)
-        # the SuperLink connection `flwr run` uses ($FLWR_HOME/config.toml, Flower >= 1.2x)
+        # the SuperLink connection `flwr run` uses: $FLWR_HOME/config.toml in Flower 1.42 (not the
+        # app's pyproject.toml)
         (self.home / "config.toml").write_text(
             '[superlink]\ndefault = "loopback"\n\n'
             f'[superlink.loopback]\naddress = "127.0.0.1:{self.port}"\ninsecure = true\n'
