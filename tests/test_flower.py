@@ -10,6 +10,8 @@ import time
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import ortckpt
 
@@ -456,3 +458,30 @@ def test_nominal_plus_buffer_payload(tmp_path) -> None:
         F.buffer_record(np.zeros(3, np.float64))
     with pytest.raises(ortckpt.ConversionError):
         F.buffer_values(F.checkpoint_record(b"x"))
+
+
+_GOOD = _npy(np.arange(15, dtype=np.float32).reshape(3, 5))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cut=st.integers(0, len(_GOOD)),
+    edits=st.lists(st.tuples(st.integers(0, len(_GOOD) - 1), st.integers(0, 255)), max_size=6),
+    tail=st.binary(max_size=8),
+)
+def test_mangled_npy_data_is_refused_or_exact(cut: int, edits: list[tuple[int, int]], tail: bytes) -> None:
+    """Any damage to an Array's bytes: a ConversionError, or (a change inside the values) a
+    (3, 5) float32 array of exactly the bytes carried. Never another exception."""
+    data = bytearray(_GOOD)
+    for at, value in edits:
+        data[at] = value
+    data = bytes(data[:cut]) + tail
+    reference = ortckpt.CheckpointState({"w": np.zeros((3, 5), np.float32)})
+    record = ArrayRecord({"w": Array(dtype="float32", shape=(3, 5), stype="numpy.ndarray", data=data)})
+    try:
+        state = F.from_arrayrecord(record, reference)
+    except ortckpt.ConversionError:
+        return
+    values = state.parameters["w"].data
+    assert values.shape == (3, 5) and values.dtype == np.float32
+    assert values.tobytes() == data[-60:]

@@ -38,7 +38,9 @@ BUFFER_KEY = "ortckpt.buffer"
 
 _NUMPY_STYPE = "numpy.ndarray"
 _MAGIC = b"\x93NUMPY"
-_MAX_HEADER = 1 << 16  # bytes of .npy header we are willing to parse (numpy's own limit is 10,000)
+# bytes of .npy header parsed at most: numpy.load's own limit (literal_eval is slow on long input);
+# numpy.save writes far shorter headers for any array ORT can hold
+_MAX_HEADER = 10_000
 
 
 def _carried_dtypes() -> dict[str, np.dtype[Any]]:
