@@ -485,3 +485,27 @@ def test_mangled_npy_data_is_refused_or_exact(cut: int, edits: list[tuple[int, i
     values = state.parameters["w"].data
     assert values.shape == (3, 5) and values.dtype == np.float32
     assert values.tobytes() == data[-60:]
+
+
+def test_ortfedavg_evaluation_drops_replies_flower_would_abort_on() -> None:
+    replies = [
+        _reply(1, RecordDict({"metrics": MetricRecord({"num-examples": 10, "loss": 1.0})})),
+        _reply(2, RecordDict({"metrics": MetricRecord({"num-examples": 30, "loss": 3.0})})),
+        _reply(3, RecordDict({"metrics": MetricRecord({"loss": 0.0})})),
+        _reply(4, RecordDict({"a": MetricRecord({"num-examples": 1}), "b": MetricRecord({"loss": 0.0})})),
+        _reply(5, error=Error(code=0, reason="ClientApp crashed")),
+        _reply(1, RecordDict({"metrics": MetricRecord({"num-examples": -1, "loss": 9.0})})),
+    ]
+    strategy = F.OrtFedAvg(_base())
+    metrics = strategy.aggregate_evaluate(2, replies)
+    assert metrics is not None and metrics["loss"] == pytest.approx(2.5)
+    report = strategy.evaluate_reports[2]
+    assert report.accepted == ["node 1", "node 2"]
+    assert [(r.client, r.kind) for r in report.rejected] == [
+        ("node 3", "weight"),
+        ("node 4", "malformed"),
+        ("node 5", "error"),
+        ("node 1 (reply #5)", "weight"),
+    ]
+    with pytest.raises(Exception, match="MetricRecord"):
+        FedAvg().aggregate_evaluate(2, replies)

@@ -70,8 +70,13 @@ class RoundReport:
         return self.aggregation.state if self.aggregation is not None else None
 
 
-def _client(msg: Message) -> str:
-    return f"node {msg.metadata.src_node_id}"
+def _client(msg: Message, index: int, seen: set[str]) -> str:
+    """A reply's name in reports: its node, and its position when the node replied twice."""
+    client = f"node {msg.metadata.src_node_id}"
+    if client in seen:
+        client = f"{client} (reply #{index})"
+    seen.add(client)
+    return client
 
 
 class OrtFedAvg(FedAvg):
@@ -102,7 +107,8 @@ class OrtFedAvg(FedAvg):
     trimmed_mean, krum, multi_krum, bulyan; options such as ``clip_norm`` or ``byzantine``). A
     reply that fails (malformed, not a checkpoint, other names, dtypes or shapes, NaN/inf, no
     usable weight, a Flower error) is left out and reported in ``round_reports[server_round]`` and
-    the log, never ending the round. ``on_round`` is called with
+    the log, never ending the round. Evaluation replies without exactly one MetricRecord holding a
+    usable weight are dropped the same way (``evaluate_reports``). ``on_round`` is called with
     each ``RoundReport``. The other arguments are FedAvg's.
     """
 
@@ -136,6 +142,7 @@ class OrtFedAvg(FedAvg):
             serialize(open_state(initial), include_optimizer_state=False)
         )
         self.round_reports: dict[int, RoundReport] = {}
+        self.evaluate_reports: dict[int, RoundReport] = {}
 
     # -- what the devices get ---------------------------------------------------------------------
 
@@ -227,10 +234,9 @@ class OrtFedAvg(FedAvg):
         weights: dict[str, float] = {}
         contents: dict[str, RecordDict] = {}
         nodes: dict[str, int] = {}
+        seen: set[str] = set()
         for index, msg in enumerate(replies):
-            client, node = _client(msg), msg.metadata.src_node_id
-            if client in nodes or any(r.client == client for r in report.rejected):
-                client = f"{client} (reply #{index})"  # a node that replied twice: report both
+            client, node = _client(msg, index, seen), msg.metadata.src_node_id
             if msg.has_error():
                 report.rejected.append(Rejection(node, client, "error", str(msg.error.reason)))
                 continue
@@ -279,5 +285,56 @@ class OrtFedAvg(FedAvg):
         self.global_state = aggregation.state
         if self.on_round is not None:
             self.on_round(report)
-        metrics = self.train_metrics_aggr_fn([contents[c] for c in report.accepted], self.weighted_by_key)
+        metrics = self._metrics(
+            self.train_metrics_aggr_fn, [contents[c] for c in report.accepted], server_round
+        )
         return to_arrayrecord(self.global_state), metrics
+
+    def _metrics(
+        self,
+        aggregate: Callable[[list[RecordDict], str], MetricRecord],
+        contents: list[RecordDict],
+        server_round: int,
+    ) -> MetricRecord | None:
+        """FedAvg's metric aggregation; metrics that do not add up (lists of other lengths, the weight
+        in a second MetricRecord) lose the round its metrics, never its model."""
+        try:
+            return aggregate(contents, self.weighted_by_key)
+        except (ValueError, TypeError, KeyError) as exc:
+            log(WARNING, "round %s: the replies' metrics could not be aggregated: %s", server_round, exc)
+            return None
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        """FedAvg's weighted mean of the evaluation metrics over the replies with exactly one
+        MetricRecord holding a usable weight; the others are dropped and reported in
+        ``evaluate_reports[server_round]`` (Flower's own FedAvg ends the round on them)."""
+        report = RoundReport(server_round)
+        good: list[RecordDict] = []
+        seen: set[str] = set()
+        for index, msg in enumerate(replies):
+            client, node = _client(msg, index, seen), msg.metadata.src_node_id
+            if msg.has_error():
+                report.rejected.append(Rejection(node, client, "error", str(msg.error.reason)))
+                continue
+            if len(msg.content.metric_records) != 1:
+                reason = f"{len(msg.content.metric_records)} MetricRecords where FedAvg reads exactly one"
+                report.rejected.append(Rejection(node, client, "malformed", reason))
+                continue
+            try:
+                self._weight(msg.content)
+            except ValueError as exc:
+                report.rejected.append(Rejection(node, client, "weight", str(exc)))
+                continue
+            report.accepted.append(client)
+            good.append(msg.content)
+        self.evaluate_reports[server_round] = report
+        for r in report.rejected:
+            log(
+                WARNING,
+                "round %s: evaluation reply of %s rejected (%s): %s",
+                server_round,
+                r.client,
+                r.kind,
+                r.reason,
+            )
+        return self._metrics(self.evaluate_metrics_aggr_fn, good, server_round) if good else None
