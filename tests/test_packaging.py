@@ -39,6 +39,7 @@ def test_installed_metadata_version_matches() -> None:
 def test_public_namespace_is_exactly_all() -> None:
     public = {name for name in vars(ortckpt) if not name.startswith("_")}
     submodules = {"errors", "io", "onnx_io", "state", "cli", "compat", "conversions", "aggregate", "adapters"}
+    submodules |= {"flower"}  # ortckpt.flower, when imported (it needs the 'flower' extra)
     assert public - submodules <= set(ortckpt.__all__), public - submodules - set(ortckpt.__all__)
     assert "version" not in vars(ortckpt)
 
@@ -46,7 +47,7 @@ def test_public_namespace_is_exactly_all() -> None:
 def test_import_does_not_load_optional_or_slow_modules() -> None:
     code = (
         "import sys, ortckpt\n"
-        "unwanted = ('onnx', 'importlib.metadata', 'argcomplete', 'ortckpt.cli', 'ortckpt.onnx_io')\n"
+        "unwanted = ('onnx', 'importlib.metadata', 'argcomplete', 'ortckpt.cli', 'ortckpt.onnx_io', 'flwr')\n"
         "bad = [m for m in unwanted if m in sys.modules]\n"
         "print(bad)\n"
     )
