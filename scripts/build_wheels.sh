@@ -2,7 +2,9 @@
 # Builds the wheels a user can install anywhere, and the sdist, into OUT (default dist/):
 #   * manylinux2014 (glibc 2.17) wheels, linked with zig (`maturin build --zig`; the `ziglang`
 #     package from PyPI provides zig), so they install on any Linux with glibc >= 2.17
-#     (RHEL/CentOS 7+, Debian 8+, Ubuntu 14.04+);
+#     (RHEL/CentOS 7+, Debian 8+, Ubuntu 14.04+), for x86-64 into OUT and for aarch64 (arm64,
+#     cross-compiled by zig from any host) into OUT/aarch64, so that `pip install OUT/*.whl`
+#     meets only the x86-64 wheels;
 #   * one abi3 wheel (stable ABI, CPython 3.11+: the buffer protocol the native module exports is
 #     in the limited API from 3.11 on), plus a version-specific wheel for CPython 3.10;
 #   * the sdist.
@@ -12,7 +14,9 @@
 # The glibc floor is then checked with auditwheel (the symbol versions the shared library needs).
 # The wheels are cached by the hash of every source file that goes into them
 # (ORTCKPT_WHEEL_CACHE, default ~/.cache/ortckpt/wheels): an unchanged tree is not rebuilt.
-# Needs the project's .venv (scripts/setup.sh) for maturin, zig and auditwheel.
+# Needs the project's .venv (scripts/setup.sh) for maturin, zig and auditwheel, and rustup for the
+# aarch64 target's standard library (added here when missing).
+# The aarch64 wheels are tested under QEMU by scripts/test_arm64.sh.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -20,6 +24,7 @@ out=${1:-dist}
 venv="$repo/.venv/bin"
 py310=${ORTCKPT_PY310:-$(ls -d "$HOME"/.pyenv/versions/3.10.*/bin/python3.10 2>/dev/null | tail -1)}
 platform=manylinux2014
+arches=(x86_64 aarch64)
 
 # Everything that goes into a wheel or the sdist: found with `find`, not git, so that the script runs
 # from the sdist or any unpacked tree as well as from a checkout; what .gitignore keeps out of git
@@ -35,37 +40,61 @@ if [ "$out" = --list-sources ]; then  # what the cache key hashes, and nothing e
   source_files
   exit 0
 fi
-# The cache key: the hash of every such file, so it changes with the content.
+# The cache key: the hash of every such file, so it changes with the content; one directory per
+# architecture (the sdist goes with x86-64).
 key=$(source_files | xargs sha256sum | sha256sum | cut -c1-16)
-cache=${ORTCKPT_WHEEL_CACHE:-$HOME/.cache/ortckpt/wheels}/$key
-if [ ! -f "$cache/.complete" ]; then
+cache_root=${ORTCKPT_WHEEL_CACHE:-$HOME/.cache/ortckpt/wheels}
+cache_dir() {  # arch -> the cache directory of its wheels
+  if [ "$1" = x86_64 ]; then echo "$cache_root/$key"; else echo "$cache_root/$key-$1"; fi
+}
+export PATH="$venv:$PATH"  # maturin finds zig through python -m ziglang
+for arch in "${arches[@]}"; do
+  cache=$(cache_dir "$arch")
+  [ -f "$cache/.complete" ] && continue
   rm -rf "$cache"
   mkdir -p "$cache"
-  export PATH="$venv:$PATH"  # maturin finds zig through python -m ziglang
-  echo "building wheels into $cache"
-  maturin build --release --zig --compatibility "$platform" --features abi3 -o "$cache" \
-    -i "$venv/python" -q
-  if [ -n "$py310" ] && [ -x "$py310" ]; then
-    maturin build --release --zig --compatibility "$platform" -o "$cache" -i "$py310" -q
-  else
-    echo "warning: no CPython 3.10 (set ORTCKPT_PY310): no cp310 wheel" >&2
+  # this machine's architecture without --target, so the build reuses target/release (setup.sh's)
+  target=()
+  if [ "$arch" != "$(uname -m)" ]; then
+    target=(--target "$arch-unknown-linux-gnu")
+    if ! rustup target list --installed | grep -qx "$arch-unknown-linux-gnu"; then
+      rustup target add "$arch-unknown-linux-gnu"
+    fi
   fi
-  maturin sdist -o "$cache"
+  echo "building $arch wheels into $cache"
+  maturin build --release --zig "${target[@]}" --compatibility "$platform" --features abi3 \
+    -o "$cache" -i "$venv/python" -q
+  if [ -n "$py310" ] && [ -x "$py310" ]; then
+    maturin build --release --zig "${target[@]}" --compatibility "$platform" -o "$cache" -i "$py310" -q
+  else
+    echo "warning: no CPython 3.10 (set ORTCKPT_PY310): no cp310 $arch wheel" >&2
+  fi
+  if [ "$arch" = x86_64 ]; then
+    maturin sdist -o "$cache"
+  fi
   touch "$cache/.complete"
-fi
+done
 mkdir -p "$out"
 rm -f "$out"/ortckpt-*.whl "$out"/ortckpt-*.tar.gz  # only this tree's wheels in the matrix
-cp "$cache"/*.whl "$cache"/*.tar.gz "$out"/
+cp "$(cache_dir x86_64)"/*.whl "$(cache_dir x86_64)"/*.tar.gz "$out"/
+for arch in "${arches[@]}"; do
+  [ "$arch" = x86_64 ] && continue
+  mkdir -p "$out/$arch"
+  rm -f "$out/$arch"/ortckpt-*.whl
+  cp "$(cache_dir "$arch")"/*.whl "$out/$arch"/
+done
 
 # The glibc floor: auditwheel reads the symbol versions the extension needs and names the
-# most compatible manylinux policy; it must be manylinux_2_17 (= manylinux2014).
-for whl in "$cache"/*.whl; do
-  report=$("$venv/auditwheel" show "$whl")
-  if ! grep -q 'manylinux_2_17_x86_64' <<<"$report"; then
-    echo "$report" >&2
-    echo "error: $(basename "$whl") needs a newer glibc than 2.17" >&2
-    exit 1
-  fi
-  echo "$(basename "$whl"): glibc 2.17 ok ($(grep -o 'GLIBC_[0-9.]*' <<<"$report" | sort -V | tail -1 || true) max symbol version)"
+# most compatible manylinux policy; it must be manylinux_2_17 (= manylinux2014) on each architecture.
+for arch in "${arches[@]}"; do
+  for whl in "$(cache_dir "$arch")"/*.whl; do
+    report=$("$venv/auditwheel" show "$whl")
+    if ! grep -q "manylinux_2_17_$arch" <<<"$report"; then
+      echo "$report" >&2
+      echo "error: $(basename "$whl") needs a newer glibc than 2.17" >&2
+      exit 1
+    fi
+    echo "$(basename "$whl"): glibc 2.17 ok ($(grep -o 'GLIBC_[0-9.]*' <<<"$report" | sort -V | tail -1 || true) max symbol version)"
+  done
 done
-ls "$out"
+ls "$out" "$out"/aarch64

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check and test: the lints (scripts/lint.sh); the Rust tests; a short fuzzing run of the Rust core;
 # Python lints and types; the docs site (mkdocs --strict); the portable wheels (built, glibc floor
-# checked, installed across every available CPython x lowest/newest NumPy); the lowest-direct
+# checked, installed across every available CPython x lowest/newest NumPy; the aarch64 ones tested
+# under QEMU by scripts/test_arm64.sh); the lowest-direct
 # dependencies run; and the Python tests (including the ones against the real ONNX Runtime 1.19.2
 # in its side virtualenv), last. Arguments go to pytest.
 # ORTCKPT_SKIP_WHEELS=1 skips the wheel build, the wheel matrix and the lowest-direct run (for a
@@ -44,6 +45,8 @@ if [ "${ORTCKPT_SKIP_WHEELS:-0}" != 1 ]; then
   bash scripts/build_wheels.sh dist
   echo "== wheel matrix: every CPython x lowest/newest NumPy (scripts/test_wheels.sh)"
   bash scripts/test_wheels.sh dist
+  echo "== aarch64 wheel on Debian's arm64 CPython 3.11 under QEMU user-mode (scripts/test_arm64.sh)"
+  bash scripts/test_arm64.sh dist/aarch64
   echo "== lowest direct dependencies: declared floors, whole test suite (scripts/test_lowest.sh)"
   DIST=dist bash scripts/test_lowest.sh
 fi
