@@ -409,3 +409,76 @@ def test_screenshots(page: Any, tmp_path: pathlib.Path) -> None:
     assert page.save_screenshot(str(out / "viewer-diff.png"))
     for name in ("viewer.png", "viewer-diff.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and (out / name).stat().st_size > 10_000
+
+
+# --- the JavaScript API, called from the page -------------------------------------------------------
+
+_BUILD_IN_JS = """
+const O = window.ortckpt;
+const b = new O.CheckpointBuilder();
+b.addParameter("fc.weight", "float32", [2, 3], new Float32Array([1, 2, 3, 4, 5, 6]), true);
+b.addParameter("half", "float16", [2], new Uint16Array([0x3c00, 0xc000]), true);
+b.addParameter("fc.bias", "float64", [3], new Float64Array([0.5, -1, 2]), false);
+b.addParameter("ids", "int64", [2], new BigInt64Array([1n, -9007199254740993n]), false);
+b.addParameter("words", "string", [2], ["héllo", ""], false);
+b.addOptimizerGroup("group0", 7, 0.001);
+b.addMomentum("group0", "fc.weight", "momentum0", "float32", [2, 3], new Float32Array(6).fill(0.25));
+b.addIntProperty("epoch", 7);
+b.addFloatProperty("loss", 0.5);
+b.addStringProperty("note", "héllo ✓");
+const bytes = b.toBytes();
+const c = O.Checkpoint.open(bytes);
+const shown = Object.fromEntries(c.tensors().map(t => {
+  const v = c.values(t.index);
+  return [t.key, [v.constructor.name, Array.from(v, x => String(x))]];
+}));
+return [Array.from(bytes), shown];
+"""
+
+
+def test_js_builder_writes_what_ortckpt_serialize_writes(page: Any) -> None:
+    js_bytes, shown = page.execute_script(_BUILD_IN_JS)
+    state = CheckpointState(
+        {"fc.weight": np.arange(1, 7, dtype=np.float32).reshape(2, 3), "half": np.array([1, -2], np.float16)},
+        frozen={
+            "fc.bias": np.array([0.5, -1, 2]),
+            "ids": np.array([1, -9007199254740993], np.int64),
+            "words": np.array(["héllo", ""], dtype=object),
+        },
+        optimizer={
+            "group0": OptimizerGroup(
+                step=7,
+                initial_learning_rate=0.001,
+                states={"fc.weight": {"momentum0": np.full((2, 3), 0.25, np.float32)}},
+            )
+        },
+        properties={"epoch": 7, "loss": 0.5, "note": "héllo ✓"},
+    )
+    assert bytes(js_bytes) == ortckpt.serialize(state)
+    assert shown == {
+        "fc.weight": ["Float32Array", ["1", "2", "3", "4", "5", "6"]],
+        "half": ["Float32Array", ["1", "-2"]],  # float16 widened
+        "fc.bias": ["Float64Array", ["0.5", "-1", "2"]],
+        "ids": ["BigInt64Array", ["1", "-9007199254740993"]],
+        "words": ["Array", ["héllo", ""]],
+        "group0/fc.weight/momentum0": ["Float32Array", ["0.25"] * 6],
+    }
+
+
+def test_js_errors_carry_the_core_message(page: Any) -> None:
+    data = (CORPUS / "ort_nominal.ckpt").read_bytes()[:100]
+    name, kind, message = page.execute_script(
+        """try { window.ortckpt.Checkpoint.open(new Uint8Array(arguments[0])); return null; }
+           catch (e) { return [e.name, e.kind, e.message]; }""",
+        list(data),
+    )
+    with pytest.raises(ortckpt.InvalidCheckpointError) as raised:
+        ortckpt.load_bytes(data)
+    assert (name, kind) == ("CheckpointError", "InvalidCheckpoint")
+    assert message == str(raised.value).removeprefix("<bytes>: ")
+    name, message = page.execute_script(
+        """const b = new window.ortckpt.CheckpointBuilder();
+           b.addParameter("w", "float32", [3], new Float32Array(2), true);
+           try { b.toBytes(); return null; } catch (e) { return [e.name, e.message]; }"""
+    )
+    assert name == "CheckpointError" and '"w"' in message and "needs 12 bytes" in message
