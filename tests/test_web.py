@@ -482,3 +482,35 @@ def test_js_errors_carry_the_core_message(page: Any) -> None:
            try { b.toBytes(); return null; } catch (e) { return [e.name, e.message]; }"""
     )
     assert name == "CheckpointError" and '"w"' in message and "needs 12 bytes" in message
+
+
+def test_mutated_checkpoints_only_ever_throw_checkpoint_errors(page: Any) -> None:
+    """Truncations and byte flips of an ORT checkpoint, each opened and read in full through the JS
+    API: every failure is a CheckpointError (a Rust panic would be a RuntimeError), and the module
+    still reads the intact file afterwards."""
+    data = list((CORPUS / "ort_adamw_with_optimizer.ckpt").read_bytes())
+    outcome = page.execute_script(
+        """
+        const O = window.ortckpt, good = new Uint8Array(arguments[0]);
+        let seed = 12345;
+        const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+        const seen = {};
+        for (let i = 0; i < 3000; i++) {
+          let bytes = good.slice(0, i < 300 ? rand(good.length) : good.length);
+          for (let k = 0, n = 1 + rand(4); k < n && i >= 300; k++) bytes[rand(bytes.length)] = rand(256);
+          let result = "opened";
+          try {
+            const c = O.Checkpoint.open(bytes);
+            for (const t of c.tensors()) { c.values(t.index); c.stats(t.index, 10); }
+            c.properties(); c.optimizerGroups(); c.free();
+          } catch (e) { result = e.name; }
+          seen[result] = (seen[result] || 0) + 1;
+        }
+        const ok = O.Checkpoint.open(good).tensors().length;
+        return [seen, ok];
+        """,
+        data,
+    )
+    seen, tensors_after = outcome
+    assert set(seen) <= {"opened", "CheckpointError"}, seen
+    assert seen.get("CheckpointError", 0) > 100 and tensors_after == 10
