@@ -100,9 +100,11 @@ fn compare(a: &Entry<'_>, b: &Entry<'_>) -> Change {
             }
         }
         (Payload::Bytes(x), Payload::Bytes(y)) if numbers::is_real(a.data_type) => {
-            let (xs, ys) = (numbers::to_f64(a.data_type, x), numbers::to_f64(a.data_type, y));
             let (mut changed, mut max_abs, mut diff2, mut norm2) = (0, 0.0f64, 0.0, 0.0);
-            for (&u, &v) in xs.iter().zip(&ys) {
+            let pieces = numbers::chunks(a.data_type, x).zip(numbers::chunks(a.data_type, y));
+            let decoded =
+                pieces.map(|(p, q)| (numbers::to_f64(a.data_type, p), numbers::to_f64(a.data_type, q)));
+            for (u, v) in decoded.flat_map(|(xs, ys)| xs.into_iter().zip(ys)) {
                 let same = u == v || (u.is_nan() && v.is_nan());
                 if !same {
                     changed += 1;

@@ -184,7 +184,7 @@ impl Checkpoint {
         if !numbers::is_real(t.data_type) {
             return Ok(JsValue::NULL);
         }
-        let s = stats::summarize(&numbers::to_f64(t.data_type, bytes), bins);
+        let s = stats::summarize(&|each| numbers::for_each(t.data_type, bytes, each), bins);
         let count = |n: usize| JsValue::from_f64(n as f64);
         Ok(object(&[
             ("count", count(s.count)),

@@ -48,6 +48,22 @@ pub fn to_f64(data_type: DataType, bytes: &[u8]) -> Vec<f64> {
     }
 }
 
+/// Elements decoded at a time: statistics and diffs never hold a whole tensor as float64.
+const CHUNK_ELEMENTS: usize = 8192;
+
+/// The whole-element chunks of `bytes`, each of at most [`CHUNK_ELEMENTS`] elements.
+pub fn chunks(data_type: DataType, bytes: &[u8]) -> std::slice::Chunks<'_, u8> {
+    let size = data_type.element_size().unwrap_or(1).max(1) as usize;
+    bytes.chunks(CHUNK_ELEMENTS * size)
+}
+
+/// Calls `each(value)` for every element of `bytes` as float64, a chunk at a time.
+pub fn for_each(data_type: DataType, bytes: &[u8], each: &mut dyn FnMut(f64)) {
+    for piece in chunks(data_type, bytes) {
+        to_f64(data_type, piece).into_iter().for_each(&mut *each);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,5 +78,9 @@ mod tests {
         assert_eq!(to_f64(DataType::Bfloat16, &0x3fc0u16.to_le_bytes()), vec![1.5]);
         assert_eq!(to_f64(DataType::Float16, &0x3e00u16.to_le_bytes()), vec![1.5]);
         assert!(to_f64(DataType::Complex64, &[0; 8]).is_empty());
+        let many: Vec<u8> = (0..20_000u16).flat_map(|v| v.to_le_bytes()).collect();
+        let mut seen = Vec::new();
+        for_each(DataType::Uint16, &many, &mut |v| seen.push(v));
+        assert_eq!(seen, (0..20_000).map(f64::from).collect::<Vec<_>>());
     }
 }

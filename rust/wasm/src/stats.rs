@@ -32,12 +32,17 @@ pub struct Summary {
     pub counts: Vec<u32>,
 }
 
+/// The values to summarize: calls its argument with each value, once per pass (three passes), so
+/// that a tensor is decoded a chunk at a time, never whole.
+pub type Values<'a> = &'a dyn Fn(&mut dyn FnMut(f64));
+
 /// Summarizes `values` with a histogram of `bins` bins (at least 1).
-pub fn summarize(values: &[f64], bins: usize) -> Summary {
+pub fn summarize(values: Values<'_>, bins: usize) -> Summary {
     let bins = bins.max(1);
     let (mut nan, mut pos_inf, mut neg_inf) = (0, 0, 0);
-    let (mut min, mut max, mut sum) = (f64::INFINITY, f64::NEG_INFINITY, 0.0);
-    for &v in values {
+    let (mut min, mut max, mut sum, mut count) = (f64::INFINITY, f64::NEG_INFINITY, 0.0, 0);
+    values(&mut |v| {
+        count += 1;
         if v.is_nan() {
             nan += 1;
         } else if v == f64::INFINITY {
@@ -49,13 +54,13 @@ pub fn summarize(values: &[f64], bins: usize) -> Summary {
             max = max.max(v);
             sum += v;
         }
-    }
-    let finite = values.len() - nan - pos_inf - neg_inf;
+    });
+    let finite = count - nan - pos_inf - neg_inf;
     if finite == 0 {
         let none = f64::NAN;
         let (edges, counts) = (Vec::new(), Vec::new());
         return Summary {
-            count: values.len(),
+            count,
             finite,
             nan,
             pos_inf,
@@ -70,14 +75,19 @@ pub fn summarize(values: &[f64], bins: usize) -> Summary {
     }
     let mean = sum / finite as f64;
     // Two passes: the squared deviations from the mean, not E[x²] - mean², which cancels badly.
-    let squares: f64 = values.iter().filter(|v| v.is_finite()).map(|v| (v - mean) * (v - mean)).sum();
+    let mut squares = 0.0;
+    values(&mut |v| {
+        if v.is_finite() {
+            squares += (v - mean) * (v - mean);
+        }
+    });
     let std = (squares / finite as f64).sqrt();
     let (edges, counts) = histogram(values, min, max, bins);
-    Summary { count: values.len(), finite, nan, pos_inf, neg_inf, min, max, mean, std, edges, counts }
+    Summary { count, finite, nan, pos_inf, neg_inf, min, max, mean, std, edges, counts }
 }
 
 /// numpy's equal-width histogram of the finite `values` over `[lo, hi]`.
-fn histogram(values: &[f64], lo: f64, hi: f64, bins: usize) -> (Vec<f64>, Vec<u32>) {
+fn histogram(values: Values<'_>, lo: f64, hi: f64, bins: usize) -> (Vec<f64>, Vec<u32>) {
     let (lo, hi) = if lo == hi { (lo - 0.5, hi + 0.5) } else { (lo, hi) };
     // np.linspace: start + i * step, the last edge exactly `hi`.
     let step = (hi - lo) / bins as f64;
@@ -85,7 +95,10 @@ fn histogram(values: &[f64], lo: f64, hi: f64, bins: usize) -> (Vec<f64>, Vec<u3
     edges[bins] = hi;
     let mut counts = vec![0u32; bins];
     let span = hi - lo;
-    for &v in values.iter().filter(|v| v.is_finite()) {
+    values(&mut |v| {
+        if !v.is_finite() {
+            return;
+        }
         // numpy's index: the scaled position, then corrected against the edges it reports.
         let mut i = (((v - lo) / span) * bins as f64) as usize;
         if i >= bins {
@@ -97,13 +110,17 @@ fn histogram(values: &[f64], lo: f64, hi: f64, bins: usize) -> (Vec<f64>, Vec<u3
             i += 1;
         }
         counts[i] = counts[i].saturating_add(1);
-    }
+    });
     (edges, counts)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn summarize(values: &[f64], bins: usize) -> Summary {
+        super::summarize(&|each| values.iter().for_each(|&v| each(v)), bins)
+    }
 
     #[test]
     fn counts_non_finite_values_apart() {
