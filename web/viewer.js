@@ -161,7 +161,7 @@ function renderTensors(entry) {
           cell(t.key),
           cell(t.kind),
           cell(t.dtype),
-          cell(JSON.stringify(t.shape), { text: `[${t.shape.join(", ")}]` }),
+          cell(`[${t.shape.join(", ")}]`), // dims past 2^53 are BigInts: joined, never rounded
           cell(t.size, { numeric: true }),
           cell(s && s.min, { numeric: true }),
           cell(s && s.max, { numeric: true }),
