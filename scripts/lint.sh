@@ -10,6 +10,10 @@ export PATH="$repo/.venv/bin:$PATH"
 echo "== cargo fmt / clippy"
 cargo fmt --all --check
 cargo clippy --all-targets -- -D warnings
+# The browser build: the core without its file layer, and rust/wasm, for wasm32 (scripts/build_web.sh).
+rustup target add wasm32-unknown-unknown >/dev/null 2>&1 || true
+cargo clippy --target wasm32-unknown-unknown -p ortckpt-core --no-default-features -- -D warnings
+cargo clippy --target wasm32-unknown-unknown -p ortckpt-wasm --all-targets -- -D warnings
 cargo fmt --manifest-path fuzz/Cargo.toml --all --check
 (cd fuzz && cargo clippy --all-targets -- -D warnings)
 echo "== ruff"

@@ -40,6 +40,12 @@ if [ "$fuzz_seconds" -gt 0 ]; then
 fi
 echo "== docs: mkdocs build --strict, any warning fails (scripts/build_docs.sh)"
 bash scripts/build_docs.sh
+# The browser viewer: Debian's chromium + chromium-driver, the core for wasm32 and its bindings
+# (web/pkg/), and the JS API's wasm-bindgen tests in headless Chromium; pytest's tests/test_web.py
+# then drives the viewer itself.
+echo "== browser: wasm32 build and JS API tests in headless Chromium (scripts/build_web.sh --test)"
+bash scripts/setup_browser.sh
+bash scripts/build_web.sh --test
 if [ "${ORTCKPT_SKIP_WHEELS:-0}" != 1 ]; then
   echo "== wheels: manylinux2014 (glibc 2.17) abi3 + cp310, sdist (scripts/build_wheels.sh)"
   bash scripts/build_wheels.sh dist

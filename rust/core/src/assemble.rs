@@ -89,6 +89,7 @@ impl Assembler {
 
     /// An assembler for the ORT 1.15 checkpoint folder (`legacy/folder.rs`): version 0, which no
     /// flatbuffer file may have, inline values only.
+    #[cfg(feature = "fs")]
     pub(crate) fn for_legacy_folder() -> Assembler {
         let index = CheckpointIndex::empty(crate::legacy::LEGACY_FOLDER_VERSION);
         Assembler { index, group: None, state: None }

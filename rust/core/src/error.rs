@@ -345,6 +345,7 @@ impl Error {
         }
     }
 
+    #[cfg_attr(not(feature = "fs"), allow(dead_code))] // used by the file layer only
     pub(crate) fn io(path: impl Into<PathBuf>, action: &'static str, source: io::Error) -> Error {
         Error::Io { path: path.into(), action, source }
     }

@@ -26,43 +26,63 @@
 mod adapter;
 pub mod aggregate;
 mod assemble;
+#[cfg(feature = "fs")]
 mod atomic;
+#[cfg(feature = "fs")]
 mod commit;
+#[cfg(feature = "fs")]
 mod crash;
+#[cfg(feature = "fs")]
 mod digest;
+#[cfg(feature = "fs")]
 mod dir;
 mod dtype;
 mod error;
 mod external;
+#[cfg(feature = "fs")]
 mod files;
 mod flatbuf;
 mod index;
 mod input;
+#[cfg(feature = "fs")]
 mod journal;
+#[cfg(feature = "fs")]
 mod legacy;
 mod loaded;
+#[cfg(feature = "fs")]
 mod lock;
+#[cfg(feature = "fs")]
 mod mapped;
 mod names;
 mod npz;
+#[cfg(feature = "fs")]
 mod open;
+#[cfg(feature = "fs")]
 mod pair;
 mod placement;
 mod reader;
+#[cfg(feature = "fs")]
 mod recover;
+#[cfg(feature = "fs")]
 mod safetensors;
+#[cfg(feature = "fs")]
 mod save;
 mod schema;
 mod shape;
 mod spec;
+#[cfg(feature = "fs")]
 mod target;
 mod writer;
 
 pub use adapter::{
-    index_adapter, read_adapter_file, serialize_adapter, AdapterFile, AdapterIndex, AdapterParameter,
-    AdapterParameterSpec, ADAPTER_FILE_IDENTIFIER, ADAPTER_FORMAT_VERSION,
+    index_adapter, serialize_adapter, AdapterIndex, AdapterParameter, AdapterParameterSpec,
+    ADAPTER_FILE_IDENTIFIER, ADAPTER_FORMAT_VERSION,
 };
+#[cfg(feature = "fs")]
+pub use adapter::{read_adapter_file, AdapterFile};
+#[cfg(feature = "fs")]
 pub use atomic::{AtomicOutput, StagedOutput};
+#[cfg(feature = "fs")]
 pub use crash::{Step as CrashStep, STEPS as CRASH_STEPS};
 pub use dtype::DataType;
 pub use error::{Error, ErrorKind, Result};
@@ -71,26 +91,33 @@ pub use index::{
     CheckpointIndex, OptimizerGroupIndex, ParamKind, ParameterStateIndex, Property, PropertyValue, Storage,
     TensorRef,
 };
+#[cfg(feature = "fs")]
 pub use legacy::{
     classify_legacy_file, read_legacy_files, read_legacy_folder, tensor_proto_values, LegacyCheckpoint,
     LegacyFile, LegacyInput, OpenLegacyFile, LEGACY_FOLDER_VERSION, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY,
     MAX_PBSEQ_MESSAGE_BYTES,
 };
 pub use loaded::{CheckpointBytes, LoadedCheckpoint, Values};
+#[cfg(feature = "fs")]
 pub use lock::DEFAULT_LOCK_TIMEOUT_SECS;
+#[cfg(feature = "fs")]
 pub use mapped::MappedFile;
 pub use npz::{
     default_npz_budget, read_npz, read_npz_raw, NpyHeader, NpzData, NpzError, NpzMember, NPZ_BUDGET_RATIO,
     NPZ_MIN_BUDGET,
 };
+#[cfg(feature = "fs")]
 pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};
 pub use placement::{SaveOptions, DEFAULT_EXTERNAL_DATA_THRESHOLD, EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
 pub use reader::{index_checkpoint, index_checkpoint_raw, LengthCheck, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
+#[cfg(feature = "fs")]
 pub use recover::{helper_files, recover, recover_interruptible, Recovery};
+#[cfg(feature = "fs")]
 pub use safetensors::{
     read_safetensors, SafetensorsDtype, SafetensorsError, SafetensorsErrorKind, SafetensorsFile,
     SafetensorsTensor, SAFETENSORS_DTYPES, SAFETENSORS_MAX_HEADER_BYTES, SAFETENSORS_MAX_RANK,
 };
+#[cfg(feature = "fs")]
 pub use save::{
     external_data_location, external_data_path, save_checkpoint, save_checkpoint_interruptible, SaveSummary,
 };

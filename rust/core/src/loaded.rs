@@ -4,12 +4,16 @@
 //! ranges, the checks before a tensor's bytes are first used (file unchanged since it was opened,
 //! stored length), readahead, and where each tensor's values lie. Bindings only convert types.
 
+#[cfg(feature = "fs")]
 use std::path::Path;
 
 use crate::index::{CheckpointIndex, Storage};
+#[cfg(feature = "fs")]
 use crate::open::{open_checkpoint, OpenMode};
 use crate::reader::{index_checkpoint_raw, LengthCheck};
-use crate::{check_external_ranges, Error, MappedFile, Result};
+#[cfg(feature = "fs")]
+use crate::MappedFile;
+use crate::{check_external_ranges, Error, Result};
 
 /// Bytes a [`LoadedCheckpoint`] points into: a [`MappedFile`], or memory nobody can change while
 /// it lives (a binding's immutable buffer, a byte slice).
@@ -19,9 +23,14 @@ pub trait CheckpointBytes {
     fn raw(&self) -> (*const u8, usize);
 
     /// The file the bytes are, when they are one: its changes are looked for before each first use.
-    fn file(&self) -> Option<&MappedFile>;
+    /// Memory by default: nobody changes it while it is read.
+    #[cfg(feature = "fs")]
+    fn file(&self) -> Option<&MappedFile> {
+        None
+    }
 }
 
+#[cfg(feature = "fs")]
 impl CheckpointBytes for MappedFile {
     fn raw(&self) -> (*const u8, usize) {
         let bytes = self.bytes();
@@ -36,10 +45,6 @@ impl CheckpointBytes for MappedFile {
 impl CheckpointBytes for &[u8] {
     fn raw(&self) -> (*const u8, usize) {
         (self.as_ptr(), self.len())
-    }
-
-    fn file(&self) -> Option<&MappedFile> {
-        None
     }
 }
 
@@ -61,6 +66,7 @@ pub struct LoadedCheckpoint<B> {
     external: Option<B>,
 }
 
+#[cfg(feature = "fs")]
 impl LoadedCheckpoint<MappedFile> {
     /// Opens `path` and its external data file as one pair ([`open_checkpoint`]) and verifies
     /// them ([`LoadedCheckpoint::new`]). `keep_going` is asked between chunks and attempts (false
@@ -79,7 +85,11 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
     /// values, one page per tensor: they are compared on first use ([`LoadedCheckpoint::prepare`])
     /// so that loading reads the structure alone; every other input is compared while indexing.
     pub fn new(checkpoint: B, external: Option<B>, external_name: Option<&str>) -> Result<Self> {
+        #[cfg(feature = "fs")]
         let mapped = checkpoint.file().is_some_and(MappedFile::is_mapped);
+        // Without the file layer every input is memory nobody changes: compare lengths now.
+        #[cfg(not(feature = "fs"))]
+        let mapped = false;
         let lengths = if mapped { LengthCheck::OnFirstUse } else { LengthCheck::WhenIndexing };
         let (base, len) = checkpoint.raw();
         // SAFETY: `checkpoint` keeps its bytes readable while it lives, which outlasts this call;
@@ -150,7 +160,9 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
     pub fn prepare(&self, position: usize) -> Result<()> {
         let Some(tensor) = self.index.tensor(position) else { return Ok(()) };
         match tensor.storage {
+            #[cfg_attr(not(feature = "fs"), allow(unused_variables))] // readahead needs the file layer
             Storage::Inline { offset, len, length_checked } => {
+                #[cfg(feature = "fs")]
                 if let Some(file) = self.checkpoint.file() {
                     file.prepare(offset, len)?;
                 }
@@ -158,6 +170,7 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
                     self.check_lengths(position..position + 1)?;
                 }
             }
+            #[cfg(feature = "fs")]
             Storage::External { offset, len } => {
                 if let Some(file) = self.external.as_ref().and_then(CheckpointBytes::file) {
                     // A range past usize gets no readahead (advice only); the file check still runs.
@@ -165,6 +178,8 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
                     file.prepare(offset.unwrap_or(usize::MAX), len.unwrap_or(0))?;
                 }
             }
+            #[cfg(not(feature = "fs"))]
+            Storage::External { .. } => {}
             Storage::Strings(_) | Storage::Nominal => {}
         }
         Ok(())
@@ -173,6 +188,7 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
     /// [`LoadedCheckpoint::prepare`] for every parameter at once: one check of each file, normal
     /// readahead over each, every length left for first use compared.
     pub fn prepare_parameters(&self) -> Result<()> {
+        #[cfg(feature = "fs")]
         for bytes in std::iter::once(&self.checkpoint).chain(self.external.as_ref()) {
             if let Some(file) = bytes.file() {
                 file.prepare(0, file.bytes().len())?;

@@ -44,6 +44,7 @@ const MAX_FLATBUFFER_BYTES: u64 = (1 << 31) - 1;
 #[derive(Debug)]
 pub(crate) struct FileLayout<'a> {
     pub checkpoint: Pieces<'a>,
+    #[cfg_attr(not(feature = "fs"), allow(dead_code))] // used by the file layer only
     pub external: Pieces<'a>,
 }
 

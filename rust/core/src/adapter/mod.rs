@@ -16,7 +16,9 @@ mod write;
 
 use crate::{DataType, Error, Result};
 
-pub use read::{index_adapter, read_adapter_file, AdapterFile, AdapterIndex, AdapterParameter};
+pub use read::{index_adapter, AdapterIndex, AdapterParameter};
+#[cfg(feature = "fs")]
+pub use read::{read_adapter_file, AdapterFile};
 pub use write::{serialize_adapter, AdapterParameterSpec};
 
 /// The flatbuffer file identifier of ORT adapter files.

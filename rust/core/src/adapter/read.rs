@@ -13,6 +13,7 @@
 //! and exactly the `raw_data` bytes its dims and type call for. The format version must be one
 //! ORT reads.
 
+#[cfg(feature = "fs")]
 use std::path::Path;
 
 use super::schema::fbs;
@@ -20,7 +21,9 @@ use super::{check_parameter, ADAPTER_FILE_IDENTIFIER, ADAPTER_FORMAT_VERSION};
 use crate::flatbuf::{self, Walker, OUTSIDE};
 use crate::input::Input;
 use crate::shape::byte_size;
-use crate::{DataType, Error, MappedFile, Result};
+#[cfg(feature = "fs")]
+use crate::MappedFile;
+use crate::{DataType, Error, Result};
 
 /// One tensor of an adapter: its bytes are `offset..offset + len` of the indexed buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,12 +54,14 @@ pub struct AdapterIndex {
 }
 
 /// An adapter file read into private memory, with its index.
+#[cfg(feature = "fs")]
 pub struct AdapterFile {
     /// What the file holds.
     pub index: AdapterIndex,
     file: MappedFile,
 }
 
+#[cfg(feature = "fs")]
 impl AdapterFile {
     /// The whole file; each parameter's values are `offset..offset + len` of it.
     pub fn bytes(&self) -> &[u8] {
@@ -67,6 +72,7 @@ impl AdapterFile {
 /// Opens `path` (a regular file, never blocking on FIFOs or devices), reads it into private
 /// memory (so other programs rewriting it cannot change what was checked) and indexes it.
 /// `keep_going` is asked between read chunks; false stops with [`Error::Interrupted`].
+#[cfg(feature = "fs")]
 pub fn read_adapter_file(path: &Path, keep_going: &mut dyn FnMut() -> bool) -> Result<AdapterFile> {
     let file = MappedFile::read_path(path, keep_going)?;
     let index = index_adapter(file.bytes())?;

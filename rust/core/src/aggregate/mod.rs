@@ -9,6 +9,7 @@ mod kernel;
 mod round;
 mod rows;
 mod structure;
+#[cfg(feature = "fs")] // upload files; the rest works on bytes (the browser build too)
 mod upload;
 mod values;
 
@@ -21,6 +22,7 @@ pub use structure::{
     check_structure, py_repr, type_name, weight_of, ExpectedMomentum, ExpectedParam, Layout, Located,
     WeightRule,
 };
+#[cfg(feature = "fs")]
 pub use upload::{index_upload, read_file, release_buffers, Buffer, FileUpload, HeldFiles, UploadError};
 pub use values::{decode_into, f16_to_f64, f8_table, Lanes, F8};
 

@@ -26,6 +26,7 @@ impl<'a> Pieces<'a> {
         self.len
     }
 
+    #[cfg_attr(not(feature = "fs"), allow(dead_code))] // used by the file layer only
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
