@@ -6,7 +6,9 @@
 mod columns;
 mod distances;
 mod kernel;
+#[cfg(feature = "fs")] // reads upload files
 mod round;
+#[cfg(feature = "fs")] // reads upload files
 mod rows;
 mod structure;
 #[cfg(feature = "fs")] // upload files; the rest works on bytes (the browser build too)
@@ -16,7 +18,9 @@ mod values;
 pub use columns::{median_columns, reduce_block, trimmed_mean_columns, Statistic};
 pub use distances::add_pairwise;
 pub use kernel::{accumulate, add_window, slot_bytes};
+#[cfg(feature = "fs")]
 pub use round::{add_files, FileItem, Verdict};
+#[cfg(feature = "fs")]
 pub use rows::{read_rows, RowSource};
 pub use structure::{
     check_structure, py_repr, type_name, weight_of, ExpectedMomentum, ExpectedParam, Layout, Located,
