@@ -330,11 +330,17 @@ def visit_files(
         [p for _, _, p, _ in batch], given, prop, layout, acc.sums, acc.bounds, max_bytes, known
     )
     reports = []
-    for (index, client, _, _), (status, weight, kind, message, error, ident) in zip(batch, verdicts, strict=True):
+    for (index, client, _, _), (status, weight, kind, message, error, ident) in zip(
+        batch, verdicts, strict=True
+    ):
         key = None if ident is None else ("file", *ident)
         if status == "duplicate" and key is not None:
             first = seen.get(key, "an earlier upload")
-            reports.append(rejection(index, client, Rejected("duplicate", f"the same upload as {first!r} (counted once)")))
+            reports.append(
+                rejection(
+                    index, client, Rejected("duplicate", f"the same upload as {first!r} (counted once)")
+                )
+            )
             continue
         if key is not None:
             seen[key] = client

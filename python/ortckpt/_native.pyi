@@ -39,6 +39,8 @@ __all__ = [
     "UnsupportedVersionError",
     "Upload",
     "accumulate",
+    "add_files",
+    "add_pairwise",
     "external_data_location",
     "external_data_path",
     "index_checkpoint",
@@ -48,8 +50,10 @@ __all__ = [
     "read_adapter_bytes",
     "read_legacy_folder",
     "read_npz",
+    "read_rows",
     "read_safetensors",
     "recover",
+    "reduce_block",
     "reduce_columns",
     "release_buffers",
     "save_checkpoint",
@@ -253,7 +257,10 @@ def reduce_block(
 ) -> NDArray[np.float64]: ...
 def add_pairwise(x: NDArray[np.float64], d: NDArray[np.float64]) -> None: ...
 def read_rows(
-    readers: Sequence[LaneReader], locations: Sequence[tuple[int, int, bool, int]], first: int, out: NDArray[np.float64]
+    readers: Sequence[LaneReader],
+    locations: Sequence[tuple[int, int, bool, int]],
+    first: int,
+    out: NDArray[np.float64],
 ) -> None: ...
 def reduce_columns(x: NDArray[np.float64], method: str, cut: int = 0) -> NDArray[np.float64]: ...
 def add_files(
@@ -265,7 +272,7 @@ def add_files(
     bounds: NDArray[np.float64],
     max_bytes: int | None,
     seen: Sequence[tuple[int, int]],
-) -> list[tuple[str, float, str, str, BaseException | None, tuple[int, int] | None]]: ...
+) -> list[tuple[str, float, str, str, Exception | None, tuple[int, int] | None]]: ...
 def accumulate(
     upload: Upload,
     layout: AggregationLayout,

@@ -212,7 +212,10 @@ impl StagedOutput {
     /// write leaves its destination alone), then syncs the directories.
     pub fn commit(mut self) -> Result<()> {
         for (staged, target) in &self.companions {
-            let written = self.staging.stat(staged).map_err(|e| Error::io(self.staging.show(staged), "read metadata of", e))?;
+            let written = self
+                .staging
+                .stat(staged)
+                .map_err(|e| Error::io(self.staging.show(staged), "read metadata of", e))?;
             if written.is_some() {
                 self.install(staged, target)?;
                 target.dir.sync()?;

@@ -4,8 +4,8 @@
 
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
 use ortckpt_core::aggregate::{
-    self, Buffer, ExpectedMomentum, RowSource, ExpectedParam, HeldFiles, Lanes, Layout, Located, Rejection, UploadError,
-    WeightRule,
+    self, Buffer, ExpectedMomentum, ExpectedParam, HeldFiles, Lanes, Layout, Located, Rejection, RowSource,
+    UploadError, WeightRule,
 };
 use ortckpt_core::{CheckpointIndex, DataType};
 use pyo3::exceptions::PyValueError;

@@ -96,7 +96,8 @@ fn statistic(column: &mut [i64], stat: Statistic) -> f64 {
     }
     match stat {
         Statistic::Median => {
-            let hi = if sorted { column.get(n / 2).copied() } else { Some(*column.select_nth_unstable(n / 2).1) };
+            let hi =
+                if sorted { column.get(n / 2).copied() } else { Some(*column.select_nth_unstable(n / 2).1) };
             let hi = value(hi.unwrap_or_default());
             if n % 2 == 1 {
                 return hi;
@@ -232,7 +233,14 @@ fn reduce_few(x: &[f64], n: usize, stat: Statistic, out: &mut [f64], squares: &m
 /// to the result into `gaps` (added to what they hold). Columns are gathered a tile at a time
 /// into column-major scratch (rows read in order: no stride of a row per value), tiles spread
 /// over the cores; per column a selection (`select_nth_unstable`), not a sort.
-pub fn reduce_block(x: &[f64], n: usize, stat: Statistic, out: &mut [f64], squares: &mut [f64], gaps: &mut [f64]) {
+pub fn reduce_block(
+    x: &[f64],
+    n: usize,
+    stat: Statistic,
+    out: &mut [f64],
+    squares: &mut [f64],
+    gaps: &mut [f64],
+) {
     let c = out.len();
     if n == 0 || c == 0 || x.len() != n * c || squares.len() != n || gaps.len() != n {
         out.fill(f64::NAN);

@@ -76,6 +76,9 @@ struct Checked {
     largest: Vec<f64>,
 }
 
+/// A read upload: its file's (device, inode) and the outcome of the checks.
+type Read = ((u64, u64), Result<Checked, Rejection>);
+
 /// Step 1 for one upload: read and index it (`Err` when that fails), then everything else
 /// (the inner `Err` is a rejection of a readable upload, which a duplicate verdict overrides).
 fn check(
@@ -83,7 +86,7 @@ fn check(
     layout: &Layout,
     lanes: &[usize],
     max_bytes: Option<u64>,
-) -> Result<((u64, u64), Result<Checked, Rejection>), UploadError> {
+) -> Result<Read, UploadError> {
     let upload = read_file(&item.path, max_bytes, &mut || true)?;
     let index = index_upload(upload.checkpoint.bytes(), upload.external.as_ref().map(|e| e.bytes()))?;
     let identity = upload.identity;
@@ -173,11 +176,12 @@ pub fn add_files(
     let mut verdicts: Vec<Option<Verdict>> = Vec::with_capacity(items.len());
     for (w, part) in items.chunks(window).enumerate() {
         if !keep_going() {
-            return Err(Error::Interrupted { path: part.first().map(|i| i.path.clone()).unwrap_or_default() });
+            return Err(Error::Interrupted {
+                path: part.first().map(|i| i.path.clone()).unwrap_or_default(),
+            });
         }
-        let checked = in_parallel(part.iter().collect(), usize::MAX, |item| {
-            check(item, layout, &lanes, max_bytes)
-        });
+        let checked =
+            in_parallel(part.iter().collect(), usize::MAX, |item| check(item, layout, &lanes, max_bytes));
         let first = w * window;
         verdicts.resize_with(first + part.len(), || None);
         let mut group: Vec<(usize, Checked)> = Vec::new();

@@ -24,7 +24,8 @@ impl RowSource<'_> {
             RowSource::Bytes(checkpoint, external) => {
                 let owner = if loc.external { external.unwrap_or(checkpoint) } else { checkpoint };
                 let width = loc.lanes.width();
-                let start = usize::try_from(loc.bytes.start).unwrap_or(usize::MAX).saturating_add(first * width);
+                let start =
+                    usize::try_from(loc.bytes.start).unwrap_or(usize::MAX).saturating_add(first * width);
                 let end = start.saturating_add(out.len() * width);
                 let part = owner
                     .get(start..end)
