@@ -868,9 +868,9 @@ def test_to_onnx_writes_checkpoint_values(
 def test_to_onnx_large_model_uses_external_data(
     onnx_mod: Any, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ortckpt import cli
+    from ortckpt.cli import _onnx as cli_onnx
 
-    monkeypatch.setattr(cli._onnx, "ONNX_SIZE_LIMIT", 256)  # stands in for protobuf's 2 GiB
+    monkeypatch.setattr(cli_onnx, "ONNX_SIZE_LIMIT", 256)  # stands in for protobuf's 2 GiB
     values = _mlp_values(2)
     ckpt = _save(tmp_path, "big.ckpt", CheckpointState(values))
     model_dir = tmp_path / "model"

@@ -241,3 +241,53 @@ def test_npz_output_uses_the_permission_rule(tmp_path: Path) -> None:
     ortckpt.to_npz(state(2.0), out)
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o640
     assert os.listdir(tmp_path) == ["m.npz"]
+
+
+def test_atomic_path_companions_replace_nothing_until_both_are_written(tmp_path: Path) -> None:
+    """``atomic_path(path, [".data"])`` (ONNX models with external data): the model and its data
+    file are written in the staging directory; a failure before the end leaves the previous pair
+    untouched; on success the data file and the model are both replaced, each keeping its
+    permission bits; a companion the writer did not write leaves its old file alone."""
+    from ortckpt._atomic import atomic_path
+
+    model, data = tmp_path / "m.onnx", tmp_path / "m.onnx.data"
+    model.write_bytes(b"old model")
+    data.write_bytes(b"old data")
+    os.chmod(data, 0o600)
+    with pytest.raises(RuntimeError), atomic_path(model, [".data"]) as staged:
+        Path(staged + ".data").write_bytes(b"new data")
+        Path(staged).write_bytes(b"new mo")
+        raise RuntimeError("the writer failed half-way")
+    assert (model.read_bytes(), data.read_bytes()) == (b"old model", b"old data")
+    assert sorted(os.listdir(tmp_path)) == ["m.onnx", "m.onnx.data"]
+    with atomic_path(model, [".data"]) as staged:
+        Path(staged + ".data").write_bytes(b"new data")
+        Path(staged).write_bytes(b"new model")
+        assert (model.read_bytes(), data.read_bytes()) == (b"old model", b"old data")
+    assert (model.read_bytes(), data.read_bytes()) == (b"new model", b"new data")
+    assert stat.S_IMODE(os.stat(data).st_mode) == 0o600
+    with atomic_path(model, [".data"]) as staged:  # a model without external data this time
+        Path(staged).write_bytes(b"small model")
+    assert (model.read_bytes(), data.read_bytes()) == (b"small model", b"new data")
+    assert sorted(os.listdir(tmp_path)) == ["m.onnx", "m.onnx.data"]
+
+
+def test_atomic_path_refuses_a_special_companion_before_writing(tmp_path: Path) -> None:
+    """A FIFO (or directory) planted where the companion goes is refused when the output starts,
+    without blocking and before the writer writes anything; a suffix naming another directory is
+    refused."""
+    from ortckpt._atomic import atomic_path
+
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"old model")
+    os.mkfifo(tmp_path / "m.onnx.data")
+    with pytest.raises(OSError, match=r"m\.onnx\.data"), atomic_path(model, [".data"]):
+        pytest.fail("the writer must not run")
+    (tmp_path / "m.onnx.data").unlink()
+    (tmp_path / "m.onnx.data").mkdir()
+    with pytest.raises(OSError, match=r"m\.onnx\.data"), atomic_path(model, [".data"]):
+        pytest.fail("the writer must not run")
+    with pytest.raises(OSError, match="companion suffix"), atomic_path(model, ["/../x"]):
+        pytest.fail("the writer must not run")
+    assert model.read_bytes() == b"old model"
+    assert sorted(os.listdir(tmp_path)) == ["m.onnx", "m.onnx.data"]

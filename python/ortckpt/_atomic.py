@@ -1,4 +1,4 @@
-"""Atomic replacement of an output file written from Python (npz, safetensors, ONNX exports).
+"""Atomic replacement of an output file written from Python (npz, safetensors, ONNX models).
 
 The file rules live in the core (``AtomicOutput``): a temporary file created with ``O_EXCL`` under
 an unpredictable name beside the destination, new files ``0666 & ~umask``, a replaced file's
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
 from . import _native
@@ -34,12 +34,18 @@ def atomic_file(path: PathArg) -> Iterator[BinaryIO]:
 
 
 @contextlib.contextmanager
-def atomic_path(path: PathArg) -> Iterator[str]:
-    """For writers that take only a path and create the file themselves (safetensors'
-    ``serialize_file``): a path inside a private (0700) staging directory beside ``path``, where
-    nobody else can plant a name; the file written there replaces ``path`` (permission rule
-    applied) when the block ends without error, and is removed otherwise."""
-    out = _native.StagedOutput(path)
+def atomic_path(path: PathArg, companions: Sequence[str] = ()) -> Iterator[str]:
+    """For writers that take only a path and create the file themselves (``onnx.save_model``): a
+    path inside a private (0700) staging directory beside ``path``, where nobody else can plant a
+    name; the file written there replaces ``path`` (permission rule applied) when the block ends
+    without error, and is removed otherwise.
+
+    ``companions``: suffixes of files the writer may also write beside it (``".data"``: ONNX
+    external data, at the yielded path + suffix). Nothing is replaced until the block ends; then
+    each companion written replaces ``path + suffix`` first and the main file last, so a reader of
+    the new model finds its data. (The renames are separate: a crash between them leaves the new
+    companion beside the previous main file.)"""
+    out = _native.StagedOutput(path, list(companions))
     try:
         yield out.writer_path()
         out.commit()

@@ -7,7 +7,8 @@ as its TensorProto without values followed by the ``raw_data`` field whose bytes
 the buffer. Models over protobuf's 2 GiB limit keep every tensor of 1 KiB or more in
 ``<model>.data`` instead (ONNX external data, the fields set by ``onnx.external_data_helper``;
 offsets aligned to 4 KiB so readers can map them). Both files are written through the core's
-atomic output (``_atomic``): each is replaced whole or not at all.
+staged output (``_atomic.atomic_path``): each is replaced whole or not at all, and neither before
+both are written.
 """
 
 from __future__ import annotations
@@ -194,14 +195,19 @@ def write_model(
                 f"{path}: the model's graph alone (nodes, small tensors) is {size} bytes with its "
                 "tensor data external, more than the 2 GiB ONNX allows in one file"
             )
-        with _atomic.atomic_file(data_path(path)) as f:
-            _write_data(frames, f)
-    with _atomic.atomic_file(path) as f:
-        f.write(head)
-        f.write(_key(_MODEL_GRAPH, graph_size))
-        f.write(graph_head)
-        for frame in frames:
-            frame.write(f)
+    # Both files are written in full before either replaces anything (the core's staged output:
+    # the data file is renamed first, then the model).
+    suffix = data_path("")
+    with _atomic.atomic_path(path, [suffix] if external else []) as staged:
+        if external:
+            with open(staged + suffix, "xb") as f:
+                _write_data(frames, f)
+        with open(staged, "xb") as f:
+            f.write(head)
+            f.write(_key(_MODEL_GRAPH, graph_size))
+            f.write(graph_head)
+            for frame in frames:
+                frame.write(f)
     return external
 
 

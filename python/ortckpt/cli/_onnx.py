@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 from typing import TYPE_CHECKING, TextIO
 
 from .._onnx_import import require_onnx
@@ -126,46 +124,29 @@ def run_from_onnx(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _save_model(model: onnx.ModelProto, path: str) -> bool:
     """Write ``model`` to ``path`` atomically; models of 2 GiB or more keep their tensor data in
     ``<path>.data`` (ONNX external data, location relative to the model). Returns True when the
     data went there.
 
-    Both files are written into a temporary directory beside ``path``, synced, then renamed into
-    place (the data file first), so an existing model is never left half-written and a stale
-    ``<path>.data`` is replaced, not appended to.
+    Both files are written by ``onnx.save_model`` into the core's private staging directory
+    beside ``path`` (``_atomic.atomic_path``), then renamed into place, the data file first: an
+    existing model is never left half-written and a stale ``<path>.data`` is replaced, not
+    appended to.
     """
     import onnx
 
-    target = os.path.abspath(path)
-    parent, base = os.path.split(target)
-    size: int = model.ByteSize()
-    external = size > ONNX_SIZE_LIMIT
-    workdir = tempfile.mkdtemp(prefix=".ortckpt-", dir=parent)
-    try:
-        tmp = os.path.join(workdir, base)
+    from .._atomic import atomic_path
+
+    external: bool = model.ByteSize() > ONNX_SIZE_LIMIT
+    with atomic_path(path, [".data"] if external else []) as staged:
         if external:
+            location = os.path.basename(path) + ".data"
             onnx.save_model(
-                model, tmp, save_as_external_data=True, all_tensors_to_one_file=True, location=base + ".data"
+                model, staged, save_as_external_data=True, all_tensors_to_one_file=True, location=location
             )
         else:
-            onnx.save_model(model, tmp)
-        names = [base + ".data", base] if external else [base]
-        names = [n for n in names if os.path.exists(os.path.join(workdir, n))]
-        for name in names:
-            _fsync(os.path.join(workdir, name))
-        for name in names:
-            os.replace(os.path.join(workdir, name), os.path.join(parent, name))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+            onnx.save_model(model, staged)
     return external
 
 

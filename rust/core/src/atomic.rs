@@ -188,6 +188,17 @@ impl StagedOutput {
         let target = checked_target(path)?;
         let mut companions = Vec::with_capacity(companion_suffixes.len());
         for suffix in companion_suffixes {
+            // a suffix names a file beside the destination, never another directory
+            if suffix.is_empty() || suffix.contains('/') || suffix.contains('\0') {
+                return Err(Error::io(
+                    path,
+                    "stage a companion of",
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!("bad companion suffix {suffix:?}"),
+                    ),
+                ));
+            }
             let mut staged = target.name.clone();
             staged.push(suffix);
             let mut destination = target.path().into_os_string();

@@ -73,15 +73,17 @@ pub(crate) struct StagedOutput {
 #[pymethods]
 impl StagedOutput {
     #[new]
-    fn new(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Self> {
+    #[pyo3(signature = (path, companions = Vec::new()))]
+    fn new(py: Python<'_>, path: &Bound<'_, PyAny>, companions: Vec<String>) -> PyResult<Self> {
         let path = path_arg(path)?;
+        let suffixes: Vec<&str> = companions.iter().map(String::as_str).collect();
         let out = py
-            .detach(|| guarded(|| ortckpt_core::StagedOutput::create(&path)))
+            .detach(|| guarded(|| ortckpt_core::StagedOutput::create_with(&path, &suffixes)))
             .map_err(|e| core_error(&show(&path), e))?;
         Ok(StagedOutput { inner: Mutex::new(Some(out)), path: show(&path) })
     }
 
-    /// The path the writer must create and write.
+    /// The path the writer must create and write (companions: this path + their suffixes).
     fn writer_path(&self) -> PyResult<OsString> {
         let guard = self.inner.lock().map_err(|_| PyValueError::new_err("staged output poisoned"))?;
         match guard.as_ref() {
@@ -90,7 +92,8 @@ impl StagedOutput {
         }
     }
 
-    /// Renames the written file over the destination (permission rule applied, synced).
+    /// Renames the written companions, then the file, over their destinations (permission rule
+    /// applied, synced).
     fn commit(&self, py: Python<'_>) -> PyResult<()> {
         let out = self.inner.lock().map_err(|_| PyValueError::new_err("staged output poisoned"))?.take();
         let Some(out) = out else {
