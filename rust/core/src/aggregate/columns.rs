@@ -164,23 +164,28 @@ fn sort_tile(tile: &mut [f64], w: usize, pairs: &[(usize, usize)]) {
     }
 }
 
+/// `out` cut into tiles of `tile` columns (numbered from 0), dealt in runs to one group per thread.
+fn tiles_per_thread(out: &mut [f64], tile: usize) -> Vec<Vec<(usize, &mut [f64])>> {
+    let work: Vec<(usize, &mut [f64])> = out.chunks_mut(tile).enumerate().collect();
+    let share = work.len().div_ceil(super::kernel::threads()).max(1);
+    let mut groups = Vec::new();
+    let mut work = work.into_iter();
+    loop {
+        let group: Vec<_> = work.by_ref().take(share).collect();
+        if group.is_empty() {
+            return groups;
+        }
+        groups.push(group);
+    }
+}
+
 /// [`reduce_block`] for few uploads: rows copied into a tile, the tile sorted by the network,
 /// the statistic read off the sorted rows (trimmed means add the kept rows in ascending order).
 fn reduce_few(x: &[f64], n: usize, stat: Statistic, out: &mut [f64], squares: &mut [f64], gaps: &mut [f64]) {
     const W: usize = 512;
     let c = out.len();
     let pairs = network(n);
-    let work: Vec<(usize, &mut [f64])> = out.chunks_mut(W).enumerate().collect();
-    let share = work.len().div_ceil(super::kernel::threads()).max(1);
-    let mut groups: Vec<Vec<(usize, &mut [f64])>> = Vec::new();
-    let mut work = work.into_iter();
-    loop {
-        let group: Vec<_> = work.by_ref().take(share).collect();
-        if group.is_empty() {
-            break;
-        }
-        groups.push(group);
-    }
+    let groups = tiles_per_thread(out, W);
     let partials = in_parallel(groups, x.len() * 8, |group| {
         let (mut sq, mut gp) = (vec![0.0f64; n], vec![0.0f64; n]);
         let mut tile = vec![0.0f64; n * W];
@@ -250,17 +255,7 @@ pub fn reduce_block(
         return reduce_few(x, n, stat, out, squares, gaps);
     }
     let tile = (TILE_BYTES / 8 / n).clamp(1, c);
-    let work: Vec<(usize, &mut [f64])> = out.chunks_mut(tile).enumerate().collect();
-    let share = work.len().div_ceil(super::kernel::threads()).max(1);
-    let mut groups: Vec<Vec<(usize, &mut [f64])>> = Vec::new();
-    let mut work = work.into_iter();
-    loop {
-        let group: Vec<_> = work.by_ref().take(share).collect();
-        if group.is_empty() {
-            break;
-        }
-        groups.push(group);
-    }
+    let groups = tiles_per_thread(out, tile);
     let partials = in_parallel(groups, x.len() * 8, |group| {
         let mut sq = vec![0.0f64; n];
         let mut gp = vec![0.0f64; n];
