@@ -87,3 +87,37 @@ def test_goals_benchmark_smoke_run(tmp_path: Path) -> None:
     assert evict["cold_majflt"] > 0 and evict["warm_majflt"] == 0, evict
     assert rows["i-floor"]["median"] > 0
     assert "load average before" in proc.stdout and "load average after" in proc.stdout
+
+
+def test_average_benchmark_smoke_run(tmp_path: Path) -> None:
+    """benches/bench_average.py (issue 17) runs every row on its quick shapes and reports each
+    row's ratio to the floor and to the loop from the same run."""
+    bench = BENCH.parent / "bench_average.py"
+    out = tmp_path / "average.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(bench),
+            "--quick",
+            "--repeats",
+            "1",
+            "--json",
+            str(out),
+            "--tmpdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert set(report) == {"A", "B"}
+    rows = {"floor", "loop", "fedavg", "median", "trimmed_mean"}
+    assert set(report["A"]["median_s"]) == rows | {"krum"}
+    assert set(report["B"]["median_s"]) == rows
+    for shape in report.values():
+        assert shape["vs_floor"]["floor"] == 1.0
+        assert all(seconds > 0 for seconds in shape["median_s"].values())
+        assert all(ratio > 0 for ratio in shape["vs_loop"].values())
+    assert "x floor" in proc.stdout
