@@ -214,7 +214,10 @@ class PartialSum:
 
     def ensure(self, layout: _native.AggregationLayout) -> None:
         if not self.sums:
-            self.sums = [np.zeros(n, np.float64) for n in layout.slot_lanes()]
+            # Written (not np.zeros' lazily mapped zero pages) here, on one thread: a first write
+            # by the kernel's threads to a shared zero page is a copy-on-write fault with a TLB
+            # shootdown to every core, which was half the time of a round of large uploads.
+            self.sums = [np.full(n, 0.0) for n in layout.slot_lanes()]
             self.bounds = np.zeros(len(self.sums), np.float64)
 
     def add(

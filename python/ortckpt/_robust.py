@@ -178,7 +178,8 @@ def aggregate(members: list[Member], lanes: list[int], options: Options, base: M
             m.krum_score = float(score)
         selected = _bulyan_select(distances, o.byzantine)
     weights = np.array([m.weight for m in members])
-    out = Outcome([np.zeros(total, np.float64) for total in lanes])
+    # written now (np.full), not np.zeros' zero pages: see PartialSum.ensure in _fedavg.py
+    out = Outcome([np.full(total, 0.0) for total in lanes])
     gaps = np.zeros(n)
     std = None
     if o.noise_multiplier is not None and o.clip_norm is not None:
