@@ -24,12 +24,15 @@ const PIECE: usize = 1 << 16;
 /// Below this many bytes the work stays on the calling thread (starting threads costs more).
 const PARALLEL_MIN: usize = 4 << 20;
 
-/// The worker threads to use: the machine's cores, at most 8.
+/// The worker threads to use: the machine's cores, at most 8 (asked once: the standard library
+/// reads the cgroup files on every call).
 pub(crate) fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get()).min(8)
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()).min(8))
 }
 
-/// Runs `work` on every item, on up to `threads()` scoped threads (contiguous shares), in order.
+/// Runs `work` on every item, in up to `threads()` contiguous shares run on the process's worker
+/// pool (rayon's; the browser build has no threads and runs them in turn); results in order.
 pub(crate) fn in_parallel<T: Send, R: Send>(
     items: Vec<T>,
     bytes: usize,
@@ -50,14 +53,15 @@ pub(crate) fn in_parallel<T: Send, R: Send>(
         groups.push(group);
     }
     let work = &work;
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = groups
-            .into_iter()
-            .map(|group| scope.spawn(move || group.into_iter().map(work).collect::<Vec<R>>()))
-            .collect();
-        // A panicking worker is a bug; its results are lost and the caller sees fewer results.
-        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
-    })
+    let run = move |group: Vec<T>| group.into_iter().map(work).collect::<Vec<R>>();
+    #[cfg(feature = "fs")]
+    let done: Vec<Vec<R>> = {
+        use rayon::iter::{IntoParallelIterator, ParallelIterator};
+        groups.into_par_iter().map(run).collect()
+    };
+    #[cfg(not(feature = "fs"))]
+    let done: Vec<Vec<R>> = groups.into_iter().map(run).collect();
+    done.into_iter().flatten().collect()
 }
 
 /// The bytes of each averaged tensor in `checkpoint` / `external`, checked against the sums.

@@ -172,7 +172,7 @@ pub fn add_files(
         .map(|(t, n)| n * super::Lanes::of(*t).map_or(8, |l| l.width()))
         .sum();
     let threads = super::kernel::threads();
-    let window = (WINDOW_BYTES / model.max(1)).clamp(threads, WINDOW_MAX.max(threads));
+    let window = (WINDOW_BYTES / model.max(1)).clamp(2 * threads, WINDOW_MAX.max(2 * threads));
     let mut verdicts: Vec<Option<Verdict>> = Vec::with_capacity(items.len());
     for (w, part) in items.chunks(window).enumerate() {
         if !keep_going() {

@@ -151,11 +151,12 @@ fn first_of(names: &[&str], what: &str) -> String {
     format!("parameter {} {what}{more}", py_repr(names.first().copied().unwrap_or("")))
 }
 
-fn range_of(tensor: &TensorRef<'_>, label: &str) -> Result<(Range<u64>, bool), Rejection> {
+/// `label` is called only for the message (names are formatted on rejections, not per upload).
+fn range_of(tensor: &TensorRef<'_>, label: impl Fn() -> String) -> Result<(Range<u64>, bool), Rejection> {
     match tensor.storage {
         Storage::Inline { offset, len, .. } => Ok((offset as u64..(offset + len) as u64, false)),
         Storage::External { offset, len } => Ok((offset..offset + len, true)),
-        _ => Err(Rejection::new("nominal", format!("{label} has no values"))),
+        _ => Err(Rejection::new("nominal", format!("{} has no values", label()))),
     }
 }
 
@@ -188,19 +189,20 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
         let (Some(tensor), Some(kind)) = (index.tensor(position), index.param_kind(position)) else {
             return Err(Rejection::new("missing-parameter", first_of(&[&p.name], "is missing")));
         };
-        let name = py_repr(&p.name);
+        let name = || py_repr(&p.name);
         if (kind == crate::ParamKind::Trainable) != p.trainable {
             let want = if p.trainable { "trainable" } else { "frozen" };
             return Err(Rejection::new(
                 "trainable-flag",
-                format!("parameter {name} should be {want}, as in the reference"),
+                format!("parameter {} should be {want}, as in the reference", name()),
             ));
         }
         if tensor.data_type != p.data_type {
             return Err(Rejection::new(
                 "dtype",
                 format!(
-                    "parameter {name} is {}; the reference has {}",
+                    "parameter {} is {}; the reference has {}",
+                    name(),
                     type_name(tensor.data_type),
                     type_name(p.data_type)
                 ),
@@ -210,21 +212,22 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
             return Err(Rejection::new(
                 "shape",
                 format!(
-                    "parameter {name} has shape {}; the reference has {}",
+                    "parameter {} has shape {}; the reference has {}",
+                    name(),
                     py_tuple(tensor.dims),
                     py_tuple(&p.dims)
                 ),
             ));
         }
         if p.trainable {
-            let (bytes, external) = range_of(&tensor, &format!("parameter {name}"))?;
+            let (bytes, external) = range_of(&tensor, || format!("parameter {}", name()))?;
             let lanes = Lanes::of(p.data_type)
-                .ok_or_else(|| Rejection::new("dtype", format!("parameter {name} cannot be averaged")))?;
+                .ok_or_else(|| Rejection::new("dtype", format!("parameter {} cannot be averaged", name())))?;
             located.push(Located { lanes, bytes, external });
         }
     }
     for m in &layout.momentums {
-        let label = py_repr(&format!("{}/{}/{}", m.group, m.param, m.momentum));
+        let label = || py_repr(&format!("{}/{}/{}", m.group, m.param, m.momentum));
         let found = index
             .optimizer_groups
             .iter()
@@ -232,7 +235,7 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
             .and_then(|g| g.states.iter().find(|s| s.param_name == m.param))
             .and_then(|s| index.momentums(s).find(|t| t.name == m.momentum));
         let Some(tensor) = found else {
-            return Err(Rejection::new("optimizer", format!("momentum {label} is missing")));
+            return Err(Rejection::new("optimizer", format!("momentum {} is missing", label())));
         };
         if tensor.data_type != m.data_type || tensor.dims != m.dims.as_slice() {
             let list =
@@ -240,7 +243,8 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
             return Err(Rejection::new(
                 "optimizer",
                 format!(
-                    "momentum {label} is {}{}; the reference has {}{}",
+                    "momentum {} is {}{}; the reference has {}{}",
+                    label(),
                     type_name(tensor.data_type),
                     list(tensor.dims),
                     type_name(m.data_type),
@@ -248,9 +252,9 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
                 ),
             ));
         }
-        let (bytes, external) = range_of(&tensor, &format!("momentum {label}"))?;
+        let (bytes, external) = range_of(&tensor, || format!("momentum {}", label()))?;
         let lanes = Lanes::of(m.data_type)
-            .ok_or_else(|| Rejection::new("optimizer", format!("momentum {label} cannot be averaged")))?;
+            .ok_or_else(|| Rejection::new("optimizer", format!("momentum {} cannot be averaged", label())))?;
         located.push(Located { lanes, bytes, external });
     }
     Ok(located)

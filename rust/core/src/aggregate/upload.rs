@@ -6,11 +6,13 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use memmap2::MmapMut;
+
 use super::structure::Located;
 use super::values::decode_into;
 use super::Rejection;
 use crate::files::open_regular;
-use crate::mapped::FileStamp;
+use crate::mapped::{anonymous, FileStamp};
 use crate::{check_external_ranges, external_data_path, index_checkpoint, CheckpointIndex, Error};
 
 /// Why an upload could not be used: a rejection of its own kind, or an error of the reader (the
@@ -35,17 +37,17 @@ impl From<Error> for UploadError {
     }
 }
 
-/// Bytes read into private memory, in a buffer reused from one upload to the next: a fresh
-/// allocation the size of an upload costs a page fault per 4 KiB (as much again as the read), a
-/// reused one none.
+/// Bytes read into private memory (an anonymous mapping: [`anonymous`]), in a buffer reused from
+/// one upload to the next: a fresh buffer costs a page fault per page and the kernel's zeroing
+/// of it (as much again as the read), a reused one neither.
 pub struct Buffer {
-    data: Vec<u8>,
+    map: Option<MmapMut>,
     used: usize,
 }
 
 /// Buffers handed back by dropped uploads (a few: one per upload in flight). A round empties it
 /// when it ends ([`release_buffers`]), so no upload-sized memory outlives the round.
-static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+static POOL: Mutex<Vec<MmapMut>> = Mutex::new(Vec::new());
 const POOLED: usize = 16; // at most a window's uploads (round.rs) are in flight at once
 
 /// Frees the buffers kept for reuse (call when a round ends).
@@ -57,27 +59,37 @@ pub fn release_buffers() {
 }
 
 impl Buffer {
-    /// A buffer of `size` bytes (contents unspecified until read into).
+    /// A buffer of `size` bytes (contents unspecified until read into): the smallest pooled
+    /// mapping that is large enough, else a new one.
     fn with_size(size: usize) -> std::io::Result<Buffer> {
-        let mut data = POOL.lock().ok().and_then(|mut pool| pool.pop()).unwrap_or_default();
-        if data.len() < size {
-            data.try_reserve_exact(size - data.len()).map_err(|_| std::io::ErrorKind::OutOfMemory)?;
-            data.resize(size, 0); // zeroed once, when the buffer grows
-        }
-        Ok(Buffer { data, used: size })
+        let pooled = POOL.lock().ok().and_then(|mut pool| {
+            let best = (0..pool.len())
+                .filter(|&i| pool.get(i).is_some_and(|m| m.len() >= size))
+                .min_by_key(|&i| pool.get(i).map_or(usize::MAX, |m| m.len()))?;
+            Some(pool.swap_remove(best))
+        });
+        let map = match pooled {
+            Some(map) => Some(map),
+            None => anonymous(size)?,
+        };
+        Ok(Buffer { map, used: size })
+    }
+
+    fn space(&mut self) -> &mut [u8] {
+        self.map.as_deref_mut().unwrap_or_default()
     }
 
     /// The bytes.
     pub fn bytes(&self) -> &[u8] {
-        self.data.get(..self.used).unwrap_or_default()
+        self.map.as_deref().and_then(|m| m.get(..self.used)).unwrap_or_default()
     }
 }
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        if let Ok(mut pool) = POOL.lock() {
+        if let (Some(map), Ok(mut pool)) = (self.map.take(), POOL.lock()) {
             if pool.len() < POOLED {
-                pool.push(std::mem::take(&mut self.data));
+                pool.push(map);
             }
         }
     }
@@ -132,7 +144,7 @@ fn read_all(
             return Err(Error::Interrupted { path: path.to_path_buf() });
         }
         let end = filled.saturating_add(CHUNK).min(size);
-        let Some(part) = buffer.data.get_mut(filled..end) else { break };
+        let Some(part) = buffer.space().get_mut(filled..end) else { break };
         match file.read_at(part, filled as u64) {
             Ok(0) => break,
             Ok(n) => filled += n,

@@ -5,6 +5,7 @@
 
 use std::sync::OnceLock;
 
+use super::simd::avx2_dispatch;
 use crate::DataType;
 
 /// How an averaged tensor's elements are stored: the element kind, and how many float64 lanes each
@@ -154,40 +155,40 @@ pub fn for_each(lanes: Lanes, bytes: &[u8], mut each: impl FnMut(usize, f64)) {
     }
 }
 
+avx2_dispatch! {
 /// Whether every lane of `bytes` is finite, and the largest magnitude among them (0 when empty).
 ///
-/// On the bit patterns: for finite values of every format here, ordering the magnitude bits (the
-/// pattern without its sign) as integers orders the magnitudes, so the loops stay integer-only
-/// (and vectorize); the largest pattern is decoded once at the end.
-pub fn scan(lanes: Lanes, bytes: &[u8]) -> (bool, f64) {
-    macro_rules! scan_bits {
-        ($t:ty, $n:expr, $exp:expr) => {{
-            let mut bad = false;
+/// On the bit patterns: for every format here, ordering the magnitude bits (the pattern without
+/// its sign) as integers orders the magnitudes, and the patterns whose exponent is all ones
+/// (infinities, NaN) are exactly those at or above that exponent's pattern. So one integer
+/// maximum tells both (the loop is integer-only and vectorizes); the largest pattern is decoded
+/// once at the end.
+pub fn scan / scan_avx2 (lanes: Lanes, bytes: &[u8]) -> (bool, f64) {
+    macro_rules! top_bits {
+        ($t:ty, $n:expr) => {{
             let mut top: $t = 0;
             for c in bytes.chunks_exact($n) {
-                let bits = <$t>::from_le_bytes(c.try_into().unwrap_or([0; $n])) & !(1 << ($n * 8 - 1));
-                bad |= bits & $exp == $exp;
-                top = top.max(bits);
+                top = top.max(<$t>::from_le_bytes(c.try_into().unwrap_or([0; $n])) & !(1 << ($n * 8 - 1)));
             }
-            (bad, top)
+            top
         }};
     }
     match lanes {
         Lanes::F32 => {
-            let (bad, top) = scan_bits!(u32, 4, 0x7f80_0000u32);
-            (!bad, f64::from(f32::from_bits(top)))
+            let top = top_bits!(u32, 4);
+            (top < 0x7f80_0000, f64::from(f32::from_bits(top)))
         }
         Lanes::F64 => {
-            let (bad, top) = scan_bits!(u64, 8, 0x7ff0_0000_0000_0000u64);
-            (!bad, f64::from_bits(top))
+            let top = top_bits!(u64, 8);
+            (top < 0x7ff0_0000_0000_0000, f64::from_bits(top))
         }
         Lanes::F16 => {
-            let (bad, top) = scan_bits!(u16, 2, 0x7c00u16);
-            (!bad, f16_to_f64(top))
+            let top = top_bits!(u16, 2);
+            (top < 0x7c00, f16_to_f64(top))
         }
         Lanes::Bf16 => {
-            let (bad, top) = scan_bits!(u16, 2, 0x7f80u16);
-            (!bad, f64::from(f32::from_bits(u32::from(top) << 16)))
+            let top = top_bits!(u16, 2);
+            (top < 0x7f80, f64::from(f32::from_bits(u32::from(top) << 16)))
         }
         Lanes::F8(format) => {
             let table = f8_table(format);
@@ -201,6 +202,7 @@ pub fn scan(lanes: Lanes, bytes: &[u8]) -> (bool, f64) {
             (finite, largest)
         }
     }
+}
 }
 
 /// Every lane of `bytes` as float64 into `out` (as many as both have).
@@ -224,8 +226,9 @@ pub fn decode_into(lanes: Lanes, bytes: &[u8], out: &mut [f64]) {
     }
 }
 
+avx2_dispatch! {
 /// `acc[i] += weight × lane i of bytes` for every lane (`acc` and `bytes` cover the same lanes).
-pub fn add_scaled(lanes: Lanes, bytes: &[u8], acc: &mut [f64], weight: f64) {
+pub fn add_scaled / add_scaled_avx2 (lanes: Lanes, bytes: &[u8], acc: &mut [f64], weight: f64) {
     match lanes {
         Lanes::F32 => {
             for (a, c) in acc.iter_mut().zip(bytes.chunks_exact(4)) {
@@ -249,6 +252,7 @@ pub fn add_scaled(lanes: Lanes, bytes: &[u8], acc: &mut [f64], weight: f64) {
             }
         }),
     }
+}
 }
 
 #[cfg(test)]
@@ -274,5 +278,59 @@ mod tests {
         assert_eq!(f8_table(F8::E5M2Fnuz)[0x7f], 57344.0);
         assert_eq!(scan(Lanes::F32, &1.5f32.to_le_bytes()), (true, 1.5));
         assert!(!scan(Lanes::F32, &f32::NAN.to_le_bytes()).0);
+    }
+
+    #[test]
+    fn scan_tells_the_largest_finite_from_infinities_and_nans() {
+        // (format, largest finite, +inf, a NaN) as little-endian patterns; negatives by sign bit
+        let cases: [(Lanes, Vec<u8>, Vec<u8>, Vec<u8>, f64); 4] = [
+            (
+                Lanes::F32,
+                f32::MAX.to_le_bytes().to_vec(),
+                f32::INFINITY.to_le_bytes().to_vec(),
+                f32::NAN.to_le_bytes().to_vec(),
+                f64::from(f32::MAX),
+            ),
+            (
+                Lanes::F64,
+                f64::MAX.to_le_bytes().to_vec(),
+                f64::INFINITY.to_le_bytes().to_vec(),
+                f64::NAN.to_le_bytes().to_vec(),
+                f64::MAX,
+            ),
+            (
+                Lanes::F16,
+                0x7bffu16.to_le_bytes().to_vec(),
+                0x7c00u16.to_le_bytes().to_vec(),
+                0x7c01u16.to_le_bytes().to_vec(),
+                65504.0,
+            ),
+            (
+                Lanes::Bf16,
+                0x7f7fu16.to_le_bytes().to_vec(),
+                0x7f80u16.to_le_bytes().to_vec(),
+                0x7fc0u16.to_le_bytes().to_vec(),
+                f64::from(f32::from_bits(0x7f7f_0000)),
+            ),
+        ];
+        for (lanes, max, inf, nan, want) in cases {
+            let width = lanes.width();
+            let negative = |b: &[u8]| {
+                let mut b = b.to_vec();
+                b[width - 1] |= 0x80;
+                b
+            };
+            // many lanes, so the vectorized loop and its tail both see the odd value
+            for at in [0, 5, 37] {
+                let mut bytes = vec![0u8; 40 * width];
+                bytes[at * width..(at + 1) * width].copy_from_slice(&negative(&max));
+                assert_eq!(scan(lanes, &bytes), (true, want), "{lanes:?}");
+                for bad in [&inf, &negative(&inf), &nan, &negative(&nan)] {
+                    bytes[at * width..(at + 1) * width].copy_from_slice(bad);
+                    assert!(!scan(lanes, &bytes).0, "{lanes:?} at {at}");
+                }
+            }
+        }
+        assert_eq!(scan(Lanes::F32, &[]), (true, 0.0));
     }
 }
