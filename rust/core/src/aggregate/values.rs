@@ -283,7 +283,8 @@ mod tests {
     #[test]
     fn scan_tells_the_largest_finite_from_infinities_and_nans() {
         // (format, largest finite, +inf, a NaN) as little-endian patterns; negatives by sign bit
-        let cases: [(Lanes, Vec<u8>, Vec<u8>, Vec<u8>, f64); 4] = [
+        type Case = (Lanes, Vec<u8>, Vec<u8>, Vec<u8>, f64);
+        let cases: [Case; 4] = [
             (
                 Lanes::F32,
                 f32::MAX.to_le_bytes().to_vec(),
