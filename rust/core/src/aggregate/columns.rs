@@ -2,6 +2,7 @@
 //! row-major): the median and the trimmed mean of each column, spread over the cores.
 
 use super::kernel::in_parallel;
+use super::simd::avx2_dispatch;
 
 /// Columns per piece of parallel work.
 const COLUMNS: usize = 4096;
@@ -152,14 +153,35 @@ fn network(n: usize) -> Vec<(usize, usize)> {
     pairs
 }
 
+/// Only the comparators of `pairs` that the values of rows `keep` depend on: working backwards,
+/// a comparator whose two rows are not needed later cannot change a needed row.
+fn pruned(pairs: &[(usize, usize)], n: usize, keep: &[usize]) -> Vec<(usize, usize)> {
+    let mut needed = vec![false; n];
+    keep.iter().for_each(|&r| needed.get_mut(r).into_iter().for_each(|k| *k = true));
+    let mut kept: Vec<(usize, usize)> = Vec::with_capacity(pairs.len());
+    for &(a, b) in pairs.iter().rev() {
+        if needed.get(a).copied().unwrap_or(false) || needed.get(b).copied().unwrap_or(false) {
+            needed.get_mut(a).into_iter().for_each(|k| *k = true);
+            needed.get_mut(b).into_iter().for_each(|k| *k = true);
+            kept.push((a, b));
+        }
+    }
+    kept.reverse();
+    kept
+}
+
 /// Sorts each column of the row-major `rows × w` tile (finite values) with `pairs`.
+#[inline(always)]
 fn sort_tile(tile: &mut [f64], w: usize, pairs: &[(usize, usize)]) {
     for &(a, b) in pairs {
         let (head, tail) = tile.split_at_mut(b * w);
         let (Some(ra), Some(rb)) = (head.get_mut(a * w..(a + 1) * w), tail.get_mut(..w)) else { continue };
         for (u, v) in ra.iter_mut().zip(rb.iter_mut()) {
             let (x, y) = (*u, *v);
-            (*u, *v) = (x.min(y), x.max(y)); // branch-free (minpd/maxpd)
+            // a compare and two selects (minpd/maxpd): the values are finite, so this needs none
+            // of the NaN handling `f64::min`/`max` compile to
+            let lower = x < y;
+            (*u, *v) = (if lower { x } else { y }, if lower { y } else { x });
         }
     }
 }
@@ -179,54 +201,114 @@ fn tiles_per_thread(out: &mut [f64], tile: usize) -> Vec<Vec<(usize, &mut [f64])
     }
 }
 
+/// Per-thread sums of [`reduce_few`] / [`reduce_many`]: each row's squares and squared gaps.
+type RowSums = (Vec<f64>, Vec<f64>);
+
 /// [`reduce_block`] for few uploads: rows copied into a tile, the tile sorted by the network,
 /// the statistic read off the sorted rows (trimmed means add the kept rows in ascending order).
+/// The median needs only the middle rows: its network is pruned to what they depend on.
 fn reduce_few(x: &[f64], n: usize, stat: Statistic, out: &mut [f64], squares: &mut [f64], gaps: &mut [f64]) {
-    const W: usize = 512;
     let c = out.len();
-    let pairs = network(n);
-    let groups = tiles_per_thread(out, W);
-    let partials = in_parallel(groups, x.len() * 8, |group| {
-        let (mut sq, mut gp) = (vec![0.0f64; n], vec![0.0f64; n]);
-        let mut tile = vec![0.0f64; n * W];
-        for (t, cols) in group {
-            let (c0, w) = (t * W, cols.len());
-            let row = |r: usize| x.get(r * c + c0..r * c + c0 + w).unwrap_or_default();
-            for (r, s) in sq.iter_mut().enumerate() {
-                let values = row(r);
-                *s += values.iter().map(|v| v * v).sum::<f64>();
-                if let Some(dst) = tile.get_mut(r * w..(r + 1) * w) {
-                    dst.copy_from_slice(values);
-                }
-            }
-            let tile = tile.get_mut(..n * w).unwrap_or_default();
-            sort_tile(tile, w, &pairs);
-            let sorted = |r: usize| tile.get(r * w..(r + 1) * w).unwrap_or_default();
-            match stat {
-                Statistic::Median if n % 2 == 1 => cols.copy_from_slice(sorted(n / 2)),
-                Statistic::Median => {
-                    for ((o, lo), hi) in cols.iter_mut().zip(sorted(n / 2 - 1)).zip(sorted(n / 2)) {
-                        *o = (lo + hi) / 2.0;
-                    }
-                }
-                Statistic::TrimmedMean(cut) if n <= 2 * cut => cols.fill(f64::NAN),
-                Statistic::TrimmedMean(cut) => {
-                    cols.fill(0.0);
-                    for r in cut..n - cut {
-                        for (o, v) in cols.iter_mut().zip(sorted(r)) {
-                            *o += v;
-                        }
-                    }
-                    let kept = (n - 2 * cut) as f64;
-                    cols.iter_mut().for_each(|o| *o /= kept);
-                }
-            }
-            for (r, g) in gp.iter_mut().enumerate() {
-                *g += row(r).iter().zip(cols.iter()).map(|(v, a)| (v - a) * (v - a)).sum::<f64>();
+    let pairs = match stat {
+        Statistic::Median => pruned(&network(n), n, &[(n - 1) / 2, n / 2]),
+        Statistic::TrimmedMean(_) => network(n),
+    };
+    let groups = tiles_per_thread(out, FEW_TILE);
+    let partials = in_parallel(groups, x.len() * 8, |group| few_tiles(x, c, n, stat, &pairs, group));
+    add_row_sums(partials, squares, gaps);
+}
+
+/// Columns per tile of [`reduce_few`].
+const FEW_TILE: usize = 512;
+
+avx2_dispatch! {
+/// One thread's tiles of [`reduce_few`].
+fn few_tiles / few_tiles_avx2 (
+    x: &[f64],
+    c: usize,
+    n: usize,
+    stat: Statistic,
+    pairs: &[(usize, usize)],
+    group: Vec<(usize, &mut [f64])>,
+) -> RowSums {
+    let (mut sq, mut gp) = (vec![0.0f64; n], vec![0.0f64; n]);
+    let mut tile = vec![0.0f64; n * FEW_TILE];
+    for (t, cols) in group {
+        let (c0, w) = (t * FEW_TILE, cols.len());
+        let row = |r: usize| x.get(r * c + c0..r * c + c0 + w).unwrap_or_default();
+        for (r, s) in sq.iter_mut().enumerate() {
+            let values = row(r);
+            *s += dot(values, values);
+            if let Some(dst) = tile.get_mut(r * w..(r + 1) * w) {
+                dst.copy_from_slice(values);
             }
         }
-        (sq, gp)
-    });
+        let tile = tile.get_mut(..n * w).unwrap_or_default();
+        sort_tile(tile, w, pairs);
+        let sorted = |r: usize| tile.get(r * w..(r + 1) * w).unwrap_or_default();
+        match stat {
+            Statistic::Median if n % 2 == 1 => cols.copy_from_slice(sorted(n / 2)),
+            Statistic::Median => {
+                for ((o, lo), hi) in cols.iter_mut().zip(sorted(n / 2 - 1)).zip(sorted(n / 2)) {
+                    *o = (lo + hi) / 2.0;
+                }
+            }
+            Statistic::TrimmedMean(cut) if n <= 2 * cut => cols.fill(f64::NAN),
+            Statistic::TrimmedMean(cut) => {
+                cols.fill(0.0);
+                for r in cut..n - cut {
+                    for (o, v) in cols.iter_mut().zip(sorted(r)) {
+                        *o += v;
+                    }
+                }
+                let kept = (n - 2 * cut) as f64;
+                cols.iter_mut().for_each(|o| *o /= kept);
+            }
+        }
+        for (r, g) in gp.iter_mut().enumerate() {
+            *g += squared_distance(row(r), cols);
+        }
+    }
+    (sq, gp)
+}
+}
+
+/// Independent partial sums of [`dot`] and [`squared_distance`]: one serial float sum waits
+/// for each addition before the next (4 cycles a value); several run side by side and vectorize.
+/// The order differs from a serial sum in rounding only (these are the report's diagnostics).
+const PARTIALS: usize = 8;
+
+/// `Σ aᵢ·bᵢ` over the common length.
+#[inline(always)]
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    let mut part = [0.0f64; PARTIALS];
+    let (ca, cb) = (a.chunks_exact(PARTIALS), b.chunks_exact(PARTIALS));
+    let tail: f64 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..PARTIALS {
+            part[k] += x[k] * y[k];
+        }
+    }
+    part.iter().sum::<f64>() + tail
+}
+
+/// `Σ (aᵢ - bᵢ)²` over the common length.
+#[inline(always)]
+fn squared_distance(a: &[f64], b: &[f64]) -> f64 {
+    let mut part = [0.0f64; PARTIALS];
+    let (ca, cb) = (a.chunks_exact(PARTIALS), b.chunks_exact(PARTIALS));
+    let tail: f64 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| (x - y) * (x - y)).sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..PARTIALS {
+            let d = x[k] - y[k];
+            part[k] += d * d;
+        }
+    }
+    part.iter().sum::<f64>() + tail
+}
+
+/// Adds the threads' [`RowSums`] into `squares` and `gaps`.
+fn add_row_sums(partials: Vec<RowSums>, squares: &mut [f64], gaps: &mut [f64]) {
     for (sq, gp) in partials {
         squares.iter_mut().zip(sq).for_each(|(s, v)| *s += v);
         gaps.iter_mut().zip(gp).for_each(|(g, v)| *g += v);
@@ -256,42 +338,45 @@ pub fn reduce_block(
     }
     let tile = (TILE_BYTES / 8 / n).clamp(1, c);
     let groups = tiles_per_thread(out, tile);
-    let partials = in_parallel(groups, x.len() * 8, |group| {
-        let mut sq = vec![0.0f64; n];
-        let mut gp = vec![0.0f64; n];
-        let mut scratch = vec![0i64; tile * n];
-        for (t, cols) in group {
-            let c0 = t * tile;
-            let w = cols.len();
-            for (row, s) in sq.iter_mut().enumerate() {
-                let values = x.get(row * c + c0..row * c + c0 + w).unwrap_or_default();
-                for (j, &v) in values.iter().enumerate() {
-                    *s += v * v;
-                    if let Some(slot) = scratch.get_mut(j * n + row) {
-                        *slot = key(v);
-                    }
-                }
-            }
-            for (j, o) in cols.iter_mut().enumerate() {
-                *o = scratch.get_mut(j * n..(j + 1) * n).map_or(f64::NAN, |col| statistic(col, stat));
-            }
-            for (row, g) in gp.iter_mut().enumerate() {
-                let values = x.get(row * c + c0..row * c + c0 + w).unwrap_or_default();
-                for (&v, &a) in values.iter().zip(cols.iter()) {
-                    *g += (v - a) * (v - a);
+    let partials = in_parallel(groups, x.len() * 8, |group| many_tiles(x, c, n, stat, tile, group));
+    add_row_sums(partials, squares, gaps);
+}
+
+avx2_dispatch! {
+/// One thread's tiles of [`reduce_block`] for many uploads.
+fn many_tiles / many_tiles_avx2 (
+    x: &[f64],
+    c: usize,
+    n: usize,
+    stat: Statistic,
+    tile: usize,
+    group: Vec<(usize, &mut [f64])>,
+) -> RowSums {
+    let mut sq = vec![0.0f64; n];
+    let mut gp = vec![0.0f64; n];
+    let mut scratch = vec![0i64; tile * n];
+    for (t, cols) in group {
+        let c0 = t * tile;
+        let w = cols.len();
+        for (row, s) in sq.iter_mut().enumerate() {
+            let values = x.get(row * c + c0..row * c + c0 + w).unwrap_or_default();
+            *s += dot(values, values);
+            for (j, &v) in values.iter().enumerate() {
+                if let Some(slot) = scratch.get_mut(j * n + row) {
+                    *slot = key(v);
                 }
             }
         }
-        (sq, gp)
-    });
-    for (sq, gp) in partials {
-        for (s, v) in squares.iter_mut().zip(sq) {
-            *s += v;
+        for (j, o) in cols.iter_mut().enumerate() {
+            *o = scratch.get_mut(j * n..(j + 1) * n).map_or(f64::NAN, |col| statistic(col, stat));
         }
-        for (g, v) in gaps.iter_mut().zip(gp) {
-            *g += v;
+        for (row, g) in gp.iter_mut().enumerate() {
+            let values = x.get(row * c + c0..row * c + c0 + w).unwrap_or_default();
+            *g += squared_distance(values, cols);
         }
     }
+    (sq, gp)
+}
 }
 
 #[cfg(test)]

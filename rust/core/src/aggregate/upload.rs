@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use memmap2::MmapMut;
 
 use super::structure::Located;
-use super::values::decode_into;
+use super::values::{all_finite, decode_into};
 use super::Rejection;
 use crate::files::open_regular;
 use crate::mapped::{anonymous, FileStamp};
@@ -235,8 +235,7 @@ impl HeldFiles {
         file.read_exact_at(buf, start)
             .map_err(|_| changed(&self.path, "after it was checked (now shorter)"))?;
         decode_into(loc.lanes, buf, out);
-        let finite = out.iter().all(|v| v.is_finite());
-        if !finite {
+        if !all_finite(out) {
             return Err(changed(&self.path, "after it was checked (a value is no longer finite)"));
         }
         Ok(())

@@ -205,8 +205,9 @@ pub fn scan / scan_avx2 (lanes: Lanes, bytes: &[u8]) -> (bool, f64) {
 }
 }
 
+avx2_dispatch! {
 /// Every lane of `bytes` as float64 into `out` (as many as both have).
-pub fn decode_into(lanes: Lanes, bytes: &[u8], out: &mut [f64]) {
+pub fn decode_into / decode_into_avx2 (lanes: Lanes, bytes: &[u8], out: &mut [f64]) {
     match lanes {
         Lanes::F32 => {
             for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
@@ -224,6 +225,16 @@ pub fn decode_into(lanes: Lanes, bytes: &[u8], out: &mut [f64]) {
             }
         }),
     }
+}
+}
+
+avx2_dispatch! {
+/// Whether every value is finite: one integer maximum of the magnitude bits, as [`scan`] (no
+/// early exit, so the loop vectorizes).
+pub fn all_finite / all_finite_avx2 (values: &[f64]) -> bool {
+    let top = values.iter().fold(0u64, |top, v| top.max(v.to_bits() & !(1 << 63)));
+    top < 0x7ff0_0000_0000_0000
+}
 }
 
 avx2_dispatch! {
