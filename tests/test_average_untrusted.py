@@ -111,6 +111,27 @@ def test_finite_uploads_whose_sum_overflows_are_rejected():
     assert [r.kind for r in report.sources] == [None, "overflow"]
 
 
+@pytest.mark.parametrize("method", ["median", "trimmed_mean"])
+def test_robust_methods_reject_overflow_exactly_as_fedavg(tmp_path: Path, method: str):
+    """The robust methods check without keeping FedAvg's sums until a bound could overflow; then
+    they make the exact sums (read again from the files) and the verdicts are FedAvg's: b
+    overflows, d's bound is infinite but its exact sums fit (1.5 - 0.75 + 1.0 = 1.75e308)."""
+    huge = np.full(3, 1.5e308, np.float64)
+    values = {"a": huge, "b": huge * 0.9, "c": -huge / 2, "d": huge / 1.5, "e": np.full(3, 1.0)}
+    paths = {}
+    for name, w in values.items():
+        paths[name] = tmp_path / f"{name}.ckpt"
+        ortckpt.save(CheckpointState({"w": w, "v": np.ones(2, np.float32)}), paths[name])
+    fedavg = ortckpt.average(paths)
+    want = [("a", None), ("b", "overflow"), ("c", None), ("d", None), ("e", None)]
+    assert [(r.client, r.kind) for r in fedavg.sources] == want
+    robust = ortckpt.average(paths, method=method, trim=0.2)
+    assert [(r.client, r.kind) for r in robust.sources] == want
+    assert "'w'" in (robust.sources[1].reason or "")
+    if method == "median":  # of a, c, d, e: (1.0 + 1e308) / 2 per coordinate
+        np.testing.assert_array_equal(robust.state.parameters["w"].data, np.full(3, (1.0 + 1e308) / 2))
+
+
 def test_the_same_upload_twice_is_counted_once(tmp_path: Path):
     states = [CheckpointState({"w": np.full(4, i, np.float32)}) for i in range(3)]
     for i, s in enumerate(states):

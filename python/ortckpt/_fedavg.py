@@ -239,6 +239,34 @@ class PartialSum:
         self.count += 1
         return outcome
 
+    def check(
+        self,
+        upload: _native.Upload,
+        layout: _native.AggregationLayout,
+        weight: float | str | None,
+        make_sums: Callable[[], list[np.ndarray[Any, Any]]],
+    ) -> float:
+        """``add``'s checks and verdicts without the addition, for callers that do not use the
+        sums (the robust methods): only the bounds are kept while no sum can overflow; when one
+        could, ``make_sums()`` gives the exact sums of what was accepted so far and every upload
+        from then on is ``add``-ed, so the ``overflow`` verdicts are FedAvg's."""
+        if self.sums:
+            return self.add(upload, layout, weight)
+        slots = len(layout.slot_lanes())
+        if len(self.bounds) != slots:
+            self.bounds = np.zeros(slots, np.float64)
+        given = None if isinstance(weight, str) or weight is None else float(weight)
+        prop = weight if isinstance(weight, str) else None
+        outcome = _native.check_upload(upload, layout, self.bounds, given, prop)
+        if isinstance(outcome, tuple):
+            raise Rejected(*outcome)
+        if outcome is None:  # a bound would become infinite: only the sums can tell
+            self.sums = make_sums()
+            return self.add(upload, layout, weight)
+        self.total_weight += outcome
+        self.count += 1
+        return outcome
+
     def merge(self, other: PartialSum) -> PartialSum:
         if not self.sums:
             self.sums, self.bounds = other.sums, other.bounds

@@ -41,6 +41,7 @@ __all__ = [
     "accumulate",
     "add_files",
     "add_pairwise",
+    "check_upload",
     "external_data_location",
     "external_data_path",
     "index_checkpoint",
@@ -283,6 +284,13 @@ def accumulate(
     weight: float | None = None,
     weight_property: str | None = None,
 ) -> float | tuple[str, str]: ...
+def check_upload(
+    upload: Upload,
+    layout: AggregationLayout,
+    bounds: NDArray[np.float64],
+    weight: float | None = None,
+    weight_property: str | None = None,
+) -> float | None | tuple[str, str]: ...
 def read_npz(
     path: PathArg, max_decompressed_bytes: int | None = None
 ) -> tuple[MappedFile, list[tuple[str, str, list[int], bool, MappedFile | bytes, int]]]: ...

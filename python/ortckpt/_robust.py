@@ -115,6 +115,23 @@ def _sweep(
             visit(slot, start, x)
 
 
+def fedavg_sums(members: list[Member], lanes: list[int], chunk_bytes: int) -> list[Matrix]:
+    """The FedAvg kernel's float64 sums of ``members`` (``weight x value`` added in their order,
+    as ``_native.accumulate`` adds them), read again chunk by chunk: made only when an upload
+    could overflow them (``PartialSum.check``)."""
+    flat = np.full(sum(lanes), 0.0)
+    ends = np.cumsum(lanes).tolist() if lanes else []
+    sums = [flat[end - total : end] for total, end in zip(lanes, ends, strict=True)]
+
+    def add(slot: int, start: int, x: Matrix) -> None:
+        acc = sums[slot][start : start + x.shape[1]]
+        for row, m in zip(x, members, strict=True):
+            acc += row * m.weight
+
+    _sweep(members, lanes, chunk_bytes, None, np.ones(len(members)), add)
+    return sums
+
+
 def _krum_scores(d: Matrix, byzantine: int) -> Matrix:
     """Flower's Krum score: the sum of each vector's n - f - 2 smallest distances to the others."""
     n = len(d)
@@ -181,8 +198,11 @@ def aggregate(members: list[Member], lanes: list[int], options: Options, base: M
             m.krum_score = float(score)
         selected = _bulyan_select(distances, o.byzantine)
     weights = np.array([m.weight for m in members])
-    # written now (np.full), not np.zeros' zero pages: see PartialSum.ensure in _fedavg.py
-    out = Outcome([np.full(total, 0.0) for total in lanes])
+    # every lane is assigned by the sweep below (a write, never read first: no zero-page faults,
+    # see PartialSum.ensure in _fedavg.py); one allocation, so numpy asks for huge pages
+    flat = np.empty(sum(lanes), np.float64)
+    ends = np.cumsum(lanes).tolist() if lanes else []
+    out = Outcome([flat[end - total : end] for total, end in zip(lanes, ends, strict=True)])
     gaps = np.zeros(n)
     std = None
     if o.noise_multiplier is not None and o.clip_norm is not None:

@@ -268,9 +268,12 @@ class _Run:
             self.reports.append(report)
         flush()
 
-    def collect(self, items: Iterable[_Item]) -> list[Member]:
-        """Check every upload with the FedAvg kernel (its sum is discarded) and keep a reader of
-        each accepted one, for the streamed methods."""
+    def collect(self, items: Iterable[_Item], chunk_bytes: int) -> list[Member]:
+        """Check every upload as the FedAvg kernel does (the same verdicts; the sums are made only
+        if an overflow is possible: see ``PartialSum.check``) and keep a reader of each accepted
+        one, for the streamed methods."""
+        from ._robust import fedavg_sums
+
         members: list[Member] = []
         for index, client, src, rule in items:
             try:
@@ -283,7 +286,10 @@ class _Run:
                 key = identity(src, upload)
                 if key is not None and key in self.seen:
                     raise _duplicate(self.seen[key])
-                weight = self.acc.add(upload, self.layout, rule)
+                layout = self.layout
+                weight = self.acc.check(
+                    upload, layout, rule, lambda: fedavg_sums(members, layout.slot_lanes(), chunk_bytes)
+                )
                 if key is not None:
                     self.seen[key] = client
                 where = upload.locate(self.layout)
@@ -474,7 +480,8 @@ def _streamed(
     from ._robust import aggregate as robust_aggregate
 
     total = len(sources) if isinstance(sources, (Sequence, Mapping)) else None
-    members = run.collect(progress_bar(items, enabled=progress, desc="checking", total=total, unit="upload"))
+    bar = progress_bar(items, enabled=progress, desc="checking", total=total, unit="upload")
+    members = run.collect(bar, options.chunk_bytes)
     if not members or run.layout is None:
         return
     base = None

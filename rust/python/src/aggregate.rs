@@ -344,6 +344,40 @@ pub(crate) fn accumulate(
     }
 }
 
+/// `accumulate`'s checks without the addition (for the robust methods, which do not keep the
+/// FedAvg sums): returns the weight, `None` when a bound would become infinite (nothing changed:
+/// only the sums can tell whether this upload overflows, so make them and call `accumulate`),
+/// or `(kind, message)` when the upload is rejected. GIL released, on every core.
+#[pyfunction]
+#[pyo3(signature = (upload, layout, bounds, weight=None, weight_property=None))]
+pub(crate) fn check_upload(
+    py: Python<'_>,
+    upload: &Bound<'_, Upload>,
+    layout: &Bound<'_, AggregationLayout>,
+    bounds: Bound<'_, PyArray1<f64>>,
+    weight: Option<f64>,
+    weight_property: Option<String>,
+) -> PyResult<Or<Option<f64>>> {
+    let up = upload.get();
+    let layout = &layout.get().inner;
+    let rule = match (weight, weight_property) {
+        (Some(w), _) => WeightRule::Given(w),
+        (None, Some(p)) => WeightRule::Property(p),
+        (None, None) => WeightRule::Given(1.0),
+    };
+    let (data, ext) = up.contents.slices(py);
+    let mut bounds_rw = bounds.try_readwrite()?;
+    let bounds = bounds_rw.as_slice_mut()?;
+    let index = &up.index;
+    let outcome =
+        py.detach(|| guarded(|| Ok(aggregate::check_upload(layout, index, data, ext, &rule, bounds))));
+    match outcome {
+        Ok(Ok(w)) => Ok(Or::Value(w)),
+        Ok(Err(r)) => Ok(Or::Rejected(rejection(r))),
+        Err(e) => Err(core_error(&up.source, e)),
+    }
+}
+
 /// What became of one upload of `add_files`: `(status, weight, kind, message, error, identity)`
 /// with status `"added"` (weight), `"duplicate"`, `"rejected"` (kind, message) or `"error"` (the
 /// reader's exception, not raised); identity `(device, inode)` when the file was read.
@@ -528,6 +562,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Upload>()?;
     m.add_class::<LaneReader>()?;
     m.add_function(wrap_pyfunction!(accumulate, m)?)?;
+    m.add_function(wrap_pyfunction!(check_upload, m)?)?;
     m.add_function(wrap_pyfunction!(add_files, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_columns, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_block, m)?)?;

@@ -120,19 +120,10 @@ fn pieces(len: usize, width: usize) -> impl Iterator<Item = Range<usize>> {
     (0..len.div_ceil(PIECE)).map(move |p| p * PIECE * width..((p + 1) * PIECE).min(len) * width)
 }
 
-/// Checks every value of the upload (finite; its sums cannot overflow) and adds `weight × value`
-/// into `sums` (one float64 slice per slot: elements, or real/imaginary pairs for complex) and
-/// raises `bounds` (one per slot, see the module note). On a rejection nothing was added.
-pub fn accumulate(
-    layout: &Layout,
-    located: &[Located],
-    data: &[&[u8]],
-    weight: f64,
-    sums: &mut [&mut [f64]],
-    bounds: &mut [f64],
-) -> Result<(), Rejection> {
+/// Pass 1: whether every value is finite (else the rejection naming the first bad tensor) and
+/// each tensor's largest magnitude.
+fn largest_of(layout: &Layout, located: &[Located], data: &[&[u8]]) -> Result<Vec<f64>, Rejection> {
     let total: usize = data.iter().map(|d| d.len()).sum();
-    // pass 1: finite, largest magnitude
     let mut work = Vec::new();
     for (slot, (loc, bytes)) in located.iter().zip(data).enumerate() {
         let width = loc.lanes.width();
@@ -151,12 +142,49 @@ pub fn accumulate(
             *l = l.max(big);
         }
     }
-    if let Some(slot) = bad {
-        return Err(Rejection::new(
+    match bad {
+        Some(slot) => Err(Rejection::new(
             "non-finite",
             format!("{} holds NaN or infinite values", layout.slot_label(slot)),
-        ));
+        )),
+        None => Ok(largest),
     }
+}
+
+/// The checks of [`accumulate`] without the addition, for callers that do not keep the sums
+/// (the robust methods check each upload as FedAvg would, then aggregate otherwise): every value
+/// finite, then `bounds` raised as [`accumulate`] raises them. `Ok(false)`, with nothing
+/// changed, when a bound would become infinite: only the sums can then tell whether this upload
+/// overflows, so the caller must make them and call [`accumulate`].
+pub fn check_values(
+    layout: &Layout,
+    located: &[Located],
+    data: &[&[u8]],
+    weight: f64,
+    bounds: &mut [f64],
+) -> Result<bool, Rejection> {
+    let largest = largest_of(layout, located, data)?;
+    let grown: Vec<f64> = bounds.iter().zip(&largest).map(|(b, l)| b + weight * l).collect();
+    if grown.len() != bounds.len() || !grown.iter().all(|g| g.is_finite()) {
+        return Ok(false);
+    }
+    bounds.copy_from_slice(&grown);
+    Ok(true)
+}
+
+/// Checks every value of the upload (finite; its sums cannot overflow) and adds `weight × value`
+/// into `sums` (one float64 slice per slot: elements, or real/imaginary pairs for complex) and
+/// raises `bounds` (one per slot, see the module note). On a rejection nothing was added.
+pub fn accumulate(
+    layout: &Layout,
+    located: &[Located],
+    data: &[&[u8]],
+    weight: f64,
+    sums: &mut [&mut [f64]],
+    bounds: &mut [f64],
+) -> Result<(), Rejection> {
+    let total: usize = data.iter().map(|d| d.len()).sum();
+    let largest = largest_of(layout, located, data)?;
     // overflow: exact only where the bound says it is possible
     let mut exact_bounds = Vec::new();
     for (slot, bound) in bounds.iter_mut().enumerate() {

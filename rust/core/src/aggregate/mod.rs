@@ -18,7 +18,7 @@ mod values;
 
 pub use columns::{median_columns, reduce_block, trimmed_mean_columns, Statistic};
 pub use distances::add_pairwise;
-pub use kernel::{accumulate, add_window, slot_bytes};
+pub use kernel::{accumulate, add_window, check_values, slot_bytes};
 #[cfg(feature = "fs")]
 pub use round::{add_files, FileItem, Verdict};
 #[cfg(feature = "fs")]
@@ -71,4 +71,27 @@ pub fn add_upload(
     let weight = weight_of(index, rule)?;
     accumulate(layout, &located, &data, weight, sums, bounds)?;
     Ok(weight)
+}
+
+/// [`add_upload`]'s checks without the addition ([`check_values`]): the weight, or `Ok(None)`
+/// when the sums are needed to tell whether this upload overflows (nothing was changed).
+pub fn check_upload(
+    layout: &Layout,
+    index: &crate::CheckpointIndex,
+    checkpoint: &[u8],
+    external: Option<&[u8]>,
+    rule: &WeightRule,
+    bounds: &mut [f64],
+) -> Result<Option<f64>, Rejection> {
+    let located = check_structure(index, layout)?;
+    let lanes = layout.slot_lanes();
+    if bounds.len() != lanes.len() {
+        return Err(Rejection::new(
+            "internal",
+            "the bounds do not match the reference's layout (a bug in ortckpt)",
+        ));
+    }
+    let data = slot_bytes(layout, &located, checkpoint, external, &lanes)?;
+    let weight = weight_of(index, rule)?;
+    Ok(check_values(layout, &located, &data, weight, bounds)?.then_some(weight))
 }
