@@ -13,6 +13,7 @@ from typing_extensions import Buffer
 __all__ = [
     "CRASH_STEPS",
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",
+    "NETWORK_UP_TO",
     "NPZ_BUDGET_RATIO",
     "NPZ_MIN_BUDGET",
     "SAFETENSORS_DTYPES",
@@ -56,6 +57,7 @@ __all__ = [
     "recover",
     "reduce_block",
     "reduce_columns",
+    "reduce_rows",
     "release_buffers",
     "save_checkpoint",
     "serialize_adapter",
@@ -258,6 +260,16 @@ def release_buffers() -> None: ...
 def reduce_block(
     x: NDArray[np.float64], method: str, cut: int, squares: NDArray[np.float64], gaps: NDArray[np.float64]
 ) -> NDArray[np.float64]: ...
+def reduce_rows(
+    readers: Sequence[LaneReader],
+    locations: Sequence[tuple[int, int, bool, int]],
+    first: int,
+    method: str,
+    cut: int,
+    out: NDArray[np.float64],
+    squares: NDArray[np.float64],
+    gaps: NDArray[np.float64],
+) -> None: ...
 def add_pairwise(x: NDArray[np.float64], d: NDArray[np.float64]) -> None: ...
 def read_rows(
     readers: Sequence[LaneReader],
@@ -302,6 +314,7 @@ DEFAULT_EXTERNAL_DATA_THRESHOLD: int
 CRASH_STEPS: list[str]
 NPZ_BUDGET_RATIO: int
 NPZ_MIN_BUDGET: int
+NETWORK_UP_TO: int
 
 def read_safetensors(
     path: PathArg,

@@ -250,7 +250,23 @@ def aggregate(members: list[Member], lanes: list[int], options: Options, base: M
             agg = agg + base.reader.read(base.locations[slot], start, x.shape[1])
         out.slots[slot][start : start + x.shape[1]] = agg
 
-    _sweep(members, lanes, o.chunk_bytes, base, scale, reduce)
+    fused = (
+        o.method in ("median", "trimmed_mean")
+        and std is None
+        and base is None
+        and bool(np.all(scale == 1.0))
+        and 0 < n <= _native.NETWORK_UP_TO
+    )
+    if fused:
+        # few uploads: each tensor read and reduced in one native pass, band by band in cache,
+        # straight into the result (no N x chunk block: memory O(cores x band))
+        readers = [m.reader for m in members]
+        for slot in range(len(lanes)):
+            where = [m.locations[slot] for m in members]
+            rows_squares = unused if counted else squares
+            _native.reduce_rows(readers, where, 0, o.method, cut, out.slots[slot], rows_squares, gaps)
+    else:
+        _sweep(members, lanes, o.chunk_bytes, base, scale, reduce)
     chosen = set(selected)
     for i, m in enumerate(members):
         m.norm = float(np.sqrt(squares[i]))

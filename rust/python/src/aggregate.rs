@@ -484,15 +484,7 @@ fn read_rows(
         return Err(PyValueError::new_err("one row per reader is needed"));
     }
     let locs = locations.into_iter().map(located).collect::<PyResult<Vec<_>>>()?;
-    let sources: Vec<RowSource<'_>> = readers
-        .iter()
-        .map(|r| match &r.get().held {
-            Held::Files(files) => RowSource::Files(files),
-            Held::Bytes(data, external) => {
-                RowSource::Bytes(data.bind(py).as_bytes(), external.as_ref().map(|e| e.bind(py).as_bytes()))
-            }
-        })
-        .collect();
+    let sources = row_sources(py, &readers);
     let mut held = out.try_readwrite()?;
     let block = held.as_slice_mut()?;
     let failed = py.detach(|| aggregate::read_rows(&sources, &locs, first, count, block));
@@ -503,6 +495,57 @@ fn read_rows(
             Err(core_error(&source, crate::errors::GuardedError::Core(e)))
         }
     }
+}
+
+/// The median (`"median"`) or trimmed mean (`"trimmed_mean"`, `cut` values off each end) of
+/// lanes `first..first + len(out)` of the tensor at `locations[r]` of every `readers[r]` (at most
+/// `NETWORK_UP_TO` readers), into `out`, read and reduced in one pass (no `N x chunk` block);
+/// per reader the sum of its squared values added into `squares` and of its squared distances to
+/// the result into `gaps`. GIL released, on every core. A failed read raises (the file changed).
+#[pyfunction]
+#[pyo3(signature = (readers, locations, first, method, cut, out, squares, gaps))]
+#[allow(clippy::too_many_arguments)] // one call per tensor: every input is a separate argument
+fn reduce_rows(
+    py: Python<'_>,
+    readers: Vec<Bound<'_, LaneReader>>,
+    locations: Vec<Location>,
+    first: usize,
+    method: &str,
+    cut: usize,
+    out: Bound<'_, PyArray1<f64>>,
+    squares: Bound<'_, PyArray1<f64>>,
+    gaps: Bound<'_, PyArray1<f64>>,
+) -> PyResult<()> {
+    let stat = statistic(method, cut)?;
+    let locs = locations.into_iter().map(located).collect::<PyResult<Vec<_>>>()?;
+    let sources = row_sources(py, &readers);
+    let (mut out, mut sq, mut gp) = (out.try_readwrite()?, squares.try_readwrite()?, gaps.try_readwrite()?);
+    let (out, sq, gp) = (out.as_slice_mut()?, sq.as_slice_mut()?, gp.as_slice_mut()?);
+    let failed = py.detach(|| aggregate::reduce_rows(&sources, &locs, first, stat, out, sq, gp));
+    failed.map_err(|(row, e)| {
+        let source = readers.get(row).map_or_else(String::new, |r| r.get().source.clone());
+        core_error(&source, crate::errors::GuardedError::Core(e))
+    })
+}
+
+fn statistic(method: &str, cut: usize) -> PyResult<aggregate::Statistic> {
+    match method {
+        "median" => Ok(aggregate::Statistic::Median),
+        "trimmed_mean" => Ok(aggregate::Statistic::TrimmedMean(cut)),
+        other => Err(PyValueError::new_err(format!("unknown column statistic {other:?}"))),
+    }
+}
+
+fn row_sources<'a>(py: Python<'a>, readers: &'a [Bound<'a, LaneReader>]) -> Vec<RowSource<'a>> {
+    readers
+        .iter()
+        .map(|r| match &r.get().held {
+            Held::Files(files) => RowSource::Files(files),
+            Held::Bytes(data, external) => {
+                RowSource::Bytes(data.bind(py).as_bytes(), external.as_ref().map(|e| e.bind(py).as_bytes()))
+            }
+        })
+        .collect()
 }
 
 /// The median (`"median"`) or trimmed mean (`"trimmed_mean"`, `cut` values off each end) of each
@@ -520,11 +563,7 @@ fn reduce_block<'py>(
     gaps: Bound<'py, PyArray1<f64>>,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let (n, c) = (x.shape()[0], x.shape()[1]);
-    let stat = match method {
-        "median" => aggregate::Statistic::Median,
-        "trimmed_mean" => aggregate::Statistic::TrimmedMean(cut),
-        other => return Err(PyValueError::new_err(format!("unknown column statistic {other:?}"))),
-    };
+    let stat = statistic(method, cut)?;
     let values = x.as_slice()?;
     let (mut sq, mut gp) = (squares.try_readwrite()?, gaps.try_readwrite()?);
     let (sq, gp) = (sq.as_slice_mut()?, gp.as_slice_mut()?);
@@ -566,6 +605,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(add_files, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_columns, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_block, m)?)?;
+    m.add_function(wrap_pyfunction!(reduce_rows, m)?)?;
+    m.add("NETWORK_UP_TO", aggregate::NETWORK_UP_TO)?;
     m.add_function(wrap_pyfunction!(read_rows, m)?)?;
     m.add_function(wrap_pyfunction!(add_pairwise, m)?)?;
     m.add_function(wrap_pyfunction!(release_buffers, m)?)?;

@@ -3,6 +3,7 @@
 //! [`HeldFiles::read_lanes`] (`pread` from the files held open, each read confirming the file is
 //! the version that was checked) or from an upload's bytes: never a mapping.
 
+use super::columns::{reduce_few_rows, Statistic, NETWORK_UP_TO};
 use super::kernel::{in_parallel, threads};
 use super::structure::Located;
 use super::upload::HeldFiles;
@@ -80,4 +81,84 @@ pub fn read_rows(
 
 fn out_bytes(rows: usize, count: usize) -> usize {
     rows.saturating_mul(count).saturating_mul(8)
+}
+
+/// The statistic of lanes `first..first + out.len()` of every upload's tensor into `out`, for few
+/// uploads (at most [`NETWORK_UP_TO`]), read and reduced in one pass: each thread reads a band of
+/// columns of every row into cache and reduces it there, so the robust methods' `N × chunk` block
+/// is never written to memory. Per row, the sum of its squared values is added into `squares` and
+/// of its squared distances to the result into `gaps`. On failure, the row that failed and why.
+pub fn reduce_rows(
+    sources: &[RowSource<'_>],
+    locations: &[Located],
+    first: usize,
+    stat: Statistic,
+    out: &mut [f64],
+    squares: &mut [f64],
+    gaps: &mut [f64],
+) -> Result<(), (usize, Error)> {
+    let n = sources.len();
+    if n == 0 || n > NETWORK_UP_TO || locations.len() != n || squares.len() != n || gaps.len() != n {
+        return Err((
+            0,
+            Error::Internal { detail: "reduce_rows: the rows do not match their sources".into() },
+        ));
+    }
+    let fill = |r: usize, c0: usize, dst: &mut [f64], buf: &mut Vec<u8>| {
+        let (Some(source), Some(loc)) = (sources.get(r), locations.get(r)) else {
+            return Err((r, Error::Internal { detail: "a row without a source".into() }));
+        };
+        source.read(loc, first.saturating_add(c0), dst, buf).map_err(|e| (r, e))
+    };
+    reduce_few_rows(&fill, n, stat, out, squares, gaps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::{reduce_block, Lanes};
+
+    #[test]
+    fn reduce_rows_equals_reading_the_block_then_reducing_it() {
+        // 7 float32 uploads of 20,000 lanes, each at a different offset of its own bytes
+        let (n, lanes) = (7usize, 20_000usize);
+        let uploads: Vec<(Vec<u8>, Located)> = (0..n)
+            .map(|u| {
+                let pad = 8 * (u + 1);
+                let mut bytes = vec![0u8; pad];
+                for i in 0..lanes {
+                    let v = ((i * 31 + u * 977) % 401) as f32 - 200.0 + u as f32 / 8.0;
+                    bytes.extend_from_slice(&v.to_le_bytes());
+                }
+                let loc =
+                    Located { lanes: Lanes::F32, bytes: pad as u64..bytes.len() as u64, external: false };
+                (bytes, loc)
+            })
+            .collect();
+        let sources: Vec<RowSource<'_>> = uploads.iter().map(|(b, _)| RowSource::Bytes(b, None)).collect();
+        let locations: Vec<Located> = uploads.iter().map(|(_, l)| l.clone()).collect();
+        let (first, count) = (1_000usize, 15_000usize);
+        let mut block = vec![0.0f64; n * count];
+        read_rows(&sources, &locations, first, count, &mut block).map_err(|(_, e)| e.to_string()).unwrap();
+        for stat in [Statistic::Median, Statistic::TrimmedMean(2)] {
+            let (mut want, mut got) = (vec![0.0; count], vec![0.0; count]);
+            let (mut sq_want, mut gaps_want) = (vec![0.0; n], vec![0.0; n]);
+            reduce_block(&block, n, stat, &mut want, &mut sq_want, &mut gaps_want);
+            let (mut sq, mut gaps) = (vec![0.0; n], vec![0.0; n]);
+            reduce_rows(&sources, &locations, first, stat, &mut got, &mut sq, &mut gaps)
+                .map_err(|(_, e)| e.to_string())
+                .unwrap();
+            assert_eq!(got, want, "{stat:?}");
+            for r in 0..n {
+                assert!((sq[r] - sq_want[r]).abs() <= 1e-12 * sq_want[r]);
+                assert!((gaps[r] - gaps_want[r]).abs() <= 1e-12 * gaps_want[r].max(1.0));
+            }
+        }
+        // a lane range past a tensor's end is an error naming its row, never a panic
+        let mut out = vec![0.0; 20];
+        let (mut sq, mut gaps) = (vec![0.0; n], vec![0.0; n]);
+        let err =
+            reduce_rows(&sources, &locations, lanes - 10, Statistic::Median, &mut out, &mut sq, &mut gaps);
+        assert!(err.is_err());
+    }
 }
