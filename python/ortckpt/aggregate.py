@@ -9,6 +9,7 @@ cluster. See docs/federated.md.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -286,9 +287,9 @@ class _Run:
                 key = identity(src, upload)
                 if key is not None and key in self.seen:
                     raise _duplicate(self.seen[key])
-                layout = self.layout
+                lanes = self.layout.slot_lanes()
                 weight = self.acc.check(
-                    upload, layout, rule, lambda: fedavg_sums(members, layout.slot_lanes(), chunk_bytes)
+                    upload, self.layout, rule, functools.partial(fedavg_sums, members, lanes, chunk_bytes)
                 )
                 if key is not None:
                     self.seen[key] = client

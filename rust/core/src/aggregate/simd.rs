@@ -19,9 +19,9 @@ macro_rules! avx2_dispatch {
             $body
         }
 
+        $(#[$meta])*
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2")]
-        /// The same body compiled with AVX2 (see the module note).
         unsafe fn $fast($($arg: $ty),*) $(-> $ret)? $body
     };
 }
