@@ -146,29 +146,42 @@ def _default_limit(reference: CheckpointState) -> int:
 
 
 def _result(reference: CheckpointState, spec: ModelSpec, acc: PartialSum) -> CheckpointState:
+    # every mean first, in one call (their arrays share allocations), then the state around them
+    trainable = [name for name, (is_trainable, _, _) in spec.params.items() if is_trainable]
+    wanted = [
+        (slot, reference.parameters[name].dtype, spec.params[name][2]) for slot, name in enumerate(trainable)
+    ]
+    moms: list[tuple[str, str, str]] = []
+    if spec.include_optimizer_state:
+        assert reference.optimizer is not None
+        first = len(wanted)
+        slots = {key: first + i for i, key in enumerate(spec.momentums)}
+        for group_name, group in reference.optimizer.items():
+            for param, states in group.states.items():
+                for m, arr in states.items():
+                    moms.append((group_name, param, m))
+                    wanted.append((slots[(group_name, param, m)], arr.dtype, tuple(arr.shape)))
+    means = iter(acc.means(wanted))
     params: list[Parameter] = []
-    slot = 0
-    for name, (trainable, _, shape) in spec.params.items():
-        ref = reference.parameters[name]
-        if trainable:
-            params.append(Parameter(name, acc.mean(slot, ref.dtype, shape), trainable=True))
-            slot += 1
-        else:
-            params.append(ref)
+    for name, (is_trainable, _, _) in spec.params.items():
+        params.append(
+            Parameter(name, next(means), trainable=True) if is_trainable else reference.parameters[name]
+        )
     optimizer = None
     if spec.include_optimizer_state:
         assert reference.optimizer is not None
-        slots = {key: slot + i for i, key in enumerate(spec.momentums)}
-        optimizer = {}
-        for group_name, group in reference.optimizer.items():
-            states = {
-                param: {
-                    m: acc.mean(slots[(group_name, param, m)], arr.dtype, tuple(arr.shape))
-                    for m, arr in moms.items()
-                }
-                for param, moms in group.states.items()
-            }
-            optimizer[group_name] = OptimizerGroup(group.step, group.initial_learning_rate, states)
+        averaged = dict(zip(moms, means, strict=True))
+        optimizer = {
+            group_name: OptimizerGroup(
+                group.step,
+                group.initial_learning_rate,
+                {
+                    param: {m: averaged[(group_name, param, m)] for m in states}
+                    for param, states in group.states.items()
+                },
+            )
+            for group_name, group in reference.optimizer.items()
+        }
     return CheckpointState(params, properties=reference.properties, optimizer=optimizer)
 
 
