@@ -279,3 +279,25 @@ def test_a_mapped_upload_with_a_wrong_stored_length_is_rejected(tmp_path: Path):
     result = ortckpt.load(tmp_path / "o.ckpt")
     for name in SHAPES:
         assert_within_one_ulp(result.parameters[name].data, expected_mean(good, [1, 1], name))
+
+
+@pytest.mark.parametrize("method", ["fedavg", "median"])
+def test_the_reference_read_from_a_file_keeps_its_values_while_others_are_read(tmp_path: Path, method: str):
+    """The reference state is built over the first upload's private memory, not a copy of it; the
+    memory must stay its own while later uploads are read into reused buffers (large enough to be
+    read in windows, with external data for half of them)."""
+    rng = np.random.default_rng(7)
+    paths = []
+    for i in range(9):
+        state = CheckpointState(
+            {"w": rng.standard_normal((512, 1024)).astype(np.float32)},  # 2 MiB
+            frozen={"table": np.full(300_000, i, np.int64)},  # 2.3 MiB, the reference's own
+        )
+        paths.append(tmp_path / f"dev{i}.ckpt")
+        ortckpt.save(state, paths[-1], external_data_threshold=1024 if i % 2 else None)
+    report = ortckpt.average(paths, method=method)
+    assert len(report.accepted) == 9
+    table = report.state.parameters["table"].data
+    assert table.dtype == np.int64 and (table == 0).all()  # the first upload's, intact
+    reference = ortckpt.load(paths[0])
+    assert reference.parameters["table"].data.tobytes() == table.tobytes()

@@ -39,6 +39,7 @@ __all__ = [
     "TensorRecord",
     "UnsupportedVersionError",
     "Upload",
+    "UploadBytes",
     "accumulate",
     "add_files",
     "add_pairwise",
@@ -164,6 +165,14 @@ class MappedFile:
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
 @final
+class UploadBytes:
+    """A read-only 1-D byte buffer over a file upload's private memory (no copy); keeps the upload
+    alive."""
+
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+@final
 class AtomicOutput:
     """One output file written under a temporary name beside its destination (created with
     O_EXCL under a random name); ``commit`` syncs it and renames it over the destination."""
@@ -239,9 +248,9 @@ class Upload:
     @property
     def identity(self) -> tuple[int, int] | None: ...
     @property
-    def checkpoint(self) -> bytes: ...
+    def checkpoint(self) -> bytes | UploadBytes: ...
     @property
-    def external(self) -> bytes | None: ...
+    def external(self) -> bytes | UploadBytes | None: ...
     @property
     def is_nominal(self) -> bool: ...
     def locate(self, layout: AggregationLayout) -> list[tuple[int, int, bool, int]] | tuple[str, str]: ...

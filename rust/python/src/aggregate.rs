@@ -8,10 +8,12 @@ use ortckpt_core::aggregate::{
     UploadError, WeightRule,
 };
 use ortckpt_core::{CheckpointIndex, DataType};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use std::sync::Mutex;
+use std::ffi::c_int;
+use std::sync::{Arc, Mutex};
 
 use crate::errors::{core_error, guarded};
 use crate::mapped::{interruptible, path_arg, show};
@@ -66,7 +68,9 @@ pub(crate) struct Upload {
 
 /// An upload's bytes: read from its files (kept open for `reader`), or given as `bytes`.
 enum Contents {
-    File { checkpoint: Buffer, external: Option<Buffer>, files: Mutex<Option<Box<HeldFiles>>> },
+    // shared with the `UploadBytes` views of a state loaded from the upload (Arc: the memory goes
+    // back to the pool when the last of them is gone)
+    File { checkpoint: Arc<Buffer>, external: Option<Arc<Buffer>>, files: Mutex<Option<Box<HeldFiles>>> },
     Bytes { checkpoint: Py<PyBytes>, external: Option<Py<PyBytes>> },
 }
 
@@ -74,7 +78,7 @@ impl Contents {
     fn slices<'a>(&'a self, py: Python<'a>) -> (&'a [u8], Option<&'a [u8]>) {
         match self {
             Contents::File { checkpoint, external, .. } => {
-                (checkpoint.bytes(), external.as_ref().map(Buffer::bytes))
+                (checkpoint.bytes(), external.as_deref().map(Buffer::bytes))
             }
             Contents::Bytes { checkpoint, external } => {
                 (checkpoint.bind(py).as_bytes(), external.as_ref().map(|e| e.bind(py).as_bytes()))
@@ -178,6 +182,56 @@ pub(crate) enum Or<T> {
     Rejected((String, String)),
 }
 
+/// A read-only buffer over a file upload's private memory (its checkpoint or its external data):
+/// what a state loaded from the upload holds instead of a copy. It shares the memory (not the
+/// upload: its open files are not kept), which is neither freed nor reused for another upload
+/// while a view exists; nothing writes it after the read, so it is memory that cannot change (a
+/// state keeps it without copying).
+#[pyclass(frozen, module = "ortckpt._native")]
+pub(crate) struct UploadBytes {
+    bytes: Arc<Buffer>,
+}
+
+impl UploadBytes {
+    fn of(py: Python<'_>, bytes: &Arc<Buffer>) -> Py<PyAny> {
+        bytes.leave_pool(); // a state may keep it past the round
+        match Py::new(py, UploadBytes { bytes: Arc::clone(bytes) }) {
+            Ok(view) => view.into_any(),
+            // allocation failure of a small object: fall back to a copy (never a panic)
+            Err(_) => PyBytes::new(py, bytes.bytes()).into_any().unbind(),
+        }
+    }
+}
+
+#[pymethods]
+impl UploadBytes {
+    fn __len__(&self) -> usize {
+        self.bytes.bytes().len()
+    }
+
+    /// Exports the bytes as a read-only 1-D buffer of unsigned bytes.
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        if view.is_null() {
+            return Err(PyBufferError::new_err("buffer view is null"));
+        }
+        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
+            return Err(PyBufferError::new_err("an upload's bytes are read-only"));
+        }
+        let bytes = slf.get().bytes.bytes();
+        let len = isize::try_from(bytes.len()).map_err(|_| PyBufferError::new_err("upload too large"))?;
+        // SAFETY: `view` is non-null; FillInfo stores a new reference to `slf` in the view, and
+        // `slf` shares the private memory (an anonymous mapping that does not move and is never
+        // written after the read), which therefore outlives the view.
+        let rc = unsafe {
+            ffi::PyBuffer_FillInfo(view, slf.as_ptr(), bytes.as_ptr() as *mut std::ffi::c_void, len, 1, flags)
+        };
+        if rc == -1 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+}
+
 #[pymethods]
 impl Upload {
     /// Reads the local checkpoint `path` (and `path.data`) into private memory, at most
@@ -213,8 +267,8 @@ impl Upload {
             index,
             identity: Some(file.identity),
             contents: Contents::File {
-                checkpoint: file.checkpoint,
-                external: file.external,
+                checkpoint: Arc::new(file.checkpoint),
+                external: file.external.map(Arc::new),
                 files: Mutex::new(Some(Box::new(file.files))),
             },
             source,
@@ -249,23 +303,23 @@ impl Upload {
         self.identity
     }
 
-    /// The checkpoint's bytes (a copy for a file upload).
+    /// The checkpoint's bytes: the given `bytes`, or for a file upload a read-only view of the
+    /// private memory it was read into (no copy), which keeps this upload alive.
     #[getter]
-    fn checkpoint(&self, py: Python<'_>) -> Py<PyBytes> {
-        match &self.contents {
-            Contents::Bytes { checkpoint, .. } => checkpoint.clone_ref(py),
-            Contents::File { checkpoint, .. } => PyBytes::new(py, checkpoint.bytes()).unbind(),
+    fn checkpoint(slf: &Bound<'_, Self>) -> Py<PyAny> {
+        match &slf.get().contents {
+            Contents::Bytes { checkpoint, .. } => checkpoint.clone_ref(slf.py()).into_any(),
+            Contents::File { checkpoint, .. } => UploadBytes::of(slf.py(), checkpoint),
         }
     }
 
-    /// The external data file's bytes, when there is one (a copy for a file upload).
+    /// The external data file's bytes, when there is one (as `checkpoint`).
     #[getter]
-    fn external(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
-        match &self.contents {
-            Contents::Bytes { external, .. } => external.as_ref().map(|e| e.clone_ref(py)),
-            Contents::File { external, .. } => {
-                external.as_ref().map(|e| PyBytes::new(py, e.bytes()).unbind())
-            }
+    fn external(slf: &Bound<'_, Self>) -> Option<Py<PyAny>> {
+        match &slf.get().contents {
+            Contents::Bytes { external, .. } => external.as_ref().map(|e| e.clone_ref(slf.py()).into_any()),
+            Contents::File { external: Some(external), .. } => Some(UploadBytes::of(slf.py(), external)),
+            Contents::File { external: None, .. } => None,
         }
     }
 
@@ -600,6 +654,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AggregationLayout>()?;
     m.add_class::<Upload>()?;
     m.add_class::<LaneReader>()?;
+    m.add_class::<UploadBytes>()?;
     m.add_function(wrap_pyfunction!(accumulate, m)?)?;
     m.add_function(wrap_pyfunction!(check_upload, m)?)?;
     m.add_function(wrap_pyfunction!(add_files, m)?)?;

@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use memmap2::MmapMut;
@@ -44,6 +45,8 @@ impl From<Error> for UploadError {
 pub struct Buffer {
     map: Option<MmapMut>,
     used: usize,
+    /// Whether the memory goes back to the pool when dropped (see [`Buffer::leave_pool`]).
+    pooled: AtomicBool,
 }
 
 /// Buffers handed back by dropped uploads (a few: one per upload in flight). A round empties it
@@ -73,7 +76,13 @@ impl Buffer {
             Some(map) => Some(map),
             None => anonymous(size)?,
         };
-        Ok(Buffer { map, used: size })
+        Ok(Buffer { map, used: size, pooled: AtomicBool::new(true) })
+    }
+
+    /// Frees the memory when dropped instead of keeping it for the next upload: for bytes that
+    /// may outlive the round (a state loaded from them), whose end empties the pool.
+    pub fn leave_pool(&self) {
+        self.pooled.store(false, Ordering::Relaxed);
     }
 
     fn space(&mut self) -> &mut [u8] {
@@ -88,6 +97,9 @@ impl Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
+        if !self.pooled.load(Ordering::Relaxed) {
+            return;
+        }
         if let (Some(map), Ok(mut pool)) = (self.map.take(), POOL.lock()) {
             if pool.len() < POOLED {
                 pool.push(map);
