@@ -172,7 +172,10 @@ pub fn add_files(
         .map(|(t, n)| n * super::Lanes::of(*t).map_or(8, |l| l.width()))
         .sum();
     let threads = super::kernel::threads();
-    let window = (WINDOW_BYTES / model.max(1)).clamp(2 * threads, WINDOW_MAX.max(2 * threads));
+    // one large upload per core, not more: a window of 4 x 64 MiB ran faster alone but 2x slower
+    // after other work had freed and touched gigabytes (fresh memory is what costs then: the
+    // kernel's time tripled), while one per core holds in both (benches/README.md)
+    let window = (WINDOW_BYTES / model.max(1)).clamp(threads, WINDOW_MAX.max(threads));
     let mut verdicts: Vec<Option<Verdict>> = Vec::with_capacity(items.len());
     for (w, part) in items.chunks(window).enumerate() {
         if !keep_going() {
