@@ -453,11 +453,13 @@ fn many_tiles / many_tiles_avx2 (
     for (t, cols) in group {
         let c0 = t * tile;
         let w = cols.len();
-        for (row, s) in sq.iter_mut().enumerate() {
-            let values = x.get(row * c + c0..row * c + c0 + w).unwrap_or_default();
-            *s += dot(values, values);
-            for (j, &v) in values.iter().enumerate() {
-                if let Some(slot) = scratch.get_mut(j * n + row) {
+        let row = |r: usize| x.get(r * c + c0..r * c + c0 + w).unwrap_or_default();
+        for (r, s) in sq.iter_mut().enumerate() {
+            *s += dot(row(r), row(r));
+        }
+        for r in 0..n {
+            for (j, &v) in row(r).iter().enumerate() {
+                if let Some(slot) = scratch.get_mut(j * n + r) {
                     *slot = key(v);
                 }
             }
@@ -528,6 +530,40 @@ mod tests {
                 Statistic::Median => assert_eq!(g, w, "{what}, column {j}, {stat:?}"),
                 Statistic::TrimmedMean(_) => {
                     assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{what}, column {j}: {g} vs {w}")
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn many_uploads_by_selection_equal_a_sort() {
+        // row counts past the network (and not multiples of 4), columns spanning several tiles
+        for n in [33usize, 37, 64, 101] {
+            let cols = 3 * (TILE_BYTES / 8 / n) + 5;
+            let x: Vec<f64> =
+                (0..n * cols).map(|i| ((i * 7919 + 3 * n) % 2003) as f64 / 7.0 - 140.0).collect();
+            for stat in [Statistic::Median, Statistic::TrimmedMean(n / 5)] {
+                let mut got = vec![f64::NAN; cols];
+                let (mut sq, mut gaps) = (vec![0.0; n], vec![0.0; n]);
+                reduce_block(&x, n, stat, &mut got, &mut sq, &mut gaps);
+                let want: Vec<f64> = (0..cols)
+                    .map(|j| {
+                        let mut col: Vec<f64> = (0..n).map(|r| x[r * cols + j]).collect();
+                        col.sort_by(f64::total_cmp);
+                        match stat {
+                            Statistic::Median if n % 2 == 1 => col[n / 2],
+                            Statistic::Median => (col[n / 2 - 1] + col[n / 2]) / 2.0,
+                            Statistic::TrimmedMean(cut) => {
+                                col[cut..n - cut].iter().sum::<f64>() / (n - 2 * cut) as f64
+                            }
+                        }
+                    })
+                    .collect();
+                assert_same(&got, &want, stat, &format!("n = {n}"));
+                for r in 0..n {
+                    let row = &x[r * cols..(r + 1) * cols];
+                    let want_sq: f64 = row.iter().map(|v| v * v).sum();
+                    assert!((sq[r] - want_sq).abs() <= 1e-9 * want_sq, "squares of row {r}");
                 }
             }
         }
