@@ -132,6 +132,14 @@ def fedavg_sums(members: list[Member], lanes: list[int], chunk_bytes: int) -> li
     return sums
 
 
+def _squares(x: Matrix) -> Matrix:
+    """Each row's sum of squares. Finite values near float64's limit square to infinity: that is
+    their norm (a diagnostic; clipping then scales such an upload to zero), not an error."""
+    with np.errstate(over="ignore"):
+        out: Matrix = (x * x).sum(1)
+    return out
+
+
 def _krum_scores(d: Matrix, byzantine: int) -> Matrix:
     """Flower's Krum score: the sum of each vector's n - f - 2 smallest distances to the others."""
     n = len(d)
@@ -166,7 +174,7 @@ def aggregate(members: list[Member], lanes: list[int], options: Options, base: M
     if need_norms:
 
         def norms_of(slot: int, start: int, x: Matrix) -> None:
-            squares[:] += (x * x).sum(1)
+            squares[:] += _squares(x)
 
         _sweep(members, lanes, o.chunk_bytes, base, ones, norms_of)
     scale = ones
@@ -180,7 +188,7 @@ def aggregate(members: list[Member], lanes: list[int], options: Options, base: M
         def pairwise(slot: int, start: int, x: Matrix) -> None:
             _native.add_pairwise(x, distances)  # each pair once, on every core
             if not need_norms:
-                squares[:] += (x * x).sum(1)
+                squares[:] += _squares(x)
 
         _sweep(members, lanes, o.chunk_bytes, base, scale, pairwise)
     selected: list[int] = list(range(n))
@@ -223,13 +231,17 @@ def aggregate(members: list[Member], lanes: list[int], options: Options, base: M
             out.slots[slot][start : start + x.shape[1]] = agg
             return
         if not counted:
-            squares[:] += (x * x).sum(1)
+            squares[:] += _squares(x)
         if o.method == "fedavg" or o.method == "multi_krum":
             rows = selected
-            total = x[rows[0]] * weights[rows[0]]  # Flower's order: one upload after the other
-            for r in rows[1:]:
-                total = total + x[r] * weights[r]
-            agg = total / weights[rows].sum()
+            with np.errstate(over="ignore", invalid="ignore"):
+                total = x[rows[0]] * weights[rows[0]]  # Flower's order: one upload after the other
+                for r in rows[1:]:
+                    total = total + x[r] * weights[r]
+                agg = total / weights[rows].sum()
+            if not np.isfinite(agg).all():  # the sum passed float64's limit; the mean does not
+                share = weights[rows] / weights[rows].sum()
+                agg = (x[rows] * share[:, None]).sum(0)
         elif o.method == "median":
             agg = _native.reduce_columns(x, "median")  # numpy's median, per column
         elif o.method == "trimmed_mean":
@@ -241,11 +253,16 @@ def aggregate(members: list[Member], lanes: list[int], options: Options, base: M
             beta = len(selected) - 2 * o.byzantine
             med = _native.reduce_columns(np.ascontiguousarray(y), "median")
             order = np.argpartition(np.abs(med - y), kth=beta - 1, axis=0)
-            agg = np.mean(np.take_along_axis(y, order, axis=0)[:beta], axis=0)
+            kept = np.take_along_axis(y, order, axis=0)[:beta]
+            with np.errstate(over="ignore", invalid="ignore"):
+                agg = np.mean(kept, axis=0)
+            if not np.isfinite(agg).all():  # the sum passed float64's limit; the mean does not
+                agg = (kept / beta).sum(0)
         if std is not None:
             agg = agg + rng.normal(0.0, std, agg.shape)
-        diff = x - agg
-        gaps[:] += np.einsum("ij,ij->i", diff, diff)
+        with np.errstate(over="ignore"):  # a distance beyond float64 is infinite (see _squares)
+            diff = x - agg
+            gaps[:] += np.einsum("ij,ij->i", diff, diff)
         if base is not None:
             agg = agg + base.reader.read(base.locations[slot], start, x.shape[1])
         out.slots[slot][start : start + x.shape[1]] = agg
