@@ -144,6 +144,28 @@ def test_robust_methods_reject_overflow_exactly_as_fedavg(tmp_path: Path, method
         np.testing.assert_array_equal(robust.state.parameters["w"].data, np.full(3, (1.0 + 1e308) / 2))
 
 
+def test_an_accepted_upload_changed_before_its_sums_are_needed_stops_the_round(tmp_path: Path):
+    """The robust check makes FedAvg's sums from the accepted uploads' files only when a bound
+    could overflow; if one of those files changed after its check, the round stops with
+    CheckpointChangedError naming it (the sweep reads every accepted upload again)."""
+    huge = np.full(3, 1.5e308, np.float64)
+    paths = {}
+    for name, w in {"a": huge, "c": -huge / 2}.items():
+        paths[name] = tmp_path / f"{name}.ckpt"
+        ortckpt.save(CheckpointState({"w": w}), paths[name])
+
+    def sources():
+        yield paths["a"]
+        data = bytearray(paths["a"].read_bytes())  # a rewritten in place after its check
+        with open(paths["a"], "r+b") as f:
+            f.write(bytes(data[:-1]) + bytes([data[-1] ^ 1]))
+        os.utime(paths["a"], ns=(1, 1))
+        yield paths["c"]  # its bound is infinite: the sums of a are read again
+
+    with pytest.raises(ortckpt.CheckpointChangedError, match=r"a\.ckpt"):
+        ortckpt.average(sources(), method="median")
+
+
 def test_the_same_upload_twice_is_counted_once(tmp_path: Path):
     states = [CheckpointState({"w": np.full(4, i, np.float32)}) for i in range(3)]
     for i, s in enumerate(states):
