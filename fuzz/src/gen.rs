@@ -148,7 +148,7 @@ impl Tensor {
                 let n = byte_size(data_type, &dims).map(|n| {
                     let d = u64::from(delta % 4 + 1);
                     if *more {
-                        n + d
+                        n.saturating_add(d)
                     } else {
                         n.saturating_sub(d)
                     }

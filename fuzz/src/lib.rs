@@ -10,7 +10,8 @@
 //! Issues these oracles found, all fixed in ortckpt-core since (tests/oracles.rs keeps repros):
 //! empty tensors of a nominal checkpoint read back as nominal (momentums too, which the writer then
 //! refused); `check_external_ranges` missed an overlap when an empty external tensor sorted between
-//! the two; `-0.0` learning rates and float properties read back as `+0.0`.
+//! the two; `-0.0` learning rates and float properties read back as `+0.0`. And one in this
+//! harness: the spec generator's byte size plus a few overflowed near `u64::MAX`.
 
 use ortckpt_core::test_support::oracle::{reference_index, same_result};
 use ortckpt_core::test_support::spec_from_index;

@@ -146,3 +146,15 @@ fn raw_group_builder_matches_the_writer() {
     let index = index_checkpoint(&raw.build()).unwrap();
     assert_eq!((index.optimizer_groups[0].step, index.optimizer_groups[0].initial_learning_rate), (5, 0.25));
 }
+
+/// spec_roundtrip's finding of 2026-12-04 (CI): the spec generator added to a byte size near
+/// u64::MAX and overflowed (a panic of the harness, not of the core). The input, as libFuzzer
+/// gives it to the target.
+#[test]
+fn a_generated_size_near_u64_max_does_not_overflow_the_generator() {
+    use arbitrary::{Arbitrary, Unstructured};
+    let bytes = include_bytes!("data/spec_roundtrip_size_overflow.bin");
+    let input = ortckpt_fuzz::gen::FuzzSpec::arbitrary_take_rest(Unstructured::new(bytes));
+    let input = input.map_err(|e| e.to_string()).unwrap();
+    check_spec(&input.build().spec());
+}
