@@ -201,6 +201,15 @@ def identity(src: Any, upload: _native.Upload | None = None) -> tuple[Any, ...] 
     return None
 
 
+def slot_arrays(lanes: list[int], fill: float | None) -> list[np.ndarray[Any, Any]]:
+    """One float64 array per slot of ``lanes`` lanes, all views of one allocation (numpy asks for
+    huge pages above 4 MiB, so a model of many small tensors takes 512x fewer page faults); filled
+    with ``fill`` now, or left for the caller to write (``None``)."""
+    flat = np.empty(sum(lanes), np.float64) if fill is None else np.full(sum(lanes), fill)
+    ends = np.cumsum(lanes).tolist() if lanes else []
+    return [flat[end - n : end] for n, end in zip(lanes, ends, strict=True)]
+
+
 @dataclass
 class PartialSum:
     """The sum of weight * values in float64 per averaged tensor ("slot": trainable parameters,
@@ -217,12 +226,7 @@ class PartialSum:
             # Written (not np.zeros' lazily mapped zero pages) here, on one thread: a first write
             # by the kernel's threads to a shared zero page is a copy-on-write fault with a TLB
             # shootdown to every core, which was half the time of a round of large uploads.
-            # One allocation for all the sums (views per slot): numpy asks for huge pages above
-            # 4 MiB, so a model of many small tensors takes 512x fewer page faults.
-            lanes = layout.slot_lanes()
-            flat = np.full(sum(lanes), 0.0)
-            ends = np.cumsum(lanes).tolist()
-            self.sums = [flat[end - n : end] for n, end in zip(lanes, ends, strict=True)]
+            self.sums = slot_arrays(layout.slot_lanes(), 0.0)
             self.bounds = np.zeros(len(self.sums), np.float64)
 
     def add(
@@ -279,9 +283,6 @@ class PartialSum:
         self.total_weight += other.total_weight
         self.count += other.count
         return self
-
-    def mean(self, slot: int, dtype: np.dtype[Any], shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
-        return self.means([(slot, dtype, shape)])[0]
 
     def means(self, wanted: list[tuple[int, np.dtype[Any], tuple[int, ...]]]) -> list[np.ndarray[Any, Any]]:
         """The mean of each ``(slot, dtype, shape)``: divided straight into the result's dtype (the

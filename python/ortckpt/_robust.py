@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import _native
+from ._fedavg import slot_arrays
 
 METHODS = ("fedavg", "median", "trimmed_mean", "krum", "multi_krum", "bulyan")
 #: float64 bytes of one chunk across all uploads (the ``chunk_bytes`` knob's default)
@@ -119,9 +120,7 @@ def fedavg_sums(members: list[Member], lanes: list[int], chunk_bytes: int) -> li
     """The FedAvg kernel's float64 sums of ``members`` (``weight x value`` added in their order,
     as ``_native.accumulate`` adds them), read again chunk by chunk: made only when an upload
     could overflow them (``PartialSum.check``)."""
-    flat = np.full(sum(lanes), 0.0)
-    ends = np.cumsum(lanes).tolist() if lanes else []
-    sums = [flat[end - total : end] for total, end in zip(lanes, ends, strict=True)]
+    sums = slot_arrays(lanes, 0.0)
 
     def add(slot: int, start: int, x: Matrix) -> None:
         acc = sums[slot][start : start + x.shape[1]]
@@ -207,10 +206,8 @@ def aggregate(members: list[Member], lanes: list[int], options: Options, base: M
         selected = _bulyan_select(distances, o.byzantine)
     weights = np.array([m.weight for m in members])
     # every lane is assigned by the sweep below (a write, never read first: no zero-page faults,
-    # see PartialSum.ensure in _fedavg.py); one allocation, so numpy asks for huge pages
-    flat = np.empty(sum(lanes), np.float64)
-    ends = np.cumsum(lanes).tolist() if lanes else []
-    out = Outcome([flat[end - total : end] for total, end in zip(lanes, ends, strict=True)])
+    # see PartialSum.ensure in _fedavg.py)
+    out = Outcome(slot_arrays(lanes, None))
     gaps = np.zeros(n)
     std = None
     if o.noise_multiplier is not None and o.clip_norm is not None:

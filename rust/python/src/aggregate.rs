@@ -8,15 +8,15 @@ use ortckpt_core::aggregate::{
     UploadError, WeightRule,
 };
 use ortckpt_core::{CheckpointIndex, DataType};
-use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
 
-use crate::errors::{core_error, guarded};
-use crate::mapped::{interruptible, path_arg, show};
+use crate::errors::{core_error, guarded, GuardedError};
+use crate::mapped::{export_read_only, interruptible, path_arg, show};
 
 fn data_type(code: i32) -> PyResult<DataType> {
     DataType::from_code(code).ok_or_else(|| PyValueError::new_err(format!("unknown data type code {code}")))
@@ -211,24 +211,10 @@ impl UploadBytes {
 
     /// Exports the bytes as a read-only 1-D buffer of unsigned bytes.
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
-        if view.is_null() {
-            return Err(PyBufferError::new_err("buffer view is null"));
-        }
-        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
-            return Err(PyBufferError::new_err("an upload's bytes are read-only"));
-        }
-        let bytes = slf.get().bytes.bytes();
-        let len = isize::try_from(bytes.len()).map_err(|_| PyBufferError::new_err("upload too large"))?;
-        // SAFETY: `view` is non-null; FillInfo stores a new reference to `slf` in the view, and
-        // `slf` shares the private memory (an anonymous mapping that does not move and is never
-        // written after the read), which therefore outlives the view.
-        let rc = unsafe {
-            ffi::PyBuffer_FillInfo(view, slf.as_ptr(), bytes.as_ptr() as *mut std::ffi::c_void, len, 1, flags)
-        };
-        if rc == -1 {
-            return Err(PyErr::fetch(slf.py()));
-        }
-        Ok(())
+        // SAFETY: `view` comes from Python's buffer protocol; `slf` shares the private memory (an
+        // anonymous mapping that does not move and is never written after the read), which
+        // therefore stays valid and unchanged while it lives.
+        unsafe { export_read_only(slf.as_any(), slf.get().bytes.bytes(), view, flags, "an upload's bytes") }
     }
 }
 
@@ -357,6 +343,26 @@ impl Upload {
     }
 }
 
+/// How an upload's weight is chosen: `weight` when given, else the property `weight_property`,
+/// else 1.
+fn weight_rule(weight: Option<f64>, weight_property: Option<&str>) -> WeightRule {
+    match (weight, weight_property) {
+        (Some(w), _) => WeightRule::Given(w),
+        (None, Some(name)) => WeightRule::Property(name.to_owned()),
+        (None, None) => WeightRule::Given(1.0),
+    }
+}
+
+/// A kernel call's outcome for Python: the value, `(kind, message)` for a rejection, or the
+/// error (naming `source`).
+fn verdict<T>(outcome: Result<Result<T, Rejection>, GuardedError>, source: &str) -> PyResult<Or<T>> {
+    match outcome {
+        Ok(Ok(value)) => Ok(Or::Value(value)),
+        Ok(Err(r)) => Ok(Or::Rejected(rejection(r))),
+        Err(e) => Err(core_error(source, e)),
+    }
+}
+
 /// Checks `upload` against `layout` and adds it into `sums` (one float64 array per slot, as
 /// `AggregationLayout.slot_lanes`) and `bounds` (one float64 per slot), weighted by `weight` or
 /// else by the property `weight_property` (else 1). Returns the weight, or `(kind, message)` when
@@ -374,11 +380,7 @@ pub(crate) fn accumulate(
 ) -> PyResult<Or<f64>> {
     let up = upload.get();
     let layout = &layout.get().inner;
-    let rule = match (weight, weight_property) {
-        (Some(w), _) => WeightRule::Given(w),
-        (None, Some(p)) => WeightRule::Property(p),
-        (None, None) => WeightRule::Given(1.0),
-    };
+    let rule = weight_rule(weight, weight_property.as_deref());
     let (data, ext) = up.contents.slices(py);
     let mut held = sums.iter().map(|s| s.try_readwrite()).collect::<Result<Vec<_>, _>>()?;
     let mut slices = held.iter_mut().map(|s| s.as_slice_mut()).collect::<Result<Vec<_>, _>>()?;
@@ -391,11 +393,7 @@ pub(crate) fn accumulate(
     let outcome = py.detach(|| {
         guarded(|| Ok(aggregate::add_upload(layout, index, data, ext, &rule, &mut slices, bounds)))
     });
-    match outcome {
-        Ok(Ok(w)) => Ok(Or::Value(w)),
-        Ok(Err(r)) => Ok(Or::Rejected(rejection(r))),
-        Err(e) => Err(core_error(&up.source, e)),
-    }
+    verdict(outcome, &up.source)
 }
 
 /// `accumulate`'s checks without the addition (for the robust methods, which do not keep the
@@ -414,22 +412,14 @@ pub(crate) fn check_upload(
 ) -> PyResult<Or<Option<f64>>> {
     let up = upload.get();
     let layout = &layout.get().inner;
-    let rule = match (weight, weight_property) {
-        (Some(w), _) => WeightRule::Given(w),
-        (None, Some(p)) => WeightRule::Property(p),
-        (None, None) => WeightRule::Given(1.0),
-    };
+    let rule = weight_rule(weight, weight_property.as_deref());
     let (data, ext) = up.contents.slices(py);
     let mut bounds_rw = bounds.try_readwrite()?;
     let bounds = bounds_rw.as_slice_mut()?;
     let index = &up.index;
     let outcome =
         py.detach(|| guarded(|| Ok(aggregate::check_upload(layout, index, data, ext, &rule, bounds))));
-    match outcome {
-        Ok(Ok(w)) => Ok(Or::Value(w)),
-        Ok(Err(r)) => Ok(Or::Rejected(rejection(r))),
-        Err(e) => Err(core_error(&up.source, e)),
-    }
+    verdict(outcome, &up.source)
 }
 
 /// What became of one upload of `add_files`: `(status, weight, kind, message, error, identity)`
@@ -462,12 +452,7 @@ pub(crate) fn add_files(
         .iter()
         .zip(weights)
         .map(|(p, w)| {
-            let rule = match (w, &weight_property) {
-                (Some(w), _) => WeightRule::Given(w),
-                (None, Some(name)) => WeightRule::Property(name.clone()),
-                (None, None) => WeightRule::Given(1.0),
-            };
-            Ok(aggregate::FileItem { path: path_arg(p)?, rule })
+            Ok(aggregate::FileItem { path: path_arg(p)?, rule: weight_rule(w, weight_property.as_deref()) })
         })
         .collect::<PyResult<Vec<_>>>()?;
     let layout = &layout.get().inner;

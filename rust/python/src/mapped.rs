@@ -138,22 +138,43 @@ impl MappedFile {
 
     /// Exports the bytes as a read-only 1-D buffer of unsigned bytes.
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
-        if view.is_null() {
-            return Err(PyBufferError::new_err("buffer view is null"));
+        // SAFETY: `view` comes from Python's buffer protocol; the bytes belong to `slf` (a frozen
+        // object) and stay valid while it lives.
+        unsafe {
+            export_read_only(slf.as_any(), slf.get().inner.bytes(), view, flags, "a checkpoint memory map")
         }
-        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
-            return Err(PyBufferError::new_err("a checkpoint memory map is read-only"));
-        }
-        let bytes = slf.get().inner.bytes();
-        let len = isize::try_from(bytes.len()).map_err(|_| PyBufferError::new_err("mapping too large"))?;
-        // SAFETY: `view` is non-null; FillInfo stores a new reference to `slf` in the view, which
-        // keeps the bytes alive until the view is released.
-        let rc = unsafe {
-            ffi::PyBuffer_FillInfo(view, slf.as_ptr(), bytes.as_ptr() as *mut std::ffi::c_void, len, 1, flags)
-        };
-        if rc == -1 {
-            return Err(PyErr::fetch(slf.py()));
-        }
-        Ok(())
     }
+}
+
+/// Exports `bytes`, owned by `owner`, as a read-only 1-D buffer of unsigned bytes into `view`:
+/// the `__getbuffer__` of every read-only byte holder here (`what` names it when a writable view
+/// is asked for).
+///
+/// # Safety
+/// `view` must come from Python's buffer protocol (null is refused), and `bytes` must stay valid
+/// and unchanged while `owner` is alive.
+pub(crate) unsafe fn export_read_only(
+    owner: &Bound<'_, PyAny>,
+    bytes: &[u8],
+    view: *mut ffi::Py_buffer,
+    flags: c_int,
+    what: &str,
+) -> PyResult<()> {
+    if view.is_null() {
+        return Err(PyBufferError::new_err("buffer view is null"));
+    }
+    if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
+        return Err(PyBufferError::new_err(format!("{what} is read-only")));
+    }
+    let len =
+        isize::try_from(bytes.len()).map_err(|_| PyBufferError::new_err(format!("{what} is too large")))?;
+    // SAFETY: `view` is non-null and from the buffer protocol; FillInfo stores a new reference to
+    // `owner` in the view, which keeps the bytes alive (the caller's promise) until it is released.
+    let rc = unsafe {
+        ffi::PyBuffer_FillInfo(view, owner.as_ptr(), bytes.as_ptr() as *mut std::ffi::c_void, len, 1, flags)
+    };
+    if rc == -1 {
+        return Err(PyErr::fetch(owner.py()));
+    }
+    Ok(())
 }

@@ -122,7 +122,11 @@ fn pieces(len: usize, width: usize) -> impl Iterator<Item = Range<usize>> {
 
 /// Pass 1: whether every value is finite (else the rejection naming the first bad tensor) and
 /// each tensor's largest magnitude.
-fn largest_of(layout: &Layout, located: &[Located], data: &[&[u8]]) -> Result<Vec<f64>, Rejection> {
+pub(crate) fn largest_of(
+    layout: &Layout,
+    located: &[Located],
+    data: &[&[u8]],
+) -> Result<Vec<f64>, Rejection> {
     let total: usize = data.iter().map(|d| d.len()).sum();
     let mut work = Vec::new();
     for (slot, (loc, bytes)) in located.iter().zip(data).enumerate() {

@@ -48,6 +48,25 @@ impl Rejection {
     }
 }
 
+/// Where an upload's averaged tensors are, their bytes, and its weight.
+pub(crate) type LocatedData<'a> = (Vec<Located>, Vec<&'a [u8]>, f64);
+
+/// The checks every way of adding an upload starts with: its structure against `layout`, the
+/// bytes of each averaged tensor (`lanes` per slot: the layout's), and its weight.
+pub(crate) fn located_data<'a>(
+    layout: &Layout,
+    index: &crate::CheckpointIndex,
+    checkpoint: &'a [u8],
+    external: Option<&'a [u8]>,
+    lanes: &[usize],
+    rule: &WeightRule,
+) -> Result<LocatedData<'a>, Rejection> {
+    let located = check_structure(index, layout)?;
+    let data = slot_bytes(layout, &located, checkpoint, external, lanes)?;
+    let weight = weight_of(index, rule)?;
+    Ok((located, data, weight))
+}
+
 /// Checks one indexed upload against `layout` and adds it (weighted by `rule`) into `sums` and
 /// `bounds` (see [`accumulate`]); returns the weight used. Nothing is added when it is rejected.
 pub fn add_upload(
@@ -59,7 +78,6 @@ pub fn add_upload(
     sums: &mut [&mut [f64]],
     bounds: &mut [f64],
 ) -> Result<f64, Rejection> {
-    let located = check_structure(index, layout)?;
     let lanes: Vec<usize> = sums.iter().map(|s| s.len()).collect();
     if lanes != layout.slot_lanes() {
         return Err(Rejection::new(
@@ -67,8 +85,7 @@ pub fn add_upload(
             "the sums do not match the reference's layout (a bug in ortckpt)",
         ));
     }
-    let data = slot_bytes(layout, &located, checkpoint, external, &lanes)?;
-    let weight = weight_of(index, rule)?;
+    let (located, data, weight) = located_data(layout, index, checkpoint, external, &lanes, rule)?;
     accumulate(layout, &located, &data, weight, sums, bounds)?;
     Ok(weight)
 }
@@ -83,7 +100,6 @@ pub fn check_upload(
     rule: &WeightRule,
     bounds: &mut [f64],
 ) -> Result<Option<f64>, Rejection> {
-    let located = check_structure(index, layout)?;
     let lanes = layout.slot_lanes();
     if bounds.len() != lanes.len() {
         return Err(Rejection::new(
@@ -91,7 +107,6 @@ pub fn check_upload(
             "the bounds do not match the reference's layout (a bug in ortckpt)",
         ));
     }
-    let data = slot_bytes(layout, &located, checkpoint, external, &lanes)?;
-    let weight = weight_of(index, rule)?;
+    let (located, data, weight) = located_data(layout, index, checkpoint, external, &lanes, rule)?;
     Ok(check_values(layout, &located, &data, weight, bounds)?.then_some(weight))
 }

@@ -20,10 +20,10 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use super::kernel::{accumulate, add_window, in_parallel, slot_bytes};
-use super::structure::{check_structure, weight_of, Layout, Located, WeightRule};
+use super::kernel::{accumulate, add_window, in_parallel, largest_of, slot_bytes};
+use super::located_data;
+use super::structure::{Layout, Located, WeightRule};
 use super::upload::{index_upload, read_file, FileUpload, UploadError};
-use super::values::scan;
 use super::Rejection;
 use crate::Error;
 
@@ -91,30 +91,12 @@ fn check(
     let index = index_upload(upload.checkpoint.bytes(), upload.external.as_ref().map(|e| e.bytes()))?;
     let identity = upload.identity;
     let checked = (|| {
-        let located = check_structure(&index, layout)?;
-        let weight = {
-            let data = slot_bytes(
-                layout,
-                &located,
-                upload.checkpoint.bytes(),
-                upload.external.as_ref().map(|e| e.bytes()),
-                lanes,
-            )?;
-            let weight = weight_of(&index, &item.rule)?;
-            let mut largest = Vec::with_capacity(data.len());
-            for (slot, (loc, bytes)) in located.iter().zip(&data).enumerate() {
-                let (finite, big) = scan(loc.lanes, bytes);
-                if !finite {
-                    return Err(Rejection::new(
-                        "non-finite",
-                        format!("{} holds NaN or infinite values", layout.slot_label(slot)),
-                    ));
-                }
-                largest.push(big);
-            }
-            (weight, largest)
-        };
-        Ok(Checked { upload, located, weight: weight.0, largest: weight.1 })
+        let ext = upload.external.as_ref().map(|e| e.bytes());
+        let (located, data, weight) =
+            located_data(layout, &index, upload.checkpoint.bytes(), ext, lanes, &item.rule)?;
+        let largest = largest_of(layout, &located, &data)?;
+        drop(data);
+        Ok(Checked { upload, located, weight, largest })
     })();
     Ok((identity, checked))
 }

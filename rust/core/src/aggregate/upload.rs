@@ -162,10 +162,13 @@ fn read_all(
         let (first, bytes) = (r * round, part.len());
         let pieces: Vec<(usize, &mut [u8])> =
             part.chunks_mut(CHUNK).enumerate().map(|(k, piece)| (first + k * CHUNK, piece)).collect();
-        for outcome in in_parallel(pieces, bytes, |(offset, piece)| fill_at(file, piece, offset)) {
+        let read = |(offset, piece): (usize, &mut [u8])| file.read_exact_at(piece, offset as u64);
+        for outcome in in_parallel(pieces, bytes, read) {
             match outcome {
-                Ok(true) => {}
-                Ok(false) => return Err(changed(path, "while it was being read (now shorter)")),
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    return Err(changed(path, "while it was being read (now shorter)"))
+                }
                 Err(e) => return Err(Error::io(path, "read", e)),
             }
         }
@@ -175,21 +178,6 @@ fn read_all(
         return Err(changed(path, "while it was being read"));
     }
     Ok(buffer)
-}
-
-/// Fills `piece` from `offset` of `file`; `Ok(false)` when the file ends first.
-fn fill_at(file: &File, piece: &mut [u8], offset: usize) -> std::io::Result<bool> {
-    let mut filled = 0;
-    while filled < piece.len() {
-        let Some(rest) = piece.get_mut(filled..) else { break };
-        match file.read_at(rest, (offset + filled) as u64) {
-            Ok(0) => return Ok(false),
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
 }
 
 /// Reads `path` (and `path.data`, when present) into private memory, refusing more than
