@@ -98,6 +98,42 @@ def test_each_method_equals_flower(chunk_bytes: int):
     assert_close(run(method="fedavg", clip_norm=1e9), flower.aggregate(results), exact=False)
 
 
+@pytest.mark.parametrize("count", [33, 64, 201])
+def test_many_uploads_equal_flower(tmp_path: Path, count: int):
+    """Past the sorting networks (more than 32 uploads) the median and trimmed mean select by
+    counting (rust/core/src/aggregate/select.rs): the same values as Flower's on uploads read
+    from files, with hostile uploads, repeated values (a frozen-looking tensor, exact
+    duplicates) and signed zeros among them."""
+    rng = np.random.default_rng(count)
+    base = {k: rng.standard_normal(s).astype(np.float32) for k, s in SHAPES.items()}
+    paths: list[Path] = []
+    made: list[dict[str, np.ndarray]] = []
+    for i in range(count):
+        params = {k: (v + 0.1 * rng.standard_normal(v.shape)).astype(np.float32) for k, v in base.items()}
+        if i % 7 == 3:
+            params = {k: v * 1000 for k, v in params.items()}  # scaled up
+        if i % 11 == 5:
+            params = {k: -v for k, v in params.items()}  # sign-flipped
+        params["fc.bias"] = base["fc.bias"].copy()  # every upload the same: constant columns
+        params["head"][0] = np.float32(0.0) if i % 2 else np.float32(-0.0)
+        if i % 5 == 0 and made:
+            params = {k: v.copy() for k, v in made[-1].items()}  # an exact duplicate's values
+        made.append(params)
+        path = tmp_path / f"dev{i:03d}.ckpt"
+        ortckpt.save(CheckpointState(params, properties={"n": i + 1}), path)
+        paths.append(path)
+    results = [
+        ([np.asarray(s.parameters[k].data, np.float64) for k in SHAPES], int(s.properties["n"]))
+        for s in (ortckpt.load(p) for p in paths)
+    ]
+    median = ortckpt.average(paths, method="median")
+    assert not median.rejected
+    assert_close(median, flower.aggregate_median(results), exact=True)
+    for trim in (0.0, 0.1, 0.3):
+        got = ortckpt.average(paths, method="trimmed_mean", trim=trim)
+        assert_close(got, flower.aggregate_trimmed_avg(results, trim), exact=False)
+
+
 def test_krum_scores_and_the_hostile_uploads_in_the_report():
     uploads, _ = fleet()
     report = ortckpt.average(uploads, method="krum", byzantine=F)

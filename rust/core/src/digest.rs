@@ -100,7 +100,7 @@ pub fn digest_file(file: &File, keep_going: &mut dyn FnMut() -> bool) -> io::Res
     let mut hasher = blake3::Hasher::new();
     let mut offset = 0u64;
     loop {
-        if offset % (8 * CHUNK as u64) == 0 && !keep_going() {
+        if offset.is_multiple_of(8 * CHUNK as u64) && !keep_going() {
             return Err(io::ErrorKind::Interrupted.into());
         }
         let n = match file.read_at(&mut buf, offset) {

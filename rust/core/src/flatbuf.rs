@@ -82,7 +82,7 @@ impl<'i> Walker<'i> {
     }
 
     pub(crate) fn aligned(&self, pos: usize, align: usize) -> Result<()> {
-        if pos % align == 0 {
+        if pos.is_multiple_of(align) {
             Ok(())
         } else {
             Err(self.fail("a value is not aligned to its size", pos))

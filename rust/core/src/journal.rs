@@ -189,7 +189,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(text: &str) -> std::result::Result<Vec<u8>, CorruptJournal> {
-    if text.len() % 2 != 0 || text.len() > 2 * 4096 {
+    if !text.len().is_multiple_of(2) || text.len() > 2 * 4096 {
         return Err(CorruptJournal);
     }
     (0..text.len())

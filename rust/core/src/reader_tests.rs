@@ -441,24 +441,24 @@ fn random_checkpoint(rng: &mut Rng) -> RawCheckpoint {
         };
         let mut t = RawTensor {
             name: name(rng),
-            doc_string: (rng.next_u64() % 4 == 0).then(|| "doc ✓".to_owned()),
-            dims: (rng.next_u64() % 8 != 0).then_some(dims),
+            doc_string: rng.next_u64().is_multiple_of(4).then(|| "doc ✓".to_owned()),
+            dims: (!rng.next_u64().is_multiple_of(8)).then_some(dims),
             data_type,
-            unknown: (rng.next_u64() % 8 == 0).then_some(9),
+            unknown: rng.next_u64().is_multiple_of(8).then_some(9),
             external_offset: -1,
             ..RawTensor::default()
         };
-        let wrong = (rng.next_u64() % 8 == 0) as i64;
+        let wrong = rng.next_u64().is_multiple_of(8) as i64;
         if data_type == 8 {
             t.strings = Some((0..count + wrong).map(|i| format!("s{i}")).collect());
-        } else if external && rng.next_u64() % 2 == 0 {
+        } else if external && rng.next_u64().is_multiple_of(2) {
             t.external_offset = (rng.next_u64() % 256) as i64 - wrong;
-        } else if rng.next_u64() % 8 != 0 {
+        } else if !rng.next_u64().is_multiple_of(8) {
             t.raw = Some(vec![7; ((count + wrong) * element) as usize]);
         }
         t
     };
-    let external = rng.next_u64() % 3 == 0;
+    let external = rng.next_u64().is_multiple_of(3);
     let tensors =
         |rng: &mut Rng, n: u64| (0..rng.next_u64() % n).map(|_| tensor(rng, external)).collect::<Vec<_>>();
     let groups = (0..rng.next_u64() % 3)
@@ -471,9 +471,9 @@ fn random_checkpoint(rng: &mut Rng) -> RawCheckpoint {
         .collect();
     RawCheckpoint {
         version: [2, 2, 2, 1, 0, 3][rng.next_u64() as usize % 6],
-        module: rng.next_u64() % 8 != 0,
-        nominal: rng.next_u64() % 4 == 0,
-        has_external_data: external && rng.next_u64() % 4 != 0,
+        module: !rng.next_u64().is_multiple_of(8),
+        nominal: rng.next_u64().is_multiple_of(4),
+        has_external_data: external && !rng.next_u64().is_multiple_of(4),
         trainable: tensors(rng, 5),
         frozen: tensors(rng, 3),
         groups,

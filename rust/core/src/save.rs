@@ -113,7 +113,7 @@ mod tests {
     impl Write for Trickle {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
             self.calls += 1;
-            if self.calls % 5 == 0 {
+            if self.calls.is_multiple_of(5) {
                 return Err(std::io::ErrorKind::Interrupted.into());
             }
             let n = buf.len().min(self.max);

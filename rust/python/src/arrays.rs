@@ -29,7 +29,7 @@ pub(crate) unsafe fn view<'py>(
     nbytes: usize,
     owner: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let aligned = (data as usize) % descr.alignment().max(1) == 0;
+    let aligned = (data as usize).is_multiple_of(descr.alignment().max(1));
     if nbytes == 0 || dims.len() > MAX_DIMS || !aligned {
         return Ok(None);
     }

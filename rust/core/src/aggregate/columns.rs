@@ -2,6 +2,7 @@
 //! row-major): the median and the trimmed mean of each column, spread over the cores.
 
 use super::kernel::in_parallel;
+use super::select::{many_tiles, Plan};
 use super::simd::avx2_dispatch;
 use crate::Error;
 
@@ -68,72 +69,12 @@ pub enum Statistic {
     TrimmedMean(usize),
 }
 
-/// Bytes of the column-major scratch tile each thread transposes into (fits the core's L2).
-const TILE_BYTES: usize = 256 << 10;
-
-/// The float64 as an integer of the same order (every float64 but NaN: the values were checked
-/// finite), so selections compare integers (inlined, vectorized) rather than call a comparator.
-#[inline]
-fn key(v: f64) -> i64 {
-    let i = v.to_bits() as i64;
-    i ^ ((((i >> 63) as u64) >> 1) as i64)
-}
-
-#[inline]
-fn value(k: i64) -> f64 {
-    f64::from_bits((k ^ ((((k >> 63) as u64) >> 1) as i64)) as u64)
-}
-
-/// Below this many uploads a column is sorted (small sorts of integers are networks), above it
-/// only selected.
-const SORT_BELOW: usize = 64;
-
-fn statistic(column: &mut [i64], stat: Statistic) -> f64 {
-    let n = column.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    let sorted = n < SORT_BELOW;
-    if sorted {
-        column.sort_unstable();
-    }
-    match stat {
-        Statistic::Median => {
-            let hi =
-                if sorted { column.get(n / 2).copied() } else { Some(*column.select_nth_unstable(n / 2).1) };
-            let hi = value(hi.unwrap_or_default());
-            if n % 2 == 1 {
-                return hi;
-            }
-            let lo = if sorted {
-                column.get(n / 2 - 1).copied()
-            } else {
-                column.get(..n / 2).and_then(|left| left.iter().copied().max())
-            };
-            (value(lo.unwrap_or_default()) + hi) / 2.0
-        }
-        Statistic::TrimmedMean(cut) => {
-            if n <= 2 * cut {
-                return f64::NAN;
-            }
-            if !sorted && cut > 0 {
-                column.select_nth_unstable(cut);
-                if let Some(upper) = column.get_mut(cut..) {
-                    upper.select_nth_unstable(n - 2 * cut - 1);
-                }
-            }
-            let kept = column.get(cut..n - cut).unwrap_or_default();
-            kept.iter().map(|&k| value(k)).sum::<f64>() / kept.len() as f64
-        }
-    }
-}
-
 /// Up to this many uploads, columns are sorted by a sorting network run on whole rows at once
 /// (branch-free min/max across a tile of columns: vectorized), not one column at a time.
 pub const NETWORK_UP_TO: usize = 32;
 
 /// Batcher's odd-even merge sort for `n` inputs (any `n`): the compare-exchange pairs, in order.
-fn network(n: usize) -> Vec<(usize, usize)> {
+pub(super) fn network(n: usize) -> Vec<(usize, usize)> {
     let mut pairs = Vec::new();
     let mut p = 1;
     while p < n {
@@ -174,7 +115,7 @@ fn pruned(pairs: &[(usize, usize)], n: usize, keep: &[usize]) -> Vec<(usize, usi
 
 /// Sorts each column of the row-major `rows × w` tile (finite values) with `pairs`.
 #[inline(always)]
-fn sort_tile(tile: &mut [f64], w: usize, pairs: &[(usize, usize)]) {
+pub(super) fn sort_tile(tile: &mut [f64], w: usize, pairs: &[(usize, usize)]) {
     for &(a, b) in pairs {
         let (head, tail) = tile.split_at_mut(b * w);
         let (Some(ra), Some(rb)) = (head.get_mut(a * w..(a + 1) * w), tail.get_mut(..w)) else { continue };
@@ -366,7 +307,7 @@ fn statistic_of_sorted(tile: &[f64], n: usize, w: usize, stat: Statistic, out: &
 }
 
 /// Per-thread sums of the reductions: each row's squares and squared gaps.
-type RowSums = (Vec<f64>, Vec<f64>);
+pub(super) type RowSums = (Vec<f64>, Vec<f64>);
 
 /// Independent partial sums of [`dot`] and [`squared_distance`]: one serial float sum waits
 /// for each addition before the next (4 cycles a value); several run side by side and vectorize.
@@ -375,7 +316,7 @@ const PARTIALS: usize = 8;
 
 /// `Σ aᵢ·bᵢ` over the common length.
 #[inline(always)]
-fn dot(a: &[f64], b: &[f64]) -> f64 {
+pub(super) fn dot(a: &[f64], b: &[f64]) -> f64 {
     let mut part = [0.0f64; PARTIALS];
     let (ca, cb) = (a.chunks_exact(PARTIALS), b.chunks_exact(PARTIALS));
     let tail: f64 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
@@ -389,7 +330,7 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 
 /// `Σ (aᵢ - bᵢ)²` over the common length.
 #[inline(always)]
-fn squared_distance(a: &[f64], b: &[f64]) -> f64 {
+pub(super) fn squared_distance(a: &[f64], b: &[f64]) -> f64 {
     let mut part = [0.0f64; PARTIALS];
     let (ca, cb) = (a.chunks_exact(PARTIALS), b.chunks_exact(PARTIALS));
     let tail: f64 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| (x - y) * (x - y)).sum();
@@ -412,9 +353,9 @@ fn add_row_sums(partials: Vec<RowSums>, squares: &mut [f64], gaps: &mut [f64]) {
 
 /// The statistic of each column of the row-major `n × c` block `x` into `out` (`c` values), and
 /// per row (upload) the sum of its squared values into `squares` and of its squared distances
-/// to the result into `gaps` (added to what they hold). Columns are gathered a tile at a time
-/// into column-major scratch (rows read in order: no stride of a row per value), tiles spread
-/// over the cores; per column a selection (`select_nth_unstable`), not a sort.
+/// to the result into `gaps` (added to what they hold). Up to [`NETWORK_UP_TO`] rows, each tile
+/// of columns is sorted by a network; beyond, the wanted ranks are found by counting
+/// ([`super::select`]); tiles spread over the cores.
 pub fn reduce_block(
     x: &[f64],
     n: usize,
@@ -431,54 +372,78 @@ pub fn reduce_block(
     if n <= NETWORK_UP_TO {
         return reduce_few(x, n, stat, out, squares, gaps);
     }
-    let tile = (TILE_BYTES / 8 / n).clamp(1, c);
-    let groups = tiles_per_thread(out, tile);
-    let partials = in_parallel(groups, x.len() * 8, |group| many_tiles(x, c, n, stat, tile, group));
+    let Some(plan) = Plan::new(n, stat) else {
+        out.fill(f64::NAN);
+        return;
+    };
+    let groups = tiles_per_thread(out, plan.width);
+    let partials = in_parallel(groups, x.len() * 8, |group| many_tiles(x, c, &plan, group));
     add_row_sums(partials, squares, gaps);
-}
-
-avx2_dispatch! {
-/// One thread's tiles of [`reduce_block`] for many uploads.
-fn many_tiles / many_tiles_avx2 (
-    x: &[f64],
-    c: usize,
-    n: usize,
-    stat: Statistic,
-    tile: usize,
-    group: Vec<(usize, &mut [f64])>,
-) -> RowSums {
-    let mut sq = vec![0.0f64; n];
-    let mut gp = vec![0.0f64; n];
-    let mut scratch = vec![0i64; tile * n];
-    for (t, cols) in group {
-        let c0 = t * tile;
-        let w = cols.len();
-        let row = |r: usize| x.get(r * c + c0..r * c + c0 + w).unwrap_or_default();
-        for (r, s) in sq.iter_mut().enumerate() {
-            *s += dot(row(r), row(r));
-        }
-        for r in 0..n {
-            for (j, &v) in row(r).iter().enumerate() {
-                if let Some(slot) = scratch.get_mut(j * n + r) {
-                    *slot = key(v);
-                }
-            }
-        }
-        for (j, o) in cols.iter_mut().enumerate() {
-            *o = scratch.get_mut(j * n..(j + 1) * n).map_or(f64::NAN, |col| statistic(col, stat));
-        }
-        for (row, g) in gp.iter_mut().enumerate() {
-            let values = x.get(row * c + c0..row * c + c0 + w).unwrap_or_default();
-            *g += squared_distance(values, cols);
-        }
-    }
-    (sq, gp)
-}
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The float64 as an integer of the same order (every float64 but NaN: the values were checked
+    /// finite), so selections compare integers (inlined, vectorized) rather than call a comparator.
+    #[inline]
+    fn key(v: f64) -> i64 {
+        let i = v.to_bits() as i64;
+        i ^ ((((i >> 63) as u64) >> 1) as i64)
+    }
+
+    #[inline]
+    fn value(k: i64) -> f64 {
+        f64::from_bits((k ^ ((((k >> 63) as u64) >> 1) as i64)) as u64)
+    }
+
+    /// Below this many uploads a column is sorted (small sorts of integers are networks), above it
+    /// only selected.
+    const SORT_BELOW: usize = 64;
+
+    fn statistic(column: &mut [i64], stat: Statistic) -> f64 {
+        let n = column.len();
+        if n == 0 {
+            return f64::NAN;
+        }
+        let sorted = n < SORT_BELOW;
+        if sorted {
+            column.sort_unstable();
+        }
+        match stat {
+            Statistic::Median => {
+                let hi = if sorted {
+                    column.get(n / 2).copied()
+                } else {
+                    Some(*column.select_nth_unstable(n / 2).1)
+                };
+                let hi = value(hi.unwrap_or_default());
+                if n % 2 == 1 {
+                    return hi;
+                }
+                let lo = if sorted {
+                    column.get(n / 2 - 1).copied()
+                } else {
+                    column.get(..n / 2).and_then(|left| left.iter().copied().max())
+                };
+                (value(lo.unwrap_or_default()) + hi) / 2.0
+            }
+            Statistic::TrimmedMean(cut) => {
+                if n <= 2 * cut {
+                    return f64::NAN;
+                }
+                if !sorted && cut > 0 {
+                    column.select_nth_unstable(cut);
+                    if let Some(upper) = column.get_mut(cut..) {
+                        upper.select_nth_unstable(n - 2 * cut - 1);
+                    }
+                }
+                let kept = column.get(cut..n - cut).unwrap_or_default();
+                kept.iter().map(|&k| value(k)).sum::<f64>() / kept.len() as f64
+            }
+        }
+    }
 
     #[test]
     fn medians_and_trimmed_means() {
@@ -539,7 +504,7 @@ mod tests {
     fn many_uploads_by_selection_equal_a_sort() {
         // row counts past the network (and not multiples of 4), columns spanning several tiles
         for n in [33usize, 37, 64, 101] {
-            let cols = 3 * (TILE_BYTES / 8 / n) + 5;
+            let cols = 3 * Plan::new(n, Statistic::Median).map_or(64, |p| p.width) + 5;
             let x: Vec<f64> =
                 (0..n * cols).map(|i| ((i * 7919 + 3 * n) % 2003) as f64 / 7.0 - 140.0).collect();
             for stat in [Statistic::Median, Statistic::TrimmedMean(n / 5)] {

@@ -7,7 +7,7 @@ use super::kernel::in_parallel;
 /// Adds, for every pair of rows `i`, `j` of the row-major `n × c` block `x`, the sum over columns
 /// of `(x[i] - x[j])²` into `d[i * n + j]` and `d[j * n + i]` (so `d` is symmetric, zero diagonal).
 pub fn add_pairwise(x: &[f64], n: usize, d: &mut [f64]) {
-    if n == 0 || x.len() % n != 0 || d.len() != n * n {
+    if n == 0 || !x.len().is_multiple_of(n) || d.len() != n * n {
         return;
     }
     let c = x.len() / n;

@@ -10,6 +10,7 @@ mod kernel;
 mod round;
 #[cfg(feature = "fs")] // reads upload files
 mod rows;
+mod select;
 mod simd;
 mod structure;
 #[cfg(feature = "fs")] // upload files; the rest works on bytes (the browser build too)

@@ -94,7 +94,7 @@ impl Meta {
 
     /// Pads with zeros until `(pos + skew) % align == 0`.
     pub(super) fn align(&mut self, align: usize, skew: usize) {
-        while (self.buf.len() + skew) % align != 0 {
+        while !(self.buf.len() + skew).is_multiple_of(align) {
             self.buf.push(0);
         }
     }

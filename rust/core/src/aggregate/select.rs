@@ -1,0 +1,702 @@
+//! The coordinate-wise median and trimmed mean of many uploads (more than a sorting network
+//! serves), without sorting a column or transposing the block.
+//!
+//! Per column only one or two ranks matter (the middle ones; or the first and last value the
+//! trimmed mean keeps). Each is bracketed by counting how many values lie below a few pivots:
+//! row after row, eight columns at once, one vector compare and add per pivot, on the rows as
+//! they lie in memory. Pivots come from a sample of rows sorted by a network across the columns;
+//! the first count uses sample values spread around each rank's expected place in the sample,
+//! the second sample values inside the bracket the first one found. A last pass collects only
+//! the values inside the final brackets (their number is known from the counts: about n / 50 on
+//! data without structure) and orders those. Ranks are exact on any data; a misleading sample
+//! only widens a bracket (more values collected), and a bracket holding a single repeated value
+//! (constant columns) is recognized by its counts and never collected.
+
+use super::columns::{dot, network, sort_tile, squared_distance, RowSums, Statistic};
+
+/// Columns handled per vector step (a 512-bit register of float64; two 256-bit ones).
+const LANES: usize = 8;
+type Lane = [f64; LANES];
+/// Pivots per bracketed place and pass.
+const PIVOTS: usize = 4;
+/// Where the first pass's pivots sit around a rank's expected place in the sample, in standard
+/// deviations of that place: a rank falls outside them in about 1% of columns.
+const SPREAD: [f64; PIVOTS] = [-2.5, -0.8, 0.8, 2.5];
+/// Bytes of one tile's rows copied together (within the core's L2 cache, which every pass
+/// reads them from).
+const TILE_BYTES: usize = 512 << 10;
+/// Up to this many collected values are sorted; more are selected.
+const SORT_UP_TO: usize = 32;
+
+/// What one call shares across its tiles: the sample's rows and network, the ranks wanted,
+/// and where the first pass's pivots lie in the sorted sample.
+pub(super) struct Plan {
+    n: usize,
+    stat: Statistic,
+    /// The rank pairs to bracket: per place, its lowest and highest rank.
+    places: Vec<(usize, usize)>,
+    sample_rows: Vec<usize>,
+    pairs: Vec<(usize, usize)>,
+    /// Per place, `PIVOTS` ranks into the sorted sample.
+    first_ranks: Vec<usize>,
+    /// Columns per tile (a multiple of [`LANES`]).
+    pub(super) width: usize,
+}
+
+impl Plan {
+    /// The plan for `n` rows (more than the networks serve) and `stat`; `None` for a trimmed mean
+    /// keeping nothing (the caller's NaN).
+    pub(super) fn new(n: usize, stat: Statistic) -> Option<Plan> {
+        let places = match stat {
+            Statistic::Median => vec![((n - 1) / 2, n / 2)],
+            Statistic::TrimmedMean(cut) if n <= 2 * cut => return None,
+            Statistic::TrimmedMean(cut) => vec![(cut, cut), (n - 1 - cut, n - 1 - cut)],
+        };
+        let s = if n >= 128 { 64 } else { 32 }.min(n);
+        let sample_rows: Vec<usize> = (0..s).map(|i| (2 * i + 1) * n / (2 * s)).collect();
+        let mut first_ranks = Vec::with_capacity(places.len() * PIVOTS);
+        for &(lo, hi) in &places {
+            let p = (lo + hi + 1) as f64 / 2.0 / n as f64;
+            let expected = p * s as f64 - 0.5;
+            let sd = (s as f64 * p * (1.0 - p)).sqrt().max(1.0);
+            for k in SPREAD {
+                first_ranks.push((expected + k * sd).round().clamp(0.0, (s - 1) as f64) as usize);
+            }
+        }
+        let width = ((TILE_BYTES / 8 / n.max(1)) / LANES * LANES).clamp(LANES, 8 * LANES);
+        Some(Plan { n, stat, places, sample_rows, pairs: network(s), first_ranks, width })
+    }
+}
+
+/// A bracket of one rank in one column: the values `v` with `lo <= v < hi`, of which `below`
+/// values lie under `lo` and `count` inside.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Bracket {
+    lo: f64,
+    hi: f64,
+    below: usize,
+    count: usize,
+}
+
+impl Bracket {
+    /// All values inside are equal (to `lo`): nothing to collect.
+    fn single(&self) -> bool {
+        self.lo.is_finite() && self.hi == self.lo.next_up()
+    }
+
+    /// The tightest bracket of `rank` among pivots with their counts (`#{v < pivot}`).
+    fn of(rank: usize, n: usize, pivots: impl Iterator<Item = (f64, usize)>) -> Bracket {
+        let (mut lo, mut below, mut hi, mut upto) = (f64::NEG_INFINITY, 0, f64::INFINITY, n);
+        for (q, c) in pivots {
+            if c <= rank && q > lo {
+                (lo, below) = (q, c);
+            } else if c > rank && q < hi {
+                (hi, upto) = (q, c);
+            }
+        }
+        Bracket { lo, hi, below, count: upto.saturating_sub(below) }
+    }
+}
+
+/// The two row loops every group runs, written twice: plain code (vectorized by the compiler,
+/// with AVX2 where the CPU has it) and with AVX-512 intrinsics, where compares give bit masks
+/// (the plain code builds a hit mask lane by lane, the most expensive step of the pass).
+/// `rows` holds `n` rows `stride` apart; the group is the eight columns from `g0`; callers check
+/// `g0 + LANES <= stride` and `rows.len() >= n * stride` first ([`fits`]).
+trait Kernel {
+    /// Per pivot and column, how many rows hold a smaller value.
+    fn count<const P: usize>(
+        rows: &[f64],
+        stride: usize,
+        g0: usize,
+        n: usize,
+        pivots: &[Lane; P],
+    ) -> [[u64; LANES]; P];
+
+    /// Calls `push(k, hits, values)` for each row with values inside range `k` (`lows[k] <= v <
+    /// highs[k]`, `hits` the lanes' bits); adds the values inside `middle` into `sums` (when
+    /// `sum_middle`).
+    #[allow(clippy::too_many_arguments)] // one pass's bounds, each a row of eight columns
+    fn collect(
+        rows: &[f64],
+        stride: usize,
+        g0: usize,
+        n: usize,
+        lows: &[Lane; 2],
+        highs: &[Lane; 2],
+        middle: (&Lane, &Lane),
+        sums: Option<&mut Lane>,
+        push: impl FnMut(usize, u32, &Lane),
+    );
+}
+
+/// The plain loops.
+struct Plain;
+
+impl Kernel for Plain {
+    #[inline(always)]
+    fn count<const P: usize>(
+        rows: &[f64],
+        stride: usize,
+        g0: usize,
+        n: usize,
+        pivots: &[Lane; P],
+    ) -> [[u64; LANES]; P] {
+        let mut counts = [[0u64; LANES]; P];
+        for r in 0..n {
+            let Some(v) = rows.get(r * stride + g0..r * stride + g0 + LANES) else { continue };
+            let v: &Lane = v.try_into().unwrap_or(&[0.0; LANES]);
+            for (count, pivot) in counts.iter_mut().zip(pivots) {
+                for l in 0..LANES {
+                    count[l] += u64::from(v[l] < pivot[l]);
+                }
+            }
+        }
+        counts
+    }
+
+    #[inline(always)]
+    fn collect(
+        rows: &[f64],
+        stride: usize,
+        g0: usize,
+        n: usize,
+        lows: &[Lane; 2],
+        highs: &[Lane; 2],
+        middle: (&Lane, &Lane),
+        mut sums: Option<&mut Lane>,
+        mut push: impl FnMut(usize, u32, &Lane),
+    ) {
+        for r in 0..n {
+            let Some(v) = rows.get(r * stride + g0..r * stride + g0 + LANES) else { continue };
+            let v: &Lane = v.try_into().unwrap_or(&[0.0; LANES]);
+            if let Some(sums) = sums.as_deref_mut() {
+                for l in 0..LANES {
+                    sums[l] += if middle.0[l] <= v[l] && v[l] < middle.1[l] { v[l] } else { 0.0 };
+                }
+            }
+            for k in 0..2 {
+                let mut hits = 0u32;
+                for l in 0..LANES {
+                    hits |= u32::from((lows[k][l] <= v[l]) & (v[l] < highs[k][l])) << l;
+                }
+                if hits != 0 {
+                    push(k, hits, v);
+                }
+            }
+        }
+    }
+}
+
+/// Whether the group's rows lie inside `rows` (every AVX-512 load relies on it).
+#[cfg(target_arch = "x86_64")]
+fn fits(rows: &[f64], stride: usize, g0: usize, n: usize) -> bool {
+    g0 + LANES <= stride && rows.len() >= n.saturating_mul(stride)
+}
+
+/// The AVX-512 loops (only run where the CPU reports AVX-512F).
+#[cfg(target_arch = "x86_64")]
+struct Avx512;
+
+#[cfg(target_arch = "x86_64")]
+impl Kernel for Avx512 {
+    #[inline(always)]
+    fn count<const P: usize>(
+        rows: &[f64],
+        stride: usize,
+        g0: usize,
+        n: usize,
+        pivots: &[Lane; P],
+    ) -> [[u64; LANES]; P] {
+        use std::arch::x86_64::*;
+        let mut counts = [[0u64; LANES]; P];
+        if !fits(rows, stride, g0, n) {
+            return counts;
+        }
+        // SAFETY: only called from functions compiled with AVX-512F, run when the CPU has it;
+        // every load reads 8 values at `r * stride + g0 < n * stride - (stride - g0 - 8)`,
+        // inside `rows` (checked by `fits`); the pivots and counts are arrays of 8.
+        unsafe {
+            let one = _mm512_set1_epi64(1);
+            let pv: [__m512d; P] = std::array::from_fn(|p| _mm512_loadu_pd(pivots[p].as_ptr()));
+            let mut cv: [__m512i; P] = [_mm512_setzero_si512(); P];
+            let base = rows.as_ptr().add(g0);
+            for r in 0..n {
+                let v = _mm512_loadu_pd(base.add(r * stride));
+                for p in 0..P {
+                    let below = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(v, pv[p]);
+                    cv[p] = _mm512_mask_add_epi64(cv[p], below, cv[p], one);
+                }
+            }
+            for p in 0..P {
+                _mm512_storeu_si512(counts[p].as_mut_ptr().cast(), cv[p]);
+            }
+        }
+        counts
+    }
+
+    #[inline(always)]
+    fn collect(
+        rows: &[f64],
+        stride: usize,
+        g0: usize,
+        n: usize,
+        lows: &[Lane; 2],
+        highs: &[Lane; 2],
+        middle: (&Lane, &Lane),
+        sums: Option<&mut Lane>,
+        mut push: impl FnMut(usize, u32, &Lane),
+    ) {
+        use std::arch::x86_64::*;
+        if !fits(rows, stride, g0, n) {
+            return;
+        }
+        // SAFETY: as in `count`; `sums` and the bounds are arrays of 8.
+        unsafe {
+            let lo = [_mm512_loadu_pd(lows[0].as_ptr()), _mm512_loadu_pd(lows[1].as_ptr())];
+            let hi = [_mm512_loadu_pd(highs[0].as_ptr()), _mm512_loadu_pd(highs[1].as_ptr())];
+            let (mlo, mhi) = (_mm512_loadu_pd(middle.0.as_ptr()), _mm512_loadu_pd(middle.1.as_ptr()));
+            let mut total = _mm512_setzero_pd();
+            let summing = sums.is_some();
+            let base = rows.as_ptr().add(g0);
+            for r in 0..n {
+                let row = base.add(r * stride);
+                let v = _mm512_loadu_pd(row);
+                if summing {
+                    let inside = _mm512_mask_cmp_pd_mask::<_CMP_LT_OQ>(
+                        _mm512_cmp_pd_mask::<_CMP_LE_OQ>(mlo, v),
+                        v,
+                        mhi,
+                    );
+                    total = _mm512_mask_add_pd(total, inside, total, v);
+                }
+                for k in 0..2 {
+                    let hits = _mm512_mask_cmp_pd_mask::<_CMP_LT_OQ>(
+                        _mm512_cmp_pd_mask::<_CMP_LE_OQ>(lo[k], v),
+                        v,
+                        hi[k],
+                    );
+                    if hits != 0 {
+                        push(k, u32::from(hits), &*row.cast::<Lane>());
+                    }
+                }
+            }
+            if let Some(sums) = sums {
+                let mut add = [0.0f64; LANES];
+                _mm512_storeu_pd(add.as_mut_ptr(), total);
+                sums.iter_mut().zip(add).for_each(|(s, a)| *s += a);
+            }
+        }
+    }
+}
+
+/// `PIVOTS` pivots per place, each a row of the group's eight columns.
+#[inline(always)]
+fn counts_of<K: Kernel>(
+    rows: &[f64],
+    stride: usize,
+    g0: usize,
+    n: usize,
+    pivots: &[Lane],
+) -> Vec<[u64; LANES]> {
+    match pivots.len() {
+        4 => K::count::<4>(rows, stride, g0, n, pivots.try_into().unwrap_or(&[[0.0; LANES]; 4])).to_vec(),
+        8 => K::count::<8>(rows, stride, g0, n, pivots.try_into().unwrap_or(&[[0.0; LANES]; 8])).to_vec(),
+        _ => pivots.iter().map(|p| K::count::<1>(rows, stride, g0, n, &[*p])[0]).collect(),
+    }
+}
+
+/// Sample values strictly inside `(lo, hi)` of one sorted sample column, `PIVOTS` of them spread
+/// evenly; when the sample has fewer there, those and `lo`'s successor (so that a bracket of one
+/// repeated value is recognized), padded with a bound.
+fn inner_pivots(sample: &[f64], lo: f64, hi: f64) -> [f64; PIVOTS] {
+    let first = sample.partition_point(|&v| v <= lo);
+    let inside = sample.get(first..).unwrap_or_default();
+    let inside = inside.get(..inside.partition_point(|&v| v < hi)).unwrap_or_default();
+    let fill = if lo.is_finite() { lo } else { hi };
+    let mut out = [fill; PIVOTS];
+    if inside.len() >= PIVOTS {
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = inside.get((k + 1) * inside.len() / (PIVOTS + 1)).copied().unwrap_or(fill);
+        }
+    } else {
+        for (o, v) in out.iter_mut().zip(inside) {
+            *o = *v;
+        }
+        if lo.is_finite() {
+            if let Some(o) = out.get_mut(inside.len()) {
+                *o = lo.next_up();
+            }
+        }
+    }
+    out
+}
+
+/// One column's collected values of a bracket (`single` brackets: never collected).
+fn values_of<'a>(b: &Bracket, collected: &'a mut [f64], repeated: &'a mut Vec<f64>) -> &'a mut [f64] {
+    if b.single() {
+        repeated.clear();
+        repeated.resize(b.count, b.lo);
+        return repeated;
+    }
+    collected
+}
+
+/// The values at ranks `first..=last` (global ranks, inside bracket `b`) of `values`, the bracket's
+/// values in any order, ascending; reorders `values`.
+fn ranked<'a>(values: &'a mut [f64], b: &Bracket, first: usize, last: usize) -> &'a [f64] {
+    let (i, j) = (first.saturating_sub(b.below), (last.saturating_sub(b.below) + 1).min(values.len()));
+    if i >= j {
+        return &[];
+    }
+    if values.len() <= SORT_UP_TO {
+        values.sort_unstable_by(f64::total_cmp);
+    } else {
+        values.select_nth_unstable_by(i, f64::total_cmp);
+        if let Some(rest) = values.get_mut(i + 1..) {
+            if j > i + 1 {
+                rest.select_nth_unstable_by(j - i - 2, f64::total_cmp);
+                if let Some(part) = rest.get_mut(..j - i - 1) {
+                    part.sort_unstable_by(f64::total_cmp);
+                }
+            }
+        }
+    }
+    values.get(i..j).unwrap_or_default()
+}
+
+/// One thread's tiles of [`super::columns::reduce_block`] for many uploads: per tile of
+/// `plan.width` columns of the row-major `n × c` block `x`, its rows copied together, the
+/// statistic of each column into the tile's part of the result, and per row the sums of squares
+/// and squared distances to the result. The loops run with AVX-512 or AVX2 where the CPU has
+/// them (the wheels target baseline x86-64).
+pub(super) fn many_tiles(x: &[f64], c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (just checked), all `tiles_avx512` requires.
+            return unsafe { tiles_avx512(x, c, plan, group) };
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (just checked), all `tiles_avx2` requires.
+            return unsafe { tiles_avx2(x, c, plan, group) };
+        }
+    }
+    tiles::<Plain>(x, c, plan, group)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn tiles_avx512(x: &[f64], c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
+    tiles::<Avx512>(x, c, plan, group)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn tiles_avx2(x: &[f64], c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
+    tiles::<Plain>(x, c, plan, group)
+}
+
+/// [`many_tiles`]' body, for the loops of `K`.
+#[inline(always)]
+fn tiles<K: Kernel>(x: &[f64], c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
+    let (n, width) = (plan.n, plan.width);
+    let (mut sq, mut gp) = (vec![0.0f64; n], vec![0.0f64; n]);
+    // the thread's tile kept from call to call (a sweep calls once per chunk): fresh memory
+    // would cost a page fault and the kernel's zeroing per page, each call
+    let mut rows = ROWS.with(|kept| kept.take());
+    rows.resize(n * width, 0.0);
+    let s = plan.sample_rows.len();
+    let mut sample = vec![0.0f64; s * width];
+    let mut column = vec![0.0f64; s];
+    let (mut collected, mut repeated) = (Vec::new(), Vec::new());
+    for (t, cols) in group {
+        let (c0, w) = (t * width, cols.len());
+        for (r, s) in sq.iter_mut().enumerate() {
+            let (Some(dst), Some(src)) =
+                (rows.get_mut(r * width..r * width + w), x.get(r * c + c0..r * c + c0 + w))
+            else {
+                continue;
+            };
+            dst.copy_from_slice(src);
+            *s += dot(src, src);
+            rows.get_mut(r * width + w..(r + 1) * width).unwrap_or_default().fill(0.0);
+        }
+        for (i, &r) in plan.sample_rows.iter().enumerate() {
+            if let (Some(dst), Some(src)) =
+                (sample.get_mut(i * width..(i + 1) * width), rows.get(r * width..(r + 1) * width))
+            {
+                dst.copy_from_slice(src);
+            }
+        }
+        sort_tile(&mut sample, width, &plan.pairs);
+        for (g, part) in cols.chunks_mut(LANES).enumerate() {
+            let g0 = g * LANES;
+            group_statistic::<K>(plan, &rows, &sample, g0, part, &mut column, &mut collected, &mut repeated);
+        }
+        for (r, g) in gp.iter_mut().enumerate() {
+            *g += squared_distance(rows.get(r * width..r * width + w).unwrap_or_default(), cols);
+        }
+    }
+    ROWS.with(|kept| kept.set(rows));
+    (sq, gp)
+}
+
+thread_local! {
+    /// Each worker's tile rows ([`TILE_BYTES`] at most), reused by its next call.
+    static ROWS: std::cell::Cell<Vec<f64>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// The statistic of the eight columns from `g0` of the tile's `rows` into `out` (its first
+/// `out.len()` columns are real; the others padding), `sample` the tile's sorted sample rows.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)] // one group's scratch, reused across groups
+fn group_statistic<K: Kernel>(
+    plan: &Plan,
+    rows: &[f64],
+    sample: &[f64],
+    g0: usize,
+    out: &mut [f64],
+    column: &mut [f64],
+    collected: &mut Vec<f64>,
+    repeated: &mut Vec<f64>,
+) {
+    let (n, width) = (plan.n, plan.width);
+    let at = |rank: usize, l: usize| sample.get(rank * width + g0 + l).copied().unwrap_or(0.0);
+    // pass 1: pivots around each place's expected sample rank
+    let first: Vec<Lane> = plan.first_ranks.iter().map(|&k| std::array::from_fn(|l| at(k, l))).collect();
+    let counts1 = counts_of::<K>(rows, width, g0, n, &first);
+    let mut all: Vec<(Lane, [u64; LANES])> = first.iter().copied().zip(counts1).collect();
+    // pass 2: sample values inside each place's bracket
+    let mut second: Vec<Lane> = vec![[0.0; LANES]; plan.places.len() * PIVOTS];
+    for l in 0..LANES {
+        for (i, v) in column.iter_mut().enumerate() {
+            *v = at(i, l);
+        }
+        for (p, &(low, high)) in plan.places.iter().enumerate() {
+            let pivots = all.iter().map(|(q, c)| (q[l], c[l] as usize));
+            let (a, b) = (Bracket::of(low, n, pivots.clone()), Bracket::of(high, n, pivots));
+            for (k, v) in inner_pivots(column, a.lo, b.hi).into_iter().enumerate() {
+                if let Some(q) = second.get_mut(p * PIVOTS + k) {
+                    q[l] = v;
+                }
+            }
+        }
+    }
+    let counts2 = counts_of::<K>(rows, width, g0, n, &second);
+    all.extend(second.into_iter().zip(counts2));
+    // the final brackets of the wanted ranks: up to two per column (a trimmed mean's ends, or
+    // the two middle ranks of an even count)
+    let (low_rank, high_rank) = match (plan.places.first(), plan.places.last()) {
+        (Some(a), Some(b)) => (a.0, b.1),
+        _ => return,
+    };
+    let mut brackets = [[Bracket { lo: f64::NAN, hi: f64::NAN, below: 0, count: 0 }; 2]; LANES];
+    for (l, pair) in brackets.iter_mut().enumerate() {
+        let pivots = all.iter().map(|(q, c)| (q[l], c[l] as usize));
+        pair[0] = Bracket::of(low_rank, n, pivots.clone());
+        pair[1] = Bracket::of(high_rank, n, pivots);
+    }
+    // pass 3: collect the values of the brackets that are neither repeated values nor the same
+    // as the first; add up what lies between a trimmed mean's two brackets
+    let empty = (f64::NAN, f64::NAN);
+    let mut middle = [empty; LANES];
+    let mut starts = [[0usize; 2]; LANES];
+    collected.clear();
+    for (l, pair) in brackets.iter().enumerate() {
+        for k in 0..2 {
+            let b = pair[k];
+            let again = k == 1 && b == pair[0];
+            if let Some(s) = starts.get_mut(l).and_then(|s| s.get_mut(k)) {
+                *s = collected.len();
+            }
+            if !again && !b.single() {
+                collected.resize(collected.len() + b.count, 0.0);
+            }
+        }
+        if pair[1] != pair[0] {
+            middle[l] = (pair[0].hi, pair[1].lo);
+        }
+    }
+    let lows: [Lane; 2] = std::array::from_fn(|k| {
+        std::array::from_fn(|l| {
+            let b = brackets[l][k];
+            if b.single() || (k == 1 && b == brackets[l][0]) {
+                f64::NAN
+            } else {
+                b.lo
+            }
+        })
+    });
+    let highs: [Lane; 2] = std::array::from_fn(|k| std::array::from_fn(|l| brackets[l][k].hi));
+    let (mid_lo, mid_hi): (Lane, Lane) =
+        (std::array::from_fn(|l| middle[l].0), std::array::from_fn(|l| middle[l].1));
+    let mut sums: Lane = [0.0; LANES];
+    let mut next: [[usize; 2]; LANES] = starts;
+    let trimmed = matches!(plan.stat, Statistic::TrimmedMean(_));
+    let push = |k: usize, mut hits: u32, v: &Lane| {
+        while hits != 0 {
+            let l = hits.trailing_zeros() as usize;
+            hits &= hits - 1;
+            if let Some(slot) = next.get_mut(l).and_then(|s| s.get_mut(k)) {
+                if let Some(dst) = collected.get_mut(*slot) {
+                    *dst = v.get(l).copied().unwrap_or(0.0);
+                }
+                *slot += 1;
+            }
+        }
+    };
+    K::collect(rows, width, g0, n, &lows, &highs, (&mid_lo, &mid_hi), trimmed.then_some(&mut sums), push);
+    // each column's statistic from its brackets' values
+    for (l, o) in out.iter_mut().enumerate() {
+        let pair = brackets[l];
+        let start = starts[l];
+        let same = pair[1] == pair[0];
+        let len0 = if pair[0].single() { 0 } else { pair[0].count };
+        let cut = start[1].min(collected.len());
+        let (head, tail) = collected.split_at_mut(cut);
+        let mine0 = head.get_mut(start[0]..start[0] + len0).unwrap_or_default();
+        *o = match plan.stat {
+            Statistic::Median => {
+                let v0 = values_of(&pair[0], mine0, repeated);
+                if same {
+                    let both = ranked(v0, &pair[0], low_rank, high_rank);
+                    match (both.first(), both.last()) {
+                        (Some(a), _) if low_rank == high_rank => *a,
+                        (Some(a), Some(b)) => (a + b) / 2.0,
+                        _ => f64::NAN,
+                    }
+                } else {
+                    let a = ranked(v0, &pair[0], low_rank, low_rank).first().copied().unwrap_or(f64::NAN);
+                    let len1 = if pair[1].single() { 0 } else { pair[1].count };
+                    let v1 = values_of(&pair[1], tail.get_mut(..len1).unwrap_or_default(), repeated);
+                    let b = ranked(v1, &pair[1], high_rank, high_rank).first().copied().unwrap_or(f64::NAN);
+                    (a + b) / 2.0
+                }
+            }
+            Statistic::TrimmedMean(_) => {
+                let mut total = sums[l];
+                let v0 = values_of(&pair[0], mine0, repeated);
+                total += ranked(v0, &pair[0], low_rank, high_rank).iter().sum::<f64>();
+                if !same {
+                    let len1 = if pair[1].single() { 0 } else { pair[1].count };
+                    let v1 = values_of(&pair[1], tail.get_mut(..len1).unwrap_or_default(), repeated);
+                    total += ranked(v1, &pair[1], low_rank, high_rank).iter().sum::<f64>();
+                }
+                total / (high_rank + 1 - low_rank) as f64
+            }
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::columns::reduce_block;
+    use super::*;
+
+    /// The statistic of each column by sorting it: the reference.
+    fn by_sorting(x: &[f64], n: usize, stat: Statistic) -> Vec<f64> {
+        let c = x.len() / n;
+        (0..c)
+            .map(|j| {
+                let mut col: Vec<f64> = (0..n).map(|r| x[r * c + j]).collect();
+                col.sort_by(f64::total_cmp);
+                match stat {
+                    Statistic::Median if n % 2 == 1 => col[n / 2],
+                    Statistic::Median => (col[n / 2 - 1] + col[n / 2]) / 2.0,
+                    Statistic::TrimmedMean(cut) => {
+                        col[cut..n - cut].iter().sum::<f64>() / (n - 2 * cut) as f64
+                    }
+                }
+            })
+            .collect()
+    }
+
+    fn check(x: &[f64], n: usize, what: &str) {
+        let c = x.len() / n;
+        for stat in [
+            Statistic::Median,
+            Statistic::TrimmedMean(n / 10),
+            Statistic::TrimmedMean(0),
+            Statistic::TrimmedMean(n / 2 - 1),
+        ] {
+            let want = by_sorting(x, n, stat);
+            let mut got = vec![f64::NAN; c];
+            let (mut sq, mut gaps) = (vec![0.0; n], vec![0.0; n]);
+            reduce_block(x, n, stat, &mut got, &mut sq, &mut gaps);
+            for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+                // sums in another order: rounding within n ulps of the column's largest magnitude
+                let largest = (0..n).map(|r| x[r * c + j].abs()).fold(0.0, f64::max);
+                let close = match stat {
+                    Statistic::Median => g == w,
+                    Statistic::TrimmedMean(_) => g == w || (g - w).abs() <= 1e-12 * largest,
+                };
+                assert!(close, "{what}: n = {n}, {stat:?}, column {j}: {g} instead of {w}");
+            }
+            for r in 0..n {
+                let row = &x[r * c..(r + 1) * c];
+                let want_sq: f64 = row.iter().map(|v| v * v).sum();
+                let want_gap: f64 = row.iter().zip(&got).map(|(v, a)| (v - a) * (v - a)).sum();
+                let near = |got: f64, want: f64| got == want || (got - want).abs() <= 1e-9 * want;
+                assert!(near(sq[r], want_sq), "{what}: squares of row {r}: {} instead of {want_sq}", sq[r]);
+                assert!(
+                    near(gaps[r], want_gap),
+                    "{what}: gaps of row {r}: {} instead of {want_gap}",
+                    gaps[r]
+                );
+            }
+        }
+    }
+
+    /// A small deterministic generator (no dependency for tests).
+    fn noise(seed: u64) -> impl FnMut() -> f64 {
+        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        move || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        }
+    }
+
+    #[test]
+    fn counting_selection_equals_sorting_on_any_data() {
+        // columns past one tile and not a multiple of the vector width
+        for n in [33usize, 64, 127, 128, 257, 1000] {
+            let c = 2 * Plan::new(n, Statistic::Median).map_or(64, |p| p.width) + 13;
+            let mut rnd = noise(n as u64);
+            type Shape = Box<dyn Fn(usize, usize, f64) -> f64>;
+            let shapes: Vec<(&str, Shape)> = vec![
+                ("random", Box::new(|_, _, u| u)),
+                ("rows in order", Box::new(|r, j, _| r as f64 * 0.01 + j as f64)),
+                ("rows in reverse", Box::new(move |r, _, _| (n - r) as f64)),
+                ("constant columns", Box::new(|_, j, _| j as f64 - 7.0)),
+                ("three values", Box::new(|r, j, _| ((r * 7 + j) % 3) as f64)),
+                ("signed zeros", Box::new(|r, _, _| if r % 2 == 0 { 0.0 } else { -0.0 })),
+                // the sample rows hold the extremes: the first brackets miss every rank
+                (
+                    "misleading sample",
+                    Box::new(move |r, _, u| {
+                        if Plan::new(n, Statistic::Median).is_some_and(|p| p.sample_rows.contains(&r)) {
+                            1e6 * (1.0 + u)
+                        } else {
+                            u
+                        }
+                    }),
+                ),
+                (
+                    "float64 extremes",
+                    Box::new(
+                        |r, _, u| if r % 3 == 0 { f64::MAX / 2048.0 * u } else { f64::MIN_POSITIVE * u },
+                    ),
+                ),
+                (
+                    "a repeated middle",
+                    Box::new(move |r, _, u| if r > n / 4 && r < 3 * n / 4 { 2.5 } else { u }),
+                ),
+            ];
+            for (what, shape) in &shapes {
+                let x: Vec<f64> = (0..n * c).map(|i| shape(i / c, i % c, rnd())).collect();
+                check(&x, n, what);
+            }
+        }
+    }
+}
