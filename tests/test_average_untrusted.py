@@ -6,6 +6,7 @@ are rejected, and the same upload given twice is counted once."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -164,6 +165,66 @@ def test_an_accepted_upload_changed_before_its_sums_are_needed_stops_the_round(t
 
     with pytest.raises(ortckpt.CheckpointChangedError, match=r"a\.ckpt"):
         ortckpt.average(sources(), method="median")
+
+
+@pytest.mark.parametrize("count", [5, 40])  # the fused pass (<= 32 uploads) and the chunked sweep
+@pytest.mark.parametrize("swap", ["fifo", "symlink", "other-checkpoint", "in-place"])
+def test_paths_swapped_after_the_check_never_reach_the_robust_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int, swap: str
+):
+    """Between the robust methods' check and their second reads, another program replaces some
+    uploads' paths: a FIFO (opening it would block), a symlink to /dev/zero, another checkpoint.
+    The second reads go through the files held open since the check, never the paths: the median
+    is the checked uploads', with no hang and no error. The same file rewritten in place (same
+    inode, other values) stops the round with CheckpointChangedError naming it."""
+    from ortckpt import _robust
+
+    paths = []
+    for i in range(count):
+        state = CheckpointState(
+            {"w": np.full((64, 300), i, np.float32), "b": np.arange(8, dtype=np.float32) * i}
+        )
+        paths.append(tmp_path / f"dev{i:02d}.ckpt")
+        ortckpt.save(state, paths[-1])
+    want = ortckpt.average(paths, method="median").state
+    other = tmp_path / "other.ckpt"
+    ortckpt.save(
+        CheckpointState({"w": np.full((64, 300), 1e6, np.float32), "b": np.zeros(8, np.float32)}), other
+    )
+    original = _robust.aggregate
+
+    def vandal(*args: object, **kwargs: object) -> object:
+        for p in paths[:3]:
+            if swap == "in-place":
+                data = bytearray(p.read_bytes())
+                data[-64:] = bytes(64)  # inside the last tensor's values: still finite (zeros)
+                with open(p, "r+b") as f:
+                    f.write(bytes(data))
+                os.utime(p, ns=(1, 1))
+                continue
+            p.unlink()
+            if swap == "fifo":
+                os.mkfifo(p)
+            elif swap == "symlink":
+                p.symlink_to("/dev/zero")
+            else:
+                os.link(other, p)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(_robust, "aggregate", vandal)
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the robust reads blocked"))
+    signal.alarm(120)
+    try:
+        if swap == "in-place":
+            with pytest.raises(ortckpt.CheckpointChangedError, match=r"dev0[0-2]\.ckpt"):
+                ortckpt.average(paths, method="median")
+            return
+        got = ortckpt.average(paths, method="median")
+    finally:
+        signal.alarm(0)
+    assert not got.rejected
+    for name in ("w", "b"):
+        np.testing.assert_array_equal(got.state.parameters[name].data, want.parameters[name].data)
 
 
 def test_the_same_upload_twice_is_counted_once(tmp_path: Path):

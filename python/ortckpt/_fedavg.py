@@ -426,25 +426,29 @@ def prefetched(
     max_bytes: int | None,
     storage_options: Any,
     skip: Callable[[Any], bool] | None = None,
+    ahead: int = 1,
 ) -> Iterator[tuple[tuple[int, str, Any, float | str | None], Callable[[], _native.Upload | None]]]:
-    """Each item with a function returning its upload, read one item ahead on another thread: the
-    next upload's bytes arrive while the kernel adds the current one (the read and the kernel
-    release the GIL). At most two uploads are in memory at a time. Items whose source ``skip``
-    accepts are not read (their function returns None)."""
+    """Each item with a function returning its upload, read ``ahead`` items ahead on as many other
+    threads: the next uploads' bytes arrive while the current one is used (the reads and the
+    kernel release the GIL). At most ``ahead + 1`` uploads are in memory at a time. Items whose
+    source ``skip`` accepts are not read (their function returns None)."""
+    from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(1, thread_name_prefix="ortckpt-read") as pool:
-        ahead = None
+    with ThreadPoolExecutor(ahead, thread_name_prefix="ortckpt-read") as pool:
+        waiting: deque[tuple[tuple[int, str, Any, float | str | None], Any]] = deque()
         for item in items:
             if skip is not None and skip(item[2]):
                 future: Any = _NotRead()
             else:
                 future = pool.submit(open_upload, item[2], max_bytes, storage_options)
-            if ahead is not None:
-                yield ahead[0], ahead[1].result
-            ahead = (item, future)
-        if ahead is not None:
-            yield ahead[0], ahead[1].result
+            if len(waiting) == ahead:
+                first, done = waiting.popleft()
+                yield first, done.result
+            waiting.append((item, future))
+        while waiting:
+            first, done = waiting.popleft()
+            yield first, done.result
 
 
 def rejection(index: int, client: str, exc: Exception) -> SourceReport:

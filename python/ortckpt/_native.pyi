@@ -260,6 +260,7 @@ class Upload:
 class LaneReader:
     """An upload's values read again chunk by chunk (pread from its held files, or its bytes)."""
 
+    def confirm_unchanged(self) -> None: ...
     def read(self, location: tuple[int, int, bool, int], first: int, count: int) -> NDArray[np.float64]: ...
     def read_into(
         self, location: tuple[int, int, bool, int], first: int, out: NDArray[np.float64]

@@ -281,6 +281,10 @@ def aggregate(members: list[Member], lanes: list[int], options: Options, base: M
             _native.reduce_rows(readers, where, 0, o.method, cut, out.slots[slot], rows_squares, gaps)
     else:
         _sweep(members, lanes, o.chunk_bytes, base, scale, reduce)
+    # every read of the round is done: an upload changed in place since its check (its size or
+    # modification time) fails the round, since values read from it may be in the result
+    for m in [*members, *([base] if base is not None else [])]:
+        m.reader.confirm_unchanged()
     chosen = set(selected)
     for i, m in enumerate(members):
         m.norm = float(np.sqrt(squares[i]))

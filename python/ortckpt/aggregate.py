@@ -289,9 +289,11 @@ class _Run:
         from ._robust import fedavg_sums
 
         members: list[Member] = []
-        for index, client, src, rule in items:
+
+        def check(item: _Item, opened: Callable[[], _native.Upload]) -> None:
+            index, client, src, rule = item
             try:
-                upload = open_upload(src, self.limit, self.opts)
+                upload = opened()
                 if self.spec is None:
                     state = _state_of(upload)
                     self.set_reference(state, spec_of(state, self.include), client)
@@ -315,7 +317,17 @@ class _Run:
                     self.reference = self.spec = self.layout = None  # it cannot be the reference
                     self.label, self.limit = "none", self.max_bytes
                 self.reports.append(rejection(index, client, exc))
-                continue
+
+        items = iter(items)
+        for item in items:  # one at a time until an upload is accepted (it sets the size limit)
+            check(item, functools.partial(open_upload, item[2], self.limit, self.opts))
+            if members:
+                break
+        # then the next uploads are read, one per core, while the one before them is checked
+        # (reads and checks release the GIL)
+        ahead = max(1, min(4, os.cpu_count() or 1))
+        for item, opened in prefetched(items, self.limit, self.opts, ahead=ahead):
+            check(item, _read(opened))
         return members
 
     def on_dask(self, client: Any, items: list[_Item], show_progress: bool) -> None:

@@ -110,7 +110,8 @@ enum Held {
 }
 
 /// An upload's values, read again chunk by chunk after its check: `pread` from its files (kept
-/// open; each read confirms the file is the version that was checked), or from its bytes.
+/// open; `confirm_unchanged` tells whether they are still the versions that were checked), or
+/// from its bytes.
 #[pyclass(frozen, module = "ortckpt._native")]
 pub(crate) struct LaneReader {
     held: Held,
@@ -144,6 +145,18 @@ impl LaneReader {
 
 #[pymethods]
 impl LaneReader {
+    /// Raises CheckpointChangedError when the upload's files are no longer the versions that were
+    /// checked (size or modification time changed); nothing for bytes. Called once a round's
+    /// reads are done.
+    fn confirm_unchanged(&self, py: Python<'_>) -> PyResult<()> {
+        match &self.held {
+            Held::Files(files) => {
+                py.detach(|| guarded(|| files.confirm_unchanged())).map_err(|e| core_error(&self.source, e))
+            }
+            Held::Bytes(..) => Ok(()),
+        }
+    }
+
     /// `len(out)` lanes of the tensor at `location`, from lane `first`, into the float64 array `out`.
     fn read_into(
         &self,

@@ -1,7 +1,8 @@
 //! Reading one chunk of a tensor from every upload at once (the robust methods' sweeps): an
 //! `N × count` float64 block, one row per upload, rows read on every core. Reads go through
-//! [`HeldFiles::read_lanes`] (`pread` from the files held open, each read confirming the file is
-//! the version that was checked) or from an upload's bytes: never a mapping.
+//! [`HeldFiles::read_lanes`] (`pread` from the files held open since the check; the caller asks
+//! [`HeldFiles::confirm_unchanged`] when its reads are done) or from an upload's bytes: never a
+//! mapping.
 
 use super::columns::{reduce_few_rows, Statistic, NETWORK_UP_TO};
 use super::kernel::{in_parallel, threads};
