@@ -227,7 +227,8 @@ def test_paths_swapped_after_the_check_never_reach_the_robust_reads(
         np.testing.assert_array_equal(got.state.parameters[name].data, want.parameters[name].data)
 
 
-def test_the_same_upload_twice_is_counted_once(tmp_path: Path):
+@pytest.mark.parametrize("method", ["fedavg", "median"])  # median: the robust batched check
+def test_the_same_upload_twice_is_counted_once(tmp_path: Path, method: str):
     states = [CheckpointState({"w": np.full(4, i, np.float32)}) for i in range(3)]
     for i, s in enumerate(states):
         ortckpt.save(s, tmp_path / f"d{i}.ckpt")
@@ -244,7 +245,7 @@ def test_the_same_upload_twice_is_counted_once(tmp_path: Path):
         "b-copy": bytes(bytearray(data)),
         "state": states[2],
     }
-    report = ortckpt.average(sources)
+    report = ortckpt.average(sources, method=method)
     kinds = {r.client: r.kind for r in report.sources}
     assert kinds == {
         "d0": None,

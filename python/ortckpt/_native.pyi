@@ -43,6 +43,7 @@ __all__ = [
     "accumulate",
     "add_files",
     "add_pairwise",
+    "check_files",
     "check_upload",
     "external_data_location",
     "external_data_path",
@@ -298,6 +299,20 @@ def add_files(
     max_bytes: int | None,
     seen: Sequence[tuple[int, int]],
 ) -> list[tuple[str, float, str, str, Exception | None, tuple[int, int] | None]]: ...
+def check_files(
+    paths: Sequence[str | os.PathLike[str]],
+    weights: Sequence[float | None],
+    weight_property: str | None,
+    layout: AggregationLayout,
+    bounds: NDArray[np.float64],
+    max_bytes: int | None,
+    seen: Sequence[tuple[int, int]],
+) -> list[
+    tuple[
+        tuple[str, float, str, str, Exception | None, tuple[int, int] | None],
+        tuple[LaneReader, list[tuple[int, int, bool, int]]] | None,
+    ]
+]: ...
 def accumulate(
     upload: Upload,
     layout: AggregationLayout,

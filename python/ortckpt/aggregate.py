@@ -9,6 +9,7 @@ cluster. See docs/federated.md.
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import math
@@ -16,6 +17,8 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from . import _native
 from ._fedavg import (
@@ -200,6 +203,24 @@ def _shippable(src: Source) -> Source:
 
 
 _Item = tuple[int, str, Source, float | str | None]
+_FileItem = tuple[int, str, str, float | str | None]  # an item whose source is a local path
+
+
+class _LocalFiles:
+    """``prefetched``'s ``skip`` for local checkpoint files, remembering each answer (in item
+    order) so the loop over its items takes the path without asking the file system again."""
+
+    def __init__(self) -> None:
+        self.found: collections.deque[str | None] = collections.deque()
+
+    def skip(self, src: Any) -> bool:
+        path = local_file(src)
+        self.found.append(path)
+        return path is not None
+
+    def path(self) -> str | None:
+        """The local path of the item just yielded (None: another kind of source)."""
+        return self.found.popleft()
 
 
 class _Run:
@@ -267,9 +288,9 @@ class _Run:
                 self.reports.extend(visit_files(files, layout, self.limit, self.acc, self.seen))
                 files.clear()
 
-        is_file = lambda src: local_file(src) is not None  # noqa: E731
-        for (index, client, src, rule), opened in prefetched(items, self.limit, self.opts, is_file):
-            path = local_file(src)
+        local = _LocalFiles()
+        for (index, client, src, rule), opened in prefetched(items, self.limit, self.opts, local.skip):
+            path = local.path()
             if path is not None:
                 files.append((index, client, path, rule))
                 if len(files) >= _FILES_PER_CALL:
@@ -323,12 +344,72 @@ class _Run:
             check(item, functools.partial(open_upload, item[2], self.limit, self.opts))
             if members:
                 break
-        # then the next uploads are read, one per core, while the one before them is checked
-        # (reads and checks release the GIL)
+        # then local files in batches, each checked in one native call on every core; other
+        # sources read ahead, one per core, while the one before them is checked
+        files: list[_FileItem] = []
+
+        def flush() -> None:
+            pending = files[:]
+            files.clear()
+            while pending:
+                if self.acc.sums:  # FedAvg's sums exist (see PartialSum.check): one by one
+                    item = pending.pop(0)
+                    check(item, functools.partial(open_upload, item[2], self.limit, self.opts))
+                    continue
+                pending = pending[self._check_files(pending, members) :]
+                if pending:  # the batch stopped before an upload that could overflow the sums
+                    item = pending.pop(0)
+                    check(item, functools.partial(open_upload, item[2], self.limit, self.opts))
+
+        local = _LocalFiles()
         ahead = max(1, min(4, os.cpu_count() or 1))
-        for item, opened in prefetched(items, self.limit, self.opts, ahead=ahead):
+        for item, opened in prefetched(items, self.limit, self.opts, local.skip, ahead=ahead):
+            path = local.path()
+            if path is not None:
+                files.append((item[0], item[1], path, item[3]))
+                if len(files) >= _FILES_PER_CALL:
+                    flush()
+                continue
+            flush()
             check(item, _read(opened))
+        flush()
         return members
+
+    def _check_files(self, batch: list[_FileItem], members: list[Member]) -> int:
+        """``collect``'s checks for local files, in one native call (``_native.check_files``: the
+        same verdicts as one by one); returns how many of ``batch`` it decided (fewer when it
+        stopped before an upload whose sums could overflow)."""
+        assert self.layout is not None
+        slots = len(self.layout.slot_lanes())
+        if len(self.acc.bounds) != slots:
+            self.acc.bounds = np.zeros(slots, np.float64)
+        given = [None if isinstance(r, str) or r is None else float(r) for _, _, _, r in batch]
+        prop = next((r for _, _, _, r in batch if isinstance(r, str)), None)
+        known = [(k[1], k[2]) for k in self.seen if k[0] == "file"]
+        paths = [path for _, _, path, _ in batch]
+        verdicts = _native.check_files(paths, given, prop, self.layout, self.acc.bounds, self.limit, known)
+        for (index, client, _, _), (verdict, held) in zip(batch, verdicts, strict=False):
+            status, weight, kind, message, error, ident = verdict
+            key = None if ident is None else ("file", *ident)
+            if status == "duplicate" and key is not None:
+                self.reports.append(
+                    rejection(index, client, _duplicate(self.seen.get(key, "an earlier upload")))
+                )
+                continue
+            if key is not None:
+                self.seen[key] = client
+            if status == "accepted" and held is not None:
+                reader, where = held
+                self.acc.total_weight += weight
+                self.acc.count += 1
+                members.append(Member(index, client, weight, reader, where))
+            elif status == "rejected":
+                self.reports.append(SourceReport(index, client, False, kind=kind, reason=message))
+            else:
+                self.reports.append(
+                    rejection(index, client, error if error is not None else RuntimeError(message))
+                )
+        return len(verdicts)
 
     def on_dask(self, client: Any, items: list[_Item], show_progress: bool) -> None:
         from ._dask import average_on_dask

@@ -458,16 +458,7 @@ pub(crate) fn add_files(
     max_bytes: Option<u64>,
     seen: Vec<(u64, u64)>,
 ) -> PyResult<Vec<FileVerdict>> {
-    if weights.len() != paths.len() {
-        return Err(PyValueError::new_err("one weight (or None) per path is needed"));
-    }
-    let items = paths
-        .iter()
-        .zip(weights)
-        .map(|(p, w)| {
-            Ok(aggregate::FileItem { path: path_arg(p)?, rule: weight_rule(w, weight_property.as_deref()) })
-        })
-        .collect::<PyResult<Vec<_>>>()?;
+    let items = file_items(&paths, weights, weight_property.as_deref())?;
     let layout = &layout.get().inner;
     let mut held = sums.iter().map(|s| s.try_readwrite()).collect::<Result<Vec<_>, _>>()?;
     let mut slices = held.iter_mut().map(|s| s.as_slice_mut()).collect::<Result<Vec<_>, _>>()?;
@@ -478,25 +469,91 @@ pub(crate) fn add_files(
     let verdicts = interruptible(py, &source, |keep_going| {
         aggregate::add_files(&items, layout, max_bytes, &mut seen, &mut slices, bounds, keep_going)
     })?;
+    Ok(verdicts.into_iter().zip(&items).map(|(v, item)| file_verdict(v, item)).collect())
+}
+
+/// What became of one upload of `check_files`: `add_files`' verdict (status `"accepted"` for
+/// `"added"`) and, when accepted, a reader of its held files and where its tensors are.
+type ScreenedVerdict = (FileVerdict, Option<(LaneReader, Vec<Location>)>);
+
+/// `add_files`' checks and verdicts without the addition (`bounds` raised as it raises them),
+/// for the robust methods: each accepted upload's files stay open in a `LaneReader`. Stops
+/// before the first upload whose bounds would become infinite: fewer verdicts than paths then
+/// (the caller goes on with the rest one by one, making FedAvg's sums). GIL released, on every
+/// core.
+#[pyfunction]
+#[pyo3(signature = (paths, weights, weight_property, layout, bounds, max_bytes, seen))]
+#[allow(clippy::too_many_arguments)] // one call per batch: every input is a separate argument
+pub(crate) fn check_files(
+    py: Python<'_>,
+    paths: Vec<Bound<'_, PyAny>>,
+    weights: Vec<Option<f64>>,
+    weight_property: Option<String>,
+    layout: &Bound<'_, AggregationLayout>,
+    bounds: Bound<'_, PyArray1<f64>>,
+    max_bytes: Option<u64>,
+    seen: Vec<(u64, u64)>,
+) -> PyResult<Vec<ScreenedVerdict>> {
+    let items = file_items(&paths, weights, weight_property.as_deref())?;
+    let layout = &layout.get().inner;
+    let mut bounds_rw = bounds.try_readwrite()?;
+    let bounds = bounds_rw.as_slice_mut()?;
+    let mut seen: std::collections::HashSet<(u64, u64)> = seen.into_iter().collect();
+    let source = items.first().map_or_else(String::new, |i| show(&i.path));
+    let verdicts = interruptible(py, &source, |keep_going| {
+        aggregate::check_files(&items, layout, max_bytes, &mut seen, bounds, keep_going)
+    })?;
+    let types = layout.slot_types();
     Ok(verdicts
         .into_iter()
         .zip(&items)
         .map(|(v, item)| match v {
-            aggregate::Verdict::Added { weight, identity } => {
-                ("added", weight, String::new(), String::new(), None, Some(identity))
+            aggregate::Screened::Accepted { weight, identity, files, located } => {
+                let reader = LaneReader { held: Held::Files(Box::new(files)), source: show(&item.path) };
+                let where_ = located.iter().zip(&types).map(|(l, t)| location(l, *t)).collect();
+                (
+                    ("accepted", weight, String::new(), String::new(), None, Some(identity)),
+                    Some((reader, where_)),
+                )
             }
-            aggregate::Verdict::Duplicate { identity } => {
-                ("duplicate", 0.0, String::new(), String::new(), None, Some(identity))
-            }
-            aggregate::Verdict::Rejected { rejection, identity } => {
-                ("rejected", 0.0, rejection.kind.to_owned(), rejection.message, None, identity)
-            }
-            aggregate::Verdict::Unreadable(e) => {
-                let err = core_error(&show(&item.path), crate::errors::GuardedError::Core(e));
-                ("error", 0.0, String::new(), String::new(), Some(err), None)
-            }
+            aggregate::Screened::Other(v) => (file_verdict(v, item), None),
         })
         .collect())
+}
+
+/// The items of `add_files` / `check_files`: each path with its weight rule.
+fn file_items(
+    paths: &[Bound<'_, PyAny>],
+    weights: Vec<Option<f64>>,
+    weight_property: Option<&str>,
+) -> PyResult<Vec<aggregate::FileItem>> {
+    if weights.len() != paths.len() {
+        return Err(PyValueError::new_err("one weight (or None) per path is needed"));
+    }
+    paths
+        .iter()
+        .zip(weights)
+        .map(|(p, w)| Ok(aggregate::FileItem { path: path_arg(p)?, rule: weight_rule(w, weight_property) }))
+        .collect()
+}
+
+/// One verdict of `add_files` as Python receives it.
+fn file_verdict(v: aggregate::Verdict, item: &aggregate::FileItem) -> FileVerdict {
+    match v {
+        aggregate::Verdict::Added { weight, identity } => {
+            ("added", weight, String::new(), String::new(), None, Some(identity))
+        }
+        aggregate::Verdict::Duplicate { identity } => {
+            ("duplicate", 0.0, String::new(), String::new(), None, Some(identity))
+        }
+        aggregate::Verdict::Rejected { rejection, identity } => {
+            ("rejected", 0.0, rejection.kind.to_owned(), rejection.message, None, identity)
+        }
+        aggregate::Verdict::Unreadable(e) => {
+            let err = core_error(&show(&item.path), crate::errors::GuardedError::Core(e));
+            ("error", 0.0, String::new(), String::new(), Some(err), None)
+        }
+    }
 }
 
 /// The median (`"median"`) or trimmed mean (`"trimmed_mean"`, `cut` values off each end) of each
@@ -656,6 +713,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(accumulate, m)?)?;
     m.add_function(wrap_pyfunction!(check_upload, m)?)?;
     m.add_function(wrap_pyfunction!(add_files, m)?)?;
+    m.add_function(wrap_pyfunction!(check_files, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_columns, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_block, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_rows, m)?)?;

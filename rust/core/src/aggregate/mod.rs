@@ -21,7 +21,7 @@ pub use columns::{median_columns, reduce_block, trimmed_mean_columns, Statistic,
 pub use distances::add_pairwise;
 pub use kernel::{accumulate, add_window, check_values, slot_bytes};
 #[cfg(feature = "fs")]
-pub use round::{add_files, FileItem, Verdict};
+pub use round::{add_files, check_files, FileItem, Screened, Verdict};
 #[cfg(feature = "fs")]
 pub use rows::{read_rows, reduce_rows, RowSource};
 pub use structure::{

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use super::kernel::{accumulate, add_window, in_parallel, largest_of, slot_bytes};
 use super::located_data;
 use super::structure::{Layout, Located, WeightRule};
-use super::upload::{index_upload, read_file, FileUpload, UploadError};
+use super::upload::{index_upload, read_file, FileUpload, HeldFiles, UploadError};
 use super::Rejection;
 use crate::Error;
 
@@ -147,17 +147,7 @@ pub fn add_files(
     if lanes != sums.iter().map(|s| s.len()).collect::<Vec<_>>() || bounds.len() != lanes.len() {
         return Err(Error::Internal { detail: "the sums do not match the reference's layout".into() });
     }
-    let model: usize = layout
-        .slot_types()
-        .iter()
-        .zip(&lanes)
-        .map(|(t, n)| n * super::Lanes::of(*t).map_or(8, |l| l.width()))
-        .sum();
-    let threads = super::kernel::threads();
-    // one large upload per core, not more: a window of 4 x 64 MiB ran faster alone but 2x slower
-    // after other work had freed and touched gigabytes (fresh memory is what costs then: the
-    // kernel's time tripled), while one per core holds in both (benches/README.md)
-    let window = (WINDOW_BYTES / model.max(1)).clamp(threads, WINDOW_MAX.max(threads));
+    let window = window_of(layout, &lanes);
     let mut verdicts: Vec<Option<Verdict>> = Vec::with_capacity(items.len());
     for (w, part) in items.chunks(window).enumerate() {
         if !keep_going() {
@@ -214,6 +204,107 @@ pub fn add_files(
         .into_iter()
         .map(|v| v.unwrap_or_else(|| Verdict::Unreadable(Error::Internal { detail: "no verdict".into() })))
         .collect())
+}
+
+/// Uploads per window for `layout`'s model: about [`WINDOW_BYTES`], at least one per core, at
+/// most [`WINDOW_MAX`].
+fn window_of(layout: &Layout, lanes: &[usize]) -> usize {
+    let model: usize = layout
+        .slot_types()
+        .iter()
+        .zip(lanes)
+        .map(|(t, n)| n * super::Lanes::of(*t).map_or(8, |l| l.width()))
+        .sum();
+    let threads = super::kernel::threads();
+    // one large upload per core, not more: a window of 4 x 64 MiB ran faster alone but 2x slower
+    // after other work had freed and touched gigabytes (fresh memory is what costs then: the
+    // kernel's time tripled), while one per core holds in both (benches/README.md)
+    (WINDOW_BYTES / model.max(1)).clamp(threads, WINDOW_MAX.max(threads))
+}
+
+/// What became of one upload of [`check_files`].
+pub enum Screened {
+    /// Passed every check (its bounds raised): its files held open, where its tensors are.
+    Accepted {
+        /// The weight found.
+        weight: f64,
+        /// (device, inode) of the checkpoint file.
+        identity: (u64, u64),
+        /// The upload's files, to read its values again.
+        files: HeldFiles,
+        /// Where each averaged tensor is.
+        located: Vec<Located>,
+    },
+    /// Any other verdict, as [`add_files`] gives it.
+    Other(Verdict),
+}
+
+/// [`add_files`]' checks without the addition, for the robust methods (which read the values
+/// again later): the same verdicts, `bounds` raised as `add_files` raises them, and each accepted
+/// upload's files kept open. Stops before the first upload whose bounds would become infinite
+/// (only FedAvg's sums can tell whether it overflows): the verdicts returned are then fewer than
+/// `items`, and the caller goes on from there its own way. `Err` only when `keep_going` asks to
+/// stop.
+pub fn check_files(
+    items: &[FileItem],
+    layout: &Layout,
+    max_bytes: Option<u64>,
+    seen: &mut HashSet<(u64, u64)>,
+    bounds: &mut [f64],
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<Vec<Screened>, Error> {
+    let lanes = layout.slot_lanes();
+    if bounds.len() != lanes.len() {
+        return Err(Error::Internal { detail: "the bounds do not match the reference's layout".into() });
+    }
+    let mut verdicts = Vec::with_capacity(items.len());
+    for part in items.chunks(window_of(layout, &lanes)) {
+        if !keep_going() {
+            return Err(Error::Interrupted {
+                path: part.first().map(|i| i.path.clone()).unwrap_or_default(),
+            });
+        }
+        let checked =
+            in_parallel(part.iter().collect(), usize::MAX, |item| check(item, layout, &lanes, max_bytes));
+        for outcome in checked {
+            let (identity, outcome) = match outcome {
+                Ok(read) => read,
+                Err(UploadError::Rejected(r)) => {
+                    verdicts.push(Screened::Other(Verdict::Rejected { rejection: r, identity: None }));
+                    continue;
+                }
+                Err(UploadError::Unreadable(e)) => {
+                    verdicts.push(Screened::Other(Verdict::Unreadable(e)));
+                    continue;
+                }
+            };
+            if seen.contains(&identity) {
+                verdicts.push(Screened::Other(Verdict::Duplicate { identity }));
+                continue;
+            }
+            let c = match outcome {
+                Ok(c) => c,
+                Err(rejection) => {
+                    seen.insert(identity);
+                    verdicts.push(Screened::Other(Verdict::Rejected { rejection, identity: Some(identity) }));
+                    continue;
+                }
+            };
+            let grown: Vec<f64> = bounds
+                .iter()
+                .enumerate()
+                .map(|(slot, b)| b + c.weight * c.largest.get(slot).copied().unwrap_or(0.0))
+                .collect();
+            if !grown.iter().all(|g| g.is_finite()) {
+                return Ok(verdicts);
+            }
+            bounds.copy_from_slice(&grown);
+            seen.insert(identity);
+            let Checked { upload, located, weight, .. } = c;
+            verdicts.push(Screened::Accepted { weight, identity, files: upload.files, located });
+        }
+    }
+    Ok(verdicts)
 }
 
 /// Whether the bounds stay finite with the pending group and `next` added.
