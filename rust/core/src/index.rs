@@ -226,6 +226,16 @@ impl CheckpointIndex {
         &self.params_by_name
     }
 
+    /// [`CheckpointIndex::find_parameter`], trying first the parameter `rank`-th in name order
+    /// (one comparison when the caller walks names in the same order, as an aggregation does
+    /// against its reference).
+    pub fn find_parameter_ranked(&self, name: &str, rank: usize) -> Option<usize> {
+        match self.params_by_name.get(rank) {
+            Some(&p) if self.name_at(p as usize) == name => Some(p as usize),
+            _ => self.find_parameter(name),
+        }
+    }
+
     /// Position of the parameter called `name`.
     pub fn find_parameter(&self, name: &str) -> Option<usize> {
         let found = self.params_by_name.binary_search_by(|&p| self.name_at(p as usize).cmp(name)).ok()?;

@@ -39,6 +39,12 @@ fn well_formed_raw_checkpoint_is_accepted() {
     assert_eq!(index.find_parameter("b"), Some(1));
     assert_eq!(index.find_parameter("x"), None);
     assert_eq!(index.parameters_by_name(), [1, 0]);
+    // the rank is a hint only: right, wrong or past the end, the answer is the same
+    for rank in [0, 1, 7] {
+        assert_eq!(index.find_parameter_ranked("b", rank), Some(1));
+        assert_eq!(index.find_parameter_ranked("w", rank), Some(0));
+        assert_eq!(index.find_parameter_ranked("x", rank), None);
+    }
 }
 
 #[test]

@@ -167,8 +167,16 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
     if index.is_nominal {
         return Err(Rejection::new("nominal", "the checkpoint is nominal (names and types only, no values)"));
     }
-    let mut missing: Vec<&str> =
-        layout.params.iter().map(|p| p.name.as_str()).filter(|n| index.find_parameter(n).is_none()).collect();
+    // the layout's parameters are in name order (a state's), as `find_parameter_ranked` hopes
+    let positions: Vec<Option<usize>> =
+        layout.params.iter().enumerate().map(|(i, p)| index.find_parameter_ranked(&p.name, i)).collect();
+    let mut missing: Vec<&str> = layout
+        .params
+        .iter()
+        .zip(&positions)
+        .filter(|(_, at)| at.is_none())
+        .map(|(p, _)| p.name.as_str())
+        .collect();
     missing.sort_unstable();
     if !missing.is_empty() {
         return Err(Rejection::new("missing-parameter", first_of(&missing, "is missing")));
@@ -184,8 +192,8 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
         return Err(Rejection::new("extra-parameter", first_of(&extra, "is not in the reference")));
     }
     let mut located = Vec::with_capacity(layout.slot_count());
-    for p in &layout.params {
-        let position = index.find_parameter(&p.name).unwrap_or(usize::MAX);
+    for (p, at) in layout.params.iter().zip(&positions) {
+        let position = at.unwrap_or(usize::MAX);
         let (Some(tensor), Some(kind)) = (index.tensor(position), index.param_kind(position)) else {
             return Err(Rejection::new("missing-parameter", first_of(&[&p.name], "is missing")));
         };
