@@ -59,6 +59,7 @@ mod npz;
 mod open;
 #[cfg(feature = "fs")]
 mod pair;
+mod parallel;
 mod placement;
 mod reader;
 #[cfg(feature = "fs")]

@@ -3,13 +3,13 @@
 //! file on disk since it was opened can be detected ([`MappedFile::check_unchanged`]).
 
 use std::fs::{File, Metadata};
-use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use crate::files::{open_regular, FileId};
+use crate::parallel::{in_parallel, threads};
 use crate::{Error, Result};
 
 /// What identifies one version of a file's content, as far as the file system tells: a rewrite in
@@ -33,7 +33,7 @@ impl FileStamp {
         }
     }
 
-    fn of_file(file: &File, path: &Path) -> Result<FileStamp> {
+    pub(crate) fn of_file(file: &File, path: &Path) -> Result<FileStamp> {
         Ok(FileStamp::of(&file.metadata().map_err(|e| Error::io(path, "read metadata of", e))?))
     }
 }
@@ -99,8 +99,61 @@ pub struct MappedFile {
 /// in one by one than the system call costs (100,000 tiny tensors would make 100,000 calls).
 pub const READAHEAD_MIN: usize = 16 << 10;
 
-/// Owned reads go in chunks of this size, with an interruption check between chunks.
+/// Owned reads go in chunks of this size, a round of them on every core, with an interruption
+/// check between rounds.
 const READ_CHUNK: usize = 8 << 20;
+
+/// Reads all of `file` (of `stamp.size` bytes, when it was opened) into `dst`: the file layer's one
+/// loop for reading a whole file into private memory (checkpoints read with `mmap=False`, and
+/// every upload of an aggregation). Large files are read a few chunks at a time, the chunks of a
+/// round with `pread` on every core (one core copies out of the page cache at about half the
+/// memory's speed), with `keep_going` asked between rounds (false stops with
+/// [`Error::Interrupted`]). A file that shrank, grew or changed while it was read is
+/// [`Error::CheckpointChanged`]: its bytes could be a mix of versions.
+pub(crate) fn read_whole(
+    file: &File,
+    stamp: &FileStamp,
+    path: &Path,
+    dst: &mut [u8],
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+
+    let size = usize::try_from(stamp.size).unwrap_or(usize::MAX);
+    let Some(space) = dst.get_mut(..size) else {
+        return Err(Error::Internal { detail: "a read buffer smaller than its file".into() });
+    };
+    let changed = |when: &str| Error::CheckpointChanged {
+        path: path.to_path_buf(),
+        detail: format!("was modified while it was being read{when}"),
+    };
+    let round = READ_CHUNK * threads();
+    for (r, part) in space.chunks_mut(round).enumerate() {
+        if !keep_going() {
+            return Err(Error::Interrupted { path: path.to_path_buf() });
+        }
+        let (first, bytes) = (r * round, part.len());
+        let pieces: Vec<(usize, &mut [u8])> = part
+            .chunks_mut(READ_CHUNK)
+            .enumerate()
+            .map(|(k, piece)| (first + k * READ_CHUNK, piece))
+            .collect();
+        let read = |(offset, piece): (usize, &mut [u8])| file.read_exact_at(piece, offset as u64);
+        for outcome in in_parallel(pieces, bytes, read) {
+            match outcome {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    return Err(changed(" (now shorter)"))
+                }
+                Err(e) => return Err(Error::io(path, "read", e)),
+            }
+        }
+    }
+    if FileStamp::of_file(file, path)? != *stamp {
+        return Err(changed(""));
+    }
+    Ok(())
+}
 
 impl MappedFile {
     /// Opens (regular files only, never blocking) and maps `path`.
@@ -172,27 +225,9 @@ impl MappedFile {
         let size = usize::try_from(stamp.size)
             .map_err(|_| Error::io(path, "read", std::io::ErrorKind::OutOfMemory.into()))?;
         let mut bytes = OwnedBytes::new(size).map_err(|e| Error::io(path, "allocate memory for", e))?;
-        let mut filled = 0;
-        let mut reader = &file;
-        while filled < size {
-            if !keep_going() {
-                return Err(Error::Interrupted { path: path.to_path_buf() });
-            }
-            let end = filled.saturating_add(READ_CHUNK).min(size);
-            match reader.read(bytes.buffer_mut().get_mut(filled..end).unwrap_or_default()) {
-                Ok(0) => break, // the file shrank: caught below
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {} // `keep_going` decides
-                Err(e) => return Err(Error::io(path, "read", e)),
-            }
-        }
-        bytes.len = filled;
-        let mut read = MappedFile { path: path.to_path_buf(), file, stamp, contents: Contents::Owned(bytes) };
-        if filled != size || FileStamp::of_file(&read.file, path)? != stamp {
-            return Err(read.changed_error("while it was being read"));
-        }
-        read.stamp = stamp;
-        Ok(read)
+        read_whole(&file, &stamp, path, bytes.buffer_mut(), keep_going)?;
+        bytes.len = size;
+        Ok(MappedFile { path: path.to_path_buf(), file, stamp, contents: Contents::Owned(bytes) })
     }
 
     /// The file's path, as given.

@@ -1,9 +1,9 @@
 //! Coordinate-wise robust statistics over an `N × chunk` block of values (one row per upload,
 //! row-major): the median and the trimmed mean of each column, spread over the cores.
 
-use super::kernel::in_parallel;
 use super::select::{many_tiles, Plan};
 use super::simd::avx2_dispatch;
+use crate::parallel::in_parallel;
 use crate::Error;
 
 /// Columns per piece of parallel work.
@@ -167,7 +167,7 @@ unsafe fn exchange_avx2(ra: &mut [f64], rb: &mut [f64]) {
 /// `out` cut into tiles of `tile` columns (numbered from 0), dealt in runs to one group per thread.
 fn tiles_per_thread(out: &mut [f64], tile: usize) -> Vec<Vec<(usize, &mut [f64])>> {
     let work: Vec<(usize, &mut [f64])> = out.chunks_mut(tile).enumerate().collect();
-    let share = work.len().div_ceil(super::kernel::threads()).max(1);
+    let share = work.len().div_ceil(crate::parallel::threads()).max(1);
     let mut groups = Vec::new();
     let mut work = work.into_iter();
     loop {

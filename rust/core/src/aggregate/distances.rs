@@ -2,7 +2,7 @@
 //! uploads' values adds its part of every pair's squared L2 distance into an `N × N` matrix (the
 //! matrix, never N models). Each pair is computed once, spread over the cores by row.
 
-use super::kernel::in_parallel;
+use crate::parallel::in_parallel;
 
 /// Adds, for every pair of rows `i`, `j` of the row-major `n × c` block `x`, the sum over columns
 /// of `(x[i] - x[j])²` into `d[i * n + j]` and `d[j * n + i]` (so `d` is symmetric, zero diagonal).

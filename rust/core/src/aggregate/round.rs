@@ -20,11 +20,12 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use super::kernel::{accumulate, add_window, in_parallel, largest_of, slot_bytes};
+use super::kernel::{accumulate, add_window, largest_of, slot_bytes};
 use super::located_data;
 use super::structure::{Layout, Located, WeightRule};
 use super::upload::{index_upload, read_file, FileUpload, HeldFiles, UploadError};
 use super::Rejection;
+use crate::parallel::in_parallel;
 use crate::Error;
 
 /// Bytes of uploads checked together (at least one per core): enough to keep both cores busy
@@ -215,7 +216,7 @@ fn window_of(layout: &Layout, lanes: &[usize]) -> usize {
         .zip(lanes)
         .map(|(t, n)| n * super::Lanes::of(*t).map_or(8, |l| l.width()))
         .sum();
-    let threads = super::kernel::threads();
+    let threads = crate::parallel::threads();
     // one large upload per core, not more: a window of 4 x 64 MiB ran faster alone but 2x slower
     // after other work had freed and touched gigabytes (fresh memory is what costs then: the
     // kernel's time tripled), while one per core holds in both (benches/README.md)

@@ -5,10 +5,10 @@
 //! mapping.
 
 use super::columns::{reduce_few_rows, Statistic, NETWORK_UP_TO};
-use super::kernel::{in_parallel, threads};
 use super::structure::Located;
 use super::upload::HeldFiles;
 use super::values::decode_into;
+use crate::parallel::{in_parallel, threads};
 use crate::Error;
 
 /// Where one upload's values are read from.

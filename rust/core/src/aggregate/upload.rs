@@ -9,12 +9,11 @@ use std::sync::Mutex;
 
 use memmap2::MmapMut;
 
-use super::kernel::{in_parallel, threads};
 use super::structure::Located;
 use super::values::{all_finite, decode_into};
 use super::Rejection;
 use crate::files::open_regular;
-use crate::mapped::{anonymous, FileStamp};
+use crate::mapped::{anonymous, read_whole, FileStamp};
 use crate::{check_external_ranges, external_data_path, index_checkpoint, CheckpointIndex, Error};
 
 /// Why an upload could not be used: a rejection of its own kind, or an error of the reader (the
@@ -139,44 +138,18 @@ fn open_stamped(path: &Path) -> Result<(File, FileStamp), Error> {
     Ok((file, stamp))
 }
 
-/// Reads all of `file` (of `stamp.size` bytes) into a buffer; a file that shrank, grew or changed
-/// while it was read is an error (its bytes could be a mix). Large files are read a few chunks at
-/// a time, the chunks of each round on every core (one core copies out of the page cache at
-/// about half the memory's speed), with `keep_going` asked between rounds.
+/// Reads all of `file` (of `stamp.size` bytes) into a pooled buffer, with the file layer's read
+/// loop ([`read_whole`]: on every core for large files, a changed file refused).
 fn read_all(
     file: &File,
     stamp: &FileStamp,
     path: &Path,
     keep_going: &mut dyn FnMut() -> bool,
 ) -> Result<Buffer, Error> {
-    const CHUNK: usize = 8 << 20;
     let size = usize::try_from(stamp.size)
         .map_err(|_| Error::io(path, "read", std::io::ErrorKind::OutOfMemory.into()))?;
     let mut buffer = Buffer::with_size(size).map_err(|e| Error::io(path, "allocate memory for", e))?;
-    let round = CHUNK * threads();
-    let space = buffer.space().get_mut(..size).unwrap_or_default();
-    for (r, part) in space.chunks_mut(round).enumerate() {
-        if !keep_going() {
-            return Err(Error::Interrupted { path: path.to_path_buf() });
-        }
-        let (first, bytes) = (r * round, part.len());
-        let pieces: Vec<(usize, &mut [u8])> =
-            part.chunks_mut(CHUNK).enumerate().map(|(k, piece)| (first + k * CHUNK, piece)).collect();
-        let read = |(offset, piece): (usize, &mut [u8])| file.read_exact_at(piece, offset as u64);
-        for outcome in in_parallel(pieces, bytes, read) {
-            match outcome {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                    return Err(changed(path, "while it was being read (now shorter)"))
-                }
-                Err(e) => return Err(Error::io(path, "read", e)),
-            }
-        }
-    }
-    let now = FileStamp::of(&file.metadata().map_err(|e| Error::io(path, "read metadata of", e))?);
-    if now != *stamp {
-        return Err(changed(path, "while it was being read"));
-    }
+    read_whole(file, stamp, path, buffer.space(), keep_going)?;
     Ok(buffer)
 }
 
