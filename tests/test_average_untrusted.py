@@ -65,7 +65,7 @@ TRUNCATE_SCRIPT = textwrap.dedent(
 def test_an_upload_truncated_during_the_round_is_rejected_not_a_crash(tmp_path: Path, method: str):
     """A mapping of a file another process truncates raises SIGBUS on the next touch; the round
     must survive it (run in a subprocess: a SIGBUS would kill it, returncode -7). The median
-    reads the files again after their check (``reduce_rows``), never through a mapping either."""
+    reads the files again after their check (``reduce_slots``), never through a mapping either."""
     paths = []
     for i in range(4):
         state = CheckpointState({"w": np.full((1024, 1024), i, np.float32), "b": np.ones(8, np.float32)})

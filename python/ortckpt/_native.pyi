@@ -59,7 +59,7 @@ __all__ = [
     "recover",
     "reduce_block",
     "reduce_columns",
-    "reduce_rows",
+    "reduce_slots",
     "release_buffers",
     "save_checkpoint",
     "serialize_adapter",
@@ -271,15 +271,15 @@ def release_buffers() -> None: ...
 def reduce_block(
     x: NDArray[np.float64], method: str, cut: int, squares: NDArray[np.float64], gaps: NDArray[np.float64]
 ) -> NDArray[np.float64]: ...
-def reduce_rows(
+def reduce_slots(
     readers: Sequence[LaneReader],
-    locations: Sequence[tuple[int, int, bool, int]],
-    first: int,
+    locations: Sequence[Sequence[tuple[int, int, bool, int]]],
     method: str,
     cut: int,
-    out: NDArray[np.float64],
+    outs: Sequence[NDArray[np.float64]],
     squares: NDArray[np.float64],
     gaps: NDArray[np.float64],
+    chunk_bytes: int,
 ) -> None: ...
 def add_pairwise(x: NDArray[np.float64], d: NDArray[np.float64]) -> None: ...
 def read_rows(

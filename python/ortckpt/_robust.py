@@ -3,10 +3,12 @@ against the global model, norm clipping, Gaussian noise), streamed across the up
 
 Every upload is first checked by the native FedAvg kernel (structure, finite values, weight); its
 files stay open (or its bytes held) and its values are then read again chunk by chunk with
-``pread``, never all at once: each sweep holds one chunk of every upload, an ``N x chunk`` float64
-matrix of at most ``chunk_bytes`` bytes (the knob), so memory is O(N x chunk) + O(one model) for the
-result, never O(N x model). Definitions follow Flower's ``flwr.server.strategy.aggregate``
-functions (tests compare against them); see docs/federated.md for each method and its cost.
+``pread``, never all at once: each sweep holds one chunk of every upload, an ``N x chunk`` matrix
+of at most ``chunk_bytes`` bytes (the knob: float64 values, or the stored values for the median
+and trimmed mean, which are read and reduced natively by ``_native.reduce_slots``), so memory is
+O(N x chunk) + O(one model) for the result, never O(N x model). Definitions follow Flower's
+``flwr.server.strategy.aggregate`` functions (tests compare against them); see docs/federated.md
+for each method and its cost.
 """
 
 from __future__ import annotations
@@ -264,21 +266,17 @@ def aggregate(members: list[Member], lanes: list[int], options: Options, base: M
             agg = agg + base.reader.read(base.locations[slot], start, x.shape[1])
         out.slots[slot][start : start + x.shape[1]] = agg
 
-    fused = (
-        o.method in ("median", "trimmed_mean")
-        and std is None
-        and base is None
-        and bool(np.all(scale == 1.0))
-        and 0 < n <= _native.NETWORK_UP_TO
+    native = (
+        o.method in ("median", "trimmed_mean") and std is None and base is None and bool(np.all(scale == 1.0))
     )
-    if fused:
-        # few uploads: each tensor read and reduced in one native pass, band by band in cache,
-        # straight into the result (no N x chunk block: memory O(cores x band))
+    if native:
+        # read and reduced natively, slot by slot: up to NETWORK_UP_TO uploads in one pass through
+        # the cache (no chunk block at all), beyond that chunk by chunk as the files store the
+        # values (no float64 block)
         readers = [m.reader for m in members]
-        for slot in range(len(lanes)):
-            where = [m.locations[slot] for m in members]
-            rows_squares = unused if counted else squares
-            _native.reduce_rows(readers, where, 0, o.method, cut, out.slots[slot], rows_squares, gaps)
+        where = [[m.locations[slot] for m in members] for slot in range(len(lanes))]
+        rows_squares = unused if counted else squares
+        _native.reduce_slots(readers, where, o.method, cut, out.slots, rows_squares, gaps, o.chunk_bytes)
     else:
         _sweep(members, lanes, o.chunk_bytes, base, scale, reduce)
     # every read of the round is done: an upload changed in place since its check (its size or

@@ -524,8 +524,9 @@ def average(
     (with ``clip_norm``) adds Gaussian noise of standard deviation ``noise_multiplier * clip_norm /
     n`` to the aggregate (central DP; ``seed`` makes it reproducible). Any method but plain FedAvg
     streams the uploads chunk by chunk: at most ``chunk_bytes`` of float64 values across all of
-    them at a time (local engine only; median and trimmed mean over at most 32 uploads need less:
-    each core reads and reduces about 1 MiB of them at a time). The report's sources then carry
+    them at a time (local engine only; the median and trimmed mean hold the values as the files
+    store them, and over at most 32 uploads need less: each core reads and reduces about 1 MiB of
+    them at a time). The report's sources then carry
     diagnostics (``norm``, ``clipped``, ``distance``, ``krum_score``, ``selected``).
     """
     options = Options(method, trim, byzantine, keep, clip_norm, noise_multiplier, seed, chunk_bytes)

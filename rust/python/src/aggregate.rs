@@ -606,31 +606,38 @@ fn read_rows(
     }
 }
 
-/// The median (`"median"`) or trimmed mean (`"trimmed_mean"`, `cut` values off each end) of
-/// lanes `first..first + len(out)` of the tensor at `locations[r]` of every `readers[r]` (at most
-/// `NETWORK_UP_TO` readers), into `out`, read and reduced in one pass (no `N x chunk` block);
-/// per reader the sum of its squared values added into `squares` and of its squared distances to
-/// the result into `gaps`. GIL released, on every core. A failed read raises (the file changed).
+/// The median (`"median"`) or trimmed mean (`"trimmed_mean"`, `cut` values off each end) of every
+/// slot across all `readers`, into `outs` (one float64 array per slot): `locations[s][r]` is where
+/// slot `s` is in reader `r`; per reader the sum of its squared values is added into `squares` and
+/// of its squared distances to the result into `gaps`. Read and reduced natively, chunk by chunk
+/// (at most `chunk_bytes` bytes of stored values in memory; none for up to `NETWORK_UP_TO`
+/// readers), GIL released, on every core. A failed read raises (the file changed).
 #[pyfunction]
-#[pyo3(signature = (readers, locations, first, method, cut, out, squares, gaps))]
-#[allow(clippy::too_many_arguments)] // one call per tensor: every input is a separate argument
-fn reduce_rows(
+#[pyo3(signature = (readers, locations, method, cut, outs, squares, gaps, chunk_bytes))]
+#[allow(clippy::too_many_arguments)] // one call per round: every input is a separate argument
+fn reduce_slots(
     py: Python<'_>,
     readers: Vec<Bound<'_, LaneReader>>,
-    locations: Vec<Location>,
-    first: usize,
+    locations: Vec<Vec<Location>>,
     method: &str,
     cut: usize,
-    out: Bound<'_, PyArray1<f64>>,
+    outs: Vec<Bound<'_, PyArray1<f64>>>,
     squares: Bound<'_, PyArray1<f64>>,
     gaps: Bound<'_, PyArray1<f64>>,
+    chunk_bytes: usize,
 ) -> PyResult<()> {
     let stat = statistic(method, cut)?;
-    let locs = locations.into_iter().map(located).collect::<PyResult<Vec<_>>>()?;
+    let slots = locations
+        .into_iter()
+        .map(|slot| slot.into_iter().map(located).collect::<PyResult<Vec<_>>>())
+        .collect::<PyResult<Vec<_>>>()?;
     let sources = row_sources(py, &readers);
-    let (mut out, mut sq, mut gp) = (out.try_readwrite()?, squares.try_readwrite()?, gaps.try_readwrite()?);
-    let (out, sq, gp) = (out.as_slice_mut()?, sq.as_slice_mut()?, gp.as_slice_mut()?);
-    let failed = py.detach(|| aggregate::reduce_rows(&sources, &locs, first, stat, out, sq, gp));
+    let mut held = outs.iter().map(|o| o.try_readwrite()).collect::<Result<Vec<_>, _>>()?;
+    let mut slices = held.iter_mut().map(|o| o.as_slice_mut()).collect::<Result<Vec<_>, _>>()?;
+    let (mut sq, mut gp) = (squares.try_readwrite()?, gaps.try_readwrite()?);
+    let (sq, gp) = (sq.as_slice_mut()?, gp.as_slice_mut()?);
+    let failed =
+        py.detach(|| aggregate::reduce_slots(&sources, &slots, stat, &mut slices, sq, gp, chunk_bytes));
     failed.map_err(|(row, e)| {
         let source = readers.get(row).map_or_else(String::new, |r| r.get().source.clone());
         core_error(&source, crate::errors::GuardedError::Core(e))
@@ -716,7 +723,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_files, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_columns, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_block, m)?)?;
-    m.add_function(wrap_pyfunction!(reduce_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(reduce_slots, m)?)?;
     m.add("NETWORK_UP_TO", aggregate::NETWORK_UP_TO)?;
     m.add_function(wrap_pyfunction!(read_rows, m)?)?;
     m.add_function(wrap_pyfunction!(add_pairwise, m)?)?;

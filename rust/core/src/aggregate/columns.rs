@@ -3,6 +3,7 @@
 
 use super::select::{many_tiles, Plan};
 use super::simd::avx2_dispatch;
+use super::values::{decode_into, Lanes};
 use crate::parallel::in_parallel;
 use crate::Error;
 
@@ -187,17 +188,53 @@ pub(crate) type FillRow<'a> =
 /// Bytes of float64 rows a thread holds per read of [`reduce_few_rows`]: about its L2 cache.
 const BAND_BYTES: usize = 1 << 20;
 
+/// A row-major `n × c` block of values in memory: float64, or as the uploads store them (one
+/// element kind for the whole block, decoded to float64 as rows are copied into a tile).
+#[derive(Clone, Copy)]
+pub(super) enum Rows<'a> {
+    /// float64 values.
+    F64(&'a [f64]),
+    /// Stored values: their bytes and how to read them.
+    Stored(&'a [u8], Lanes),
+}
+
+impl Rows<'_> {
+    /// Columns `c0..c0 + dst.len()` of row `r` (of `c` columns) as float64 into `dst`; NaN for a
+    /// range outside the block (callers check the block's size first).
+    #[inline]
+    pub(super) fn fill(&self, r: usize, c: usize, c0: usize, dst: &mut [f64]) {
+        let (first, w) = (r * c + c0, dst.len());
+        match *self {
+            Rows::F64(x) => match x.get(first..first + w) {
+                Some(row) => dst.copy_from_slice(row),
+                None => dst.fill(f64::NAN),
+            },
+            Rows::Stored(bytes, lanes) => {
+                let k = lanes.width();
+                match bytes.get(first * k..(first + w) * k) {
+                    Some(row) => decode_into(lanes, row, dst),
+                    None => dst.fill(f64::NAN),
+                }
+            }
+        }
+    }
+}
+
 /// [`reduce_block`] for few uploads: rows copied into a tile, the tile sorted by the network,
 /// the statistic read off the sorted rows. The network is pruned to the rows the statistic
 /// needs in place: the middle ones for the median, the `cut` at each end for the trimmed mean
 /// (which adds the rest in their rows' order).
-fn reduce_few(x: &[f64], n: usize, stat: Statistic, out: &mut [f64], squares: &mut [f64], gaps: &mut [f64]) {
+fn reduce_few(
+    x: Rows<'_>,
+    n: usize,
+    stat: Statistic,
+    out: &mut [f64],
+    squares: &mut [f64],
+    gaps: &mut [f64],
+) {
     let c = out.len();
     let fill = |r: usize, c0: usize, dst: &mut [f64], _: &mut Vec<u8>| {
-        let row = x
-            .get(r * c + c0..r * c + c0 + dst.len())
-            .ok_or_else(|| (r, Error::Internal { detail: "a column range outside the block".into() }))?;
-        dst.copy_from_slice(row);
+        x.fill(r, c, c0, dst);
         Ok(())
     };
     // the block is in memory: no error can come from it
@@ -364,8 +401,41 @@ pub fn reduce_block(
     squares: &mut [f64],
     gaps: &mut [f64],
 ) {
+    if x.len() != n * out.len() {
+        out.fill(f64::NAN);
+        return;
+    }
+    reduce_rows_of(Rows::F64(x), n, stat, out, squares, gaps);
+}
+
+/// [`reduce_block`] of a block of stored values (`bytes`: `n × out.len()` elements stored as
+/// `lanes`), decoded as its rows are copied into the tiles (no float64 block).
+pub fn reduce_stored_block(
+    bytes: &[u8],
+    lanes: Lanes,
+    n: usize,
+    stat: Statistic,
+    out: &mut [f64],
+    squares: &mut [f64],
+    gaps: &mut [f64],
+) {
+    if bytes.len() != n * out.len() * lanes.width() {
+        out.fill(f64::NAN);
+        return;
+    }
+    reduce_rows_of(Rows::Stored(bytes, lanes), n, stat, out, squares, gaps);
+}
+
+fn reduce_rows_of(
+    x: Rows<'_>,
+    n: usize,
+    stat: Statistic,
+    out: &mut [f64],
+    squares: &mut [f64],
+    gaps: &mut [f64],
+) {
     let c = out.len();
-    if n == 0 || c == 0 || x.len() != n * c || squares.len() != n || gaps.len() != n {
+    if n == 0 || c == 0 || squares.len() != n || gaps.len() != n {
         out.fill(f64::NAN);
         return;
     }
@@ -377,7 +447,7 @@ pub fn reduce_block(
         return;
     };
     let groups = tiles_per_thread(out, plan.width);
-    let partials = in_parallel(groups, x.len() * 8, |group| many_tiles(x, c, &plan, group));
+    let partials = in_parallel(groups, n * c * 8, |group| many_tiles(x, c, &plan, group));
     add_row_sums(partials, squares, gaps);
 }
 
@@ -473,7 +543,7 @@ mod tests {
             let x: Vec<f64> = (0..n * cols).map(|i| ((i * 7919) % 101) as f64 - 50.0).collect();
             for stat in [Statistic::Median, Statistic::TrimmedMean(n / 5)] {
                 let (mut got, mut want) = (vec![0.0; cols], vec![0.0; cols]);
-                reduce_few(&x, n, stat, &mut got, &mut vec![0.0; n], &mut vec![0.0; n]);
+                reduce_few(Rows::F64(&x), n, stat, &mut got, &mut vec![0.0; n], &mut vec![0.0; n]);
                 for (j, w) in want.iter_mut().enumerate() {
                     let mut col: Vec<i64> = (0..n).map(|r| key(x[r * cols + j])).collect();
                     *w = statistic(&mut col, stat);
@@ -544,7 +614,7 @@ mod tests {
             for stat in [Statistic::Median, Statistic::TrimmedMean(n / 4)] {
                 let mut got = vec![f64::NAN; cols];
                 let (mut sq, mut gaps) = (vec![0.0; n], vec![0.0; n]);
-                reduce_few(&x, n, stat, &mut got, &mut sq, &mut gaps);
+                reduce_few(Rows::F64(&x), n, stat, &mut got, &mut sq, &mut gaps);
                 let want: Vec<f64> = (0..cols)
                     .map(|j| statistic(&mut (0..n).map(|r| key(x[r * cols + j])).collect::<Vec<i64>>(), stat))
                     .collect();

@@ -17,13 +17,15 @@ mod structure;
 mod upload;
 mod values;
 
-pub use columns::{median_columns, reduce_block, trimmed_mean_columns, Statistic, NETWORK_UP_TO};
+pub use columns::{
+    median_columns, reduce_block, reduce_stored_block, trimmed_mean_columns, Statistic, NETWORK_UP_TO,
+};
 pub use distances::add_pairwise;
 pub use kernel::{accumulate, add_window, check_values, slot_bytes};
 #[cfg(feature = "fs")]
 pub use round::{add_files, check_files, FileItem, Screened, Verdict};
 #[cfg(feature = "fs")]
-pub use rows::{read_rows, reduce_rows, RowSource};
+pub use rows::{read_rows, reduce_rows, reduce_slots, RowSource, MIN_CHUNK_LANES};
 pub use structure::{
     check_structure, py_repr, type_name, weight_of, ExpectedMomentum, ExpectedParam, Layout, Located,
     WeightRule,

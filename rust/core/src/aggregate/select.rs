@@ -12,7 +12,7 @@
 //! only widens a bracket (more values collected), and a bracket holding a single repeated value
 //! (constant columns) is recognized by its counts and never collected.
 
-use super::columns::{dot, network, sort_tile, squared_distance, RowSums, Statistic};
+use super::columns::{dot, network, sort_tile, squared_distance, RowSums, Rows, Statistic};
 
 /// Columns handled per vector step (a 512-bit register of float64; two 256-bit ones).
 const LANES: usize = 8;
@@ -370,7 +370,7 @@ fn ranked<'a>(values: &'a mut [f64], b: &Bracket, first: usize, last: usize) -> 
 /// statistic of each column into the tile's part of the result, and per row the sums of squares
 /// and squared distances to the result. The loops run with AVX-512 or AVX2 where the CPU has
 /// them (the wheels target baseline x86-64).
-pub(super) fn many_tiles(x: &[f64], c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
+pub(super) fn many_tiles(x: Rows<'_>, c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx512f") {
@@ -387,19 +387,19 @@ pub(super) fn many_tiles(x: &[f64], c: usize, plan: &Plan, group: Vec<(usize, &m
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn tiles_avx512(x: &[f64], c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
+unsafe fn tiles_avx512(x: Rows<'_>, c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
     tiles::<Avx512>(x, c, plan, group)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn tiles_avx2(x: &[f64], c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
+unsafe fn tiles_avx2(x: Rows<'_>, c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
     tiles::<Plain>(x, c, plan, group)
 }
 
 /// [`many_tiles`]' body, for the loops of `K`.
 #[inline(always)]
-fn tiles<K: Kernel>(x: &[f64], c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
+fn tiles<K: Kernel>(x: Rows<'_>, c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
     let (n, width) = (plan.n, plan.width);
     let (mut sq, mut gp) = (vec![0.0f64; n], vec![0.0f64; n]);
     // the thread's tile kept from call to call (a sweep calls once per chunk): fresh memory
@@ -413,13 +413,9 @@ fn tiles<K: Kernel>(x: &[f64], c: usize, plan: &Plan, group: Vec<(usize, &mut [f
     for (t, cols) in group {
         let (c0, w) = (t * width, cols.len());
         for (r, s) in sq.iter_mut().enumerate() {
-            let (Some(dst), Some(src)) =
-                (rows.get_mut(r * width..r * width + w), x.get(r * c + c0..r * c + c0 + w))
-            else {
-                continue;
-            };
-            dst.copy_from_slice(src);
-            *s += dot(src, src);
+            let Some(dst) = rows.get_mut(r * width..r * width + w) else { continue };
+            x.fill(r, c, c0, dst);
+            *s += dot(dst, dst);
             rows.get_mut(r * width + w..(r + 1) * width).unwrap_or_default().fill(0.0);
         }
         for (i, &r) in plan.sample_rows.iter().enumerate() {

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use memmap2::MmapMut;
 
 use super::structure::Located;
-use super::values::{all_finite, decode_into};
+use super::values::{decode_into, scan};
 use super::Rejection;
 use crate::files::open_regular;
 use crate::mapped::{anonymous, read_whole, FileStamp};
@@ -213,6 +213,15 @@ impl HeldFiles {
         out: &mut [f64],
         buf: &mut Vec<u8>,
     ) -> Result<(), Error> {
+        buf.resize(out.len().saturating_mul(loc.lanes.width()), 0);
+        self.read_stored(loc, first, buf)?;
+        decode_into(loc.lanes, buf, out);
+        Ok(())
+    }
+
+    /// [`HeldFiles::read_lanes`] of `dst.len() / width` lanes into `dst`, as stored (the file's
+    /// bytes, checked finite).
+    pub fn read_stored(&self, loc: &Located, first: usize, dst: &mut [u8]) -> Result<(), Error> {
         let (file, _) = match (&self.external, loc.external) {
             (Some(e), true) => e,
             (None, true) => return Err(changed(&self.path, "after it was checked")),
@@ -220,15 +229,13 @@ impl HeldFiles {
         };
         let width = loc.lanes.width() as u64;
         let start = loc.bytes.start.saturating_add(first as u64 * width);
-        let len = out.len() as u64 * width;
-        if start.saturating_add(len) > loc.bytes.end {
+        if !(dst.len() as u64).is_multiple_of(width) || start.saturating_add(dst.len() as u64) > loc.bytes.end
+        {
             return Err(Error::Internal { detail: "a lane range past the end of its tensor".into() });
         }
-        buf.resize(len as usize, 0);
-        file.read_exact_at(buf, start)
+        file.read_exact_at(dst, start)
             .map_err(|_| changed(&self.path, "after it was checked (now shorter)"))?;
-        decode_into(loc.lanes, buf, out);
-        if !all_finite(out) {
+        if !scan(loc.lanes, dst).0 {
             return Err(changed(&self.path, "after it was checked (a value is no longer finite)"));
         }
         Ok(())

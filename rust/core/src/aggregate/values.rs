@@ -229,16 +229,6 @@ pub fn decode_into / decode_into_avx2 (lanes: Lanes, bytes: &[u8], out: &mut [f6
 }
 
 avx2_dispatch! {
-/// Whether every value is finite: one integer maximum of the magnitude bits, as [`scan`] (no
-/// early exit, so the loop vectorizes).
-#[cfg(feature = "fs")] // the upload files' second reads
-pub fn all_finite / all_finite_avx2 (values: &[f64]) -> bool {
-    let top = values.iter().fold(0u64, |top, v| top.max(v.to_bits() & !(1 << 63)));
-    top < 0x7ff0_0000_0000_0000
-}
-}
-
-avx2_dispatch! {
 /// `acc[i] += weight × lane i of bytes` for every lane (`acc` and `bytes` cover the same lanes).
 pub fn add_scaled / add_scaled_avx2 (lanes: Lanes, bytes: &[u8], acc: &mut [f64], weight: f64) {
     match lanes {
