@@ -44,11 +44,14 @@ pub(super) struct Plan {
 }
 
 impl Plan {
-    /// The plan for `n` rows (more than the networks serve) and `stat`; `None` for a trimmed mean
-    /// keeping nothing (the caller's NaN).
+    /// The plan for `n` rows (more than the networks serve) and `stat`; `None` for no rows or a
+    /// trimmed mean keeping nothing (the caller's NaN).
     pub(super) fn new(n: usize, stat: Statistic) -> Option<Plan> {
+        if n == 0 {
+            return None;
+        }
         let places = match stat {
-            Statistic::Median => vec![((n - 1) / 2, n / 2)],
+            Statistic::Median => vec![(n.saturating_sub(1) / 2, n / 2)],
             Statistic::TrimmedMean(cut) if n <= 2 * cut => return None,
             Statistic::TrimmedMean(cut) => vec![(cut, cut), (n - 1 - cut, n - 1 - cut)],
         };
