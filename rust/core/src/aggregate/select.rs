@@ -698,4 +698,43 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn every_kernel_gives_the_statistics_of_a_sort() {
+        // the plain loops (what AVX2 and other CPUs run) and, where the CPU has it, AVX-512:
+        // whichever this machine dispatches to, both are checked here
+        for n in [33usize, 1000] {
+            let c = 3 * LANES + 5;
+            let mut rnd = noise(7 * n as u64);
+            let x: Vec<f64> = (0..n * c).map(|i| if i % 5 == 0 { 1.5 } else { rnd() }).collect();
+            for stat in [Statistic::Median, Statistic::TrimmedMean(n / 10)] {
+                let want = by_sorting(&x, n, stat);
+                let Some(plan) = Plan::new(n, stat) else { panic!("no plan for {n}") };
+                let run = |kernel: &str| {
+                    let mut got = vec![f64::NAN; c];
+                    let group: Vec<(usize, &mut [f64])> = got.chunks_mut(plan.width).enumerate().collect();
+                    match kernel {
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: only asked for when the CPU has AVX-512F (checked below)
+                        "avx512" => drop(unsafe { tiles_avx512(Rows::F64(&x), c, &plan, group) }),
+                        _ => drop(tiles::<Plain>(Rows::F64(&x), c, &plan, group)),
+                    }
+                    got
+                };
+                let mut kernels = vec!["plain"];
+                #[cfg(target_arch = "x86_64")]
+                if std::is_x86_feature_detected!("avx512f") {
+                    kernels.push("avx512");
+                }
+                for kernel in kernels {
+                    for (j, (g, w)) in run(kernel).iter().zip(&want).enumerate() {
+                        assert!(
+                            (g - w).abs() <= 1e-12 * w.abs().max(1.0),
+                            "{kernel}, n = {n}, {stat:?}, column {j}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
