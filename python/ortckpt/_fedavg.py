@@ -389,29 +389,37 @@ def visit_files(
         [p for _, _, p, _ in batch], given, prop, layout, acc.sums, acc.bounds, max_bytes, known
     )
     reports = []
-    for (index, client, _, _), (status, weight, kind, message, error, ident) in zip(
-        batch, verdicts, strict=True
-    ):
-        key = None if ident is None else ("file", *ident)
-        if status == "duplicate" and key is not None:
-            first = seen.get(key, "an earlier upload")
-            reports.append(
-                rejection(
-                    index, client, Rejected("duplicate", f"the same upload as {first!r} (counted once)")
-                )
-            )
-            continue
-        if key is not None:
-            seen[key] = client
-        if status == "added":
-            acc.total_weight += weight
+    for (index, client, _, _), verdict in zip(batch, verdicts, strict=True):
+        report = refusal(index, client, verdict, seen)
+        if report is None:
+            acc.total_weight += verdict[1]
             acc.count += 1
-            reports.append(SourceReport(index, client, True, weight=weight))
-        elif status == "rejected":
-            reports.append(SourceReport(index, client, False, kind=kind, reason=message))
-        else:
-            reports.append(rejection(index, client, error if error is not None else RuntimeError(message)))
+            report = SourceReport(index, client, True, weight=verdict[1])
+        reports.append(report)
     return reports
+
+
+FileVerdict = tuple[str, float, str, str, Exception | None, tuple[int, int] | None]
+
+
+def refusal(
+    index: int, client: str, verdict: FileVerdict, seen: dict[tuple[Any, ...], str]
+) -> SourceReport | None:
+    """The report of a native file verdict (``add_files`` / ``check_files``) that refuses the
+    upload, or None when it was accepted; ``seen`` (identity -> client) gets the identity of
+    every upload read (a repeat is a duplicate of the first, named)."""
+    status, _, kind, message, error, ident = verdict
+    key = None if ident is None else ("file", *ident)
+    if status == "duplicate" and key is not None:
+        first = seen.get(key, "an earlier upload")
+        return rejection(index, client, Rejected("duplicate", f"the same upload as {first!r} (counted once)"))
+    if key is not None:
+        seen[key] = client
+    if status in ("added", "accepted"):
+        return None
+    if status == "rejected":
+        return SourceReport(index, client, False, kind=kind, reason=message)
+    return rejection(index, client, error if error is not None else RuntimeError(message))
 
 
 class _NotRead:

@@ -30,6 +30,7 @@ from ._fedavg import (
     local_file,
     open_upload,
     prefetched,
+    refusal,
     rejection,
     spec_of,
     visit,
@@ -389,26 +390,16 @@ class _Run:
         paths = [path for _, _, path, _ in batch]
         verdicts = _native.check_files(paths, given, prop, self.layout, self.acc.bounds, self.limit, known)
         for (index, client, _, _), (verdict, held) in zip(batch, verdicts, strict=False):
-            status, weight, kind, message, error, ident = verdict
-            key = None if ident is None else ("file", *ident)
-            if status == "duplicate" and key is not None:
-                self.reports.append(
-                    rejection(index, client, _duplicate(self.seen.get(key, "an earlier upload")))
-                )
-                continue
-            if key is not None:
-                self.seen[key] = client
-            if status == "accepted" and held is not None:
+            report = refusal(index, client, verdict, self.seen)
+            if report is None and held is None:  # accepted without a reader: never, but reported
+                report = rejection(index, client, RuntimeError("the native check kept no reader"))
+            if report is not None:
+                self.reports.append(report)
+            elif held is not None:
                 reader, where = held
-                self.acc.total_weight += weight
+                self.acc.total_weight += verdict[1]
                 self.acc.count += 1
-                members.append(Member(index, client, weight, reader, where))
-            elif status == "rejected":
-                self.reports.append(SourceReport(index, client, False, kind=kind, reason=message))
-            else:
-                self.reports.append(
-                    rejection(index, client, error if error is not None else RuntimeError(message))
-                )
+                members.append(Member(index, client, verdict[1], reader, where))
         return len(verdicts)
 
     def on_dask(self, client: Any, items: list[_Item], show_progress: bool) -> None:
