@@ -379,7 +379,13 @@ pub fn check_bytes(data: &[u8]) {
     }
     let max_len = external_ranges(&index).iter().map(|r| r.1).max().unwrap_or(0);
     let zeros = vec![0u8; max_len as usize];
-    let spec = spec_from_index(&index, data, &|_, len| &zeros[..len as usize]);
+    let mut spec = spec_from_index(&index, data, &|_, len| &zeros[..len as usize]);
+    // A version-1 file carrying the nominal flag (a field ORT 1.16-1.17 never wrote) is read as
+    // ORT >= 1.18 reads it, nominal; the writer writes nominal state only as version 2 (the one
+    // documented difference between what is read and what can be written).
+    if spec.is_nominal && spec.version == 1 {
+        spec.version = 2;
+    }
     let written = match serialize_checkpoint(&spec) {
         Ok(bytes) => bytes,
         // The reader and the writer apply the same rules.

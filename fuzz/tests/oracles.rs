@@ -158,3 +158,16 @@ fn a_generated_size_near_u64_max_does_not_overflow_the_generator() {
     let input = input.map_err(|e| e.to_string()).unwrap();
     check_spec(&input.build().spec());
 }
+
+/// index_bytes's finding of 2026-12-04 (CI): a version-1 file with the nominal flag set is read
+/// (as ORT >= 1.18 reads it) but cannot be written as version 1; the oracle writes it as version 2.
+#[test]
+fn a_nominal_version_1_file_is_written_back_as_version_2() {
+    let bytes = include_bytes!("data/index_bytes_nominal_v1.bin");
+    let index = ortckpt_core::index_checkpoint(bytes);
+    assert!(
+        index.as_ref().is_ok_and(|i| i.version == 1 && i.is_nominal),
+        "the finding reads as nominal version 1"
+    );
+    ortckpt_fuzz::check_bytes(bytes);
+}
