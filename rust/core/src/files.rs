@@ -53,14 +53,25 @@ pub fn open_regular(path: &Path) -> Result<File> {
     Ok(file)
 }
 
-/// Whether a save may be committing in `dir` right now: `Some(false)` when nobody holds the
-/// directory's commit lock (so a journal found there belongs to a dead save), `Some(true)` when
-/// someone does, `None` when it cannot be told (no `flock`, or the directory cannot be opened).
-pub fn commit_in_progress(dir: &Path) -> Option<bool> {
-    let handle = Dir::open(dir).ok()?;
+/// A directory's commit lock, probed once without waiting.
+pub enum Commits {
+    /// Someone holds it: a save or recovery may be committing there right now.
+    Running,
+    /// Nobody held it, and it is now held *shared* by this value: until it is dropped no save or
+    /// recovery can commit there, so a journal read meanwhile belongs to a dead save (a reader may
+    /// have no write access; a shared `flock` on the directory needs none).
+    Paused(#[allow(dead_code)] Dir),
+    /// It cannot be told (no `flock`, or the directory cannot be opened).
+    Unknown,
+}
+
+/// Probes `dir`'s commit lock; see [`Commits`].
+pub fn pause_commits(dir: &Path) -> Commits {
+    let Ok(handle) = Dir::open(dir) else { return Commits::Unknown };
     match handle.try_flock(libc::LOCK_SH) {
-        Ok(taken) => Some(!taken), // a lock taken here is released when `handle` closes
-        Err(_) => None,
+        Ok(true) => Commits::Paused(handle), // released when `handle` closes
+        Ok(false) => Commits::Running,
+        Err(_) => Commits::Unknown,
     }
 }
 

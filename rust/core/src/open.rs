@@ -26,7 +26,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::files::{commit_in_progress, id_of_path, is_absent, open_regular, FileId};
+use crate::files::{id_of_path, is_absent, open_regular, pause_commits, Commits, FileId};
 use crate::journal::{read_journal, Found, PairPaths};
 use crate::mapped::MappedFile;
 use crate::pair::external_data_location;
@@ -80,7 +80,7 @@ pub fn open_checkpoint(
     Err(Error::KeptChanging { path: path.to_path_buf(), detail: last_reason })
 }
 
-enum Attempt {
+pub(crate) enum Attempt {
     Done(Box<OpenedCheckpoint>),
     Retry(String),
 }
@@ -98,6 +98,11 @@ fn try_open(given: &Path, mode: OpenMode, keep_going: &mut dyn FnMut() -> bool) 
         // A save without hard links moves the old file aside for a moment: ask the journal.
         Err(e) if not_found(&e) => match read_journal(&paths)? {
             Found::Journal(_) | Found::Corrupt => None,
+            // No journal now: either there is no such checkpoint, or such a save finished between
+            // the open and the journal's read, and the name leads to its new file again.
+            _ if id_of_path(given)?.is_some() => {
+                return Ok(Attempt::Retry("the checkpoint reappeared while it was opened".into()))
+            }
             _ => return Err(e),
         },
         Err(e) => return Err(e),
@@ -160,15 +165,23 @@ fn try_open(given: &Path, mode: OpenMode, keep_going: &mut dyn FnMut() -> bool) 
 }
 
 /// Inside a save's window: wait while the save runs; a dead save's journal needs `recover`.
-fn interrupted_or_retry(paths: &PairPaths, reason: &str) -> Result<Attempt> {
-    match commit_in_progress(&paths.dir) {
-        Some(false) => Err(Error::InterruptedSave {
+///
+/// "Dead" is decided with the commit lock held shared and the journal read again under it: the
+/// journal seen by the caller may belong to a save that finished (journal removed, lock released)
+/// just before the lock was probed — a live save, not a dead one. Under the shared lock no save or
+/// recovery can commit, so a journal still there is a dead save's, and none means retry.
+pub(crate) fn interrupted_or_retry(paths: &PairPaths, reason: &str) -> Result<Attempt> {
+    let Commits::Paused(_paused) = pause_commits(&paths.dir) else {
+        return Ok(Attempt::Retry(reason.into()));
+    };
+    match read_journal(paths)? {
+        Found::Journal(_) | Found::Corrupt => Err(Error::InterruptedSave {
             path: paths.given.clone(),
             detail: format!(
                 "a save of it was interrupted ({reason} and no save is running); its previous or new \
                  state is kept beside it"
             ),
         }),
-        _ => Ok(Attempt::Retry(reason.into())),
+        Found::None | Found::Foreign => Ok(Attempt::Retry(format!("{reason}; that save has finished"))),
     }
 }

@@ -11,7 +11,8 @@ use crate::atomic::Temp;
 use crate::commit::save_pair;
 use crate::digest::HashingWriter;
 use crate::journal::{read_journal, write_journal, Found, Journal, NewFile, OldFile};
-use crate::open::{open_checkpoint, OpenMode};
+use crate::lock::DirLock;
+use crate::open::{interrupted_or_retry, open_checkpoint, Attempt, OpenMode};
 use crate::pair::PairPaths;
 use crate::recover::{helper_files, recover, Recovery};
 use crate::Error;
@@ -128,6 +129,29 @@ fn dead_journal_loads_complete_pairs_refuses_mixes_and_recovers_forward() {
     assert_eq!(recover(&path).unwrap(), Recovery::CompletedNew);
     assert_eq!(contents(&path, OpenMode::Map), (b"new".to_vec(), Some(b"new-data".to_vec())));
     assert!(helper_files(&path).unwrap().is_empty());
+}
+
+/// The verdict a load reaches after it saw a journal and found the commit lock free. A save that
+/// finished in between (journal removed, lock released) is no dead save: the load retries. Only a
+/// journal still there while the load holds the lock shared is a dead save's. (CI once saw a load
+/// raise `InterruptedSave` beside live saves: the lock was probed after the journal was read.)
+#[test]
+fn a_dead_save_is_told_by_the_journal_read_under_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.ckpt");
+    save(&path, b"done", None);
+    let paths = PairPaths::new(&path).unwrap();
+    // the journal the caller saw is gone: the save finished
+    let verdict = interrupted_or_retry(&paths, "a save is replacing the files").unwrap();
+    assert!(matches!(verdict, Attempt::Retry(_)));
+    let (paths, _) = interrupted(&path);
+    // a live save holds the lock: wait for it
+    let held = DirLock::exclusive(&paths.dir, &mut || true).unwrap();
+    assert!(matches!(interrupted_or_retry(&paths, "x").unwrap(), Attempt::Retry(_)));
+    drop(held);
+    // the journal is still there and nobody holds the lock: a dead save, only `recover` settles it
+    let err = interrupted_or_retry(&paths, "x").err().unwrap();
+    assert!(matches!(err, Error::InterruptedSave { .. }), "{err}");
 }
 
 #[test]
