@@ -173,19 +173,28 @@ fn write_new(
 /// leftovers (`recover.rs`) can tell it from an orphan.
 fn create_locked_temp(paths: &PairPaths, dir: &Dir, like: Option<&Entry>) -> Result<Temp> {
     for _ in 0..10 {
-        let temp = Temp::create(dir, &paths.prefix, ".tmp", like)?;
-        match try_flock(temp.file(), libc::LOCK_EX) {
-            Ok(_) => {}
-            Err(e) if lock_unsupported(&e) => {}
-            Err(e) => return Err(Error::io(temp.path(), "lock", e)),
-        }
-        // A concurrent cleanup may have taken the file for an orphan between its creation and
-        // our lock and removed it; then the name no longer leads to it: start again.
-        if dir.stat(temp.name()).ok().flatten().is_some_and(|e| e.id == temp.id()) {
+        if let Some(temp) = lock_new_temp(dir, Temp::create(dir, &paths.prefix, ".tmp", like)?)? {
             return Ok(temp);
         }
     }
     Err(Error::io(dir.path(), "create temporary file in", io::Error::other("removed repeatedly")))
+}
+
+/// Takes `temp`'s own lock; `None` when a concurrent cleanup got to the new file first and took
+/// it for an orphan: it holds the file's lock and is about to remove it (CI once saw a save
+/// whose lock attempt failed that way go on unlocked, and its file vanish before the rename),
+/// or has removed it already. The caller starts again under a new name.
+pub(crate) fn lock_new_temp(dir: &Dir, temp: Temp) -> Result<Option<Temp>> {
+    match try_flock(temp.file(), libc::LOCK_EX) {
+        Ok(true) => {}
+        Ok(false) => return Ok(None),
+        Err(e) if lock_unsupported(&e) => {}
+        Err(e) => return Err(Error::io(temp.path(), "lock", e)),
+    }
+    // The cleanup may also have removed the file between its creation and our lock; then the
+    // name no longer leads to it.
+    let here = dir.stat(temp.name()).ok().flatten().is_some_and(|e| e.id == temp.id());
+    Ok(here.then_some(temp))
 }
 
 fn old_file(paths: &PairPaths, entry: Entry, suffix: &str) -> Result<OldFile> {

@@ -8,7 +8,7 @@ use std::os::unix::fs::{symlink, FileTypeExt};
 use std::path::Path;
 
 use crate::atomic::Temp;
-use crate::commit::save_pair;
+use crate::commit::{lock_new_temp, save_pair};
 use crate::digest::HashingWriter;
 use crate::journal::{read_journal, write_journal, Found, Journal, NewFile, OldFile};
 use crate::lock::DirLock;
@@ -129,6 +129,24 @@ fn dead_journal_loads_complete_pairs_refuses_mixes_and_recovers_forward() {
     assert_eq!(recover(&path).unwrap(), Recovery::CompletedNew);
     assert_eq!(contents(&path, OpenMode::Map), (b"new".to_vec(), Some(b"new-data".to_vec())));
     assert!(helper_files(&path).unwrap().is_empty());
+}
+
+/// A save's new temporary file whose lock a cleanup of leftovers took first (the cleanup saw a
+/// file nobody held: an orphan, to remove) is given up for a new one, never written unlocked.
+/// (CI once saw a save go on with such a file and find it gone at the rename.)
+#[test]
+fn a_temp_file_a_cleanup_locked_first_is_given_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = PairPaths::new(&dir.path().join("a.ckpt")).unwrap();
+    let temp = Temp::create(&paths.ckpt_dir, &paths.prefix, ".tmp", None).unwrap();
+    let cleanup = std::fs::File::open(temp.path()).unwrap();
+    assert!(crate::dir::try_flock(&cleanup, libc::LOCK_EX).unwrap());
+    assert!(lock_new_temp(&paths.ckpt_dir, temp).unwrap().is_none());
+    drop(cleanup);
+    let temp = Temp::create(&paths.ckpt_dir, &paths.prefix, ".tmp", None).unwrap();
+    let locked = lock_new_temp(&paths.ckpt_dir, temp).unwrap().expect("nobody else holds it");
+    let other = std::fs::File::open(locked.path()).unwrap();
+    assert!(!crate::dir::try_flock(&other, libc::LOCK_EX).unwrap(), "the save holds its lock");
 }
 
 /// The verdict a load reaches after it saw a journal and found the commit lock free. A save that
