@@ -61,18 +61,27 @@ TRUNCATE_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("method", ["fedavg", "median"])
+@pytest.mark.parametrize("method", ["fedavg", "fedavg-streamed", "median"])
 def test_an_upload_truncated_during_the_round_is_rejected_not_a_crash(tmp_path: Path, method: str):
     """A mapping of a file another process truncates raises SIGBUS on the next touch; the round
     must survive it (run in a subprocess: a SIGBUS would kill it, returncode -7). The median
-    reads the files again after their check (``reduce_slots``), never through a mapping either."""
+    reads the files again after their check (``reduce_slots``), never through a mapping either.
+    ``fedavg-streamed``: FedAvg as it runs for large models (``ORTCKPT_STREAM_MIN_BYTES=0``
+    streams this small one), which adds values before the whole upload is read: a cut or
+    rewritten upload is undone and refused, never raised."""
     paths = []
     for i in range(4):
         state = CheckpointState({"w": np.full((1024, 1024), i, np.float32), "b": np.ones(8, np.float32)})
         paths.append(str(tmp_path / f"dev{i}.ckpt"))
         ortckpt.save(state, paths[-1])
+    env = dict(os.environ, ORTCKPT_STREAM_MIN_BYTES="0") if method == "fedavg-streamed" else None
+    method = method.split("-")[0]
     proc = subprocess.run(
-        [sys.executable, "-c", TRUNCATE_SCRIPT, method, *paths], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", TRUNCATE_SCRIPT, method, *paths],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     kinds = eval(proc.stdout.strip().splitlines()[-1])  # a list of str printed by the script

@@ -3,29 +3,63 @@
 //! shared reference promises it does not. Every read here copies a bounds-checked range out with
 //! volatile loads, so the compiler can neither re-read a value it already checked nor assume two
 //! reads of one place agree: each value the parser uses exists in exactly one owned copy.
+//!
+//! An input may also be filled on demand ([`Fill`]): the parser reads a file's structure without
+//! the file being read whole first (the aggregation reads large uploads this way, then streams
+//! their values; `paged.rs`).
 
 use std::marker::PhantomData;
 use std::ptr;
+
+/// Makes parts of an input readable just before they are read (a paged file: `paged.rs`).
+pub(crate) trait Fill {
+    /// Makes `pos..pos + n` (inside the input) hold the bytes it stands for; false when they
+    /// cannot be had (the read then fails as one outside the input would).
+    fn fill(&self, pos: usize, n: usize) -> bool;
+}
 
 /// A readable region of memory whose contents may change while it is being read.
 #[derive(Clone, Copy)]
 pub(crate) struct Input<'a> {
     base: *const u8,
     len: usize,
+    fill: Option<&'a dyn Fill>,
     _borrow: PhantomData<&'a [u8]>,
 }
 
 impl<'a> Input<'a> {
     /// Bytes that cannot change (a `&[u8]` guarantees it).
     pub(crate) fn from_slice(bytes: &'a [u8]) -> Input<'a> {
-        Input { base: bytes.as_ptr(), len: bytes.len(), _borrow: PhantomData }
+        Input { base: bytes.as_ptr(), len: bytes.len(), fill: None, _borrow: PhantomData }
     }
 
     /// # Safety
     /// `base..base + len` must stay allocated and readable for `'a`. Its contents may change
     /// at any time (by another process through a shared mapping, or by code outside Rust).
     pub(crate) unsafe fn from_raw(base: *const u8, len: usize) -> Input<'a> {
-        Input { base, len, _borrow: PhantomData }
+        Input { base, len, fill: None, _borrow: PhantomData }
+    }
+
+    /// Memory that `fill` fills before each read of a part of it.
+    ///
+    /// # Safety
+    /// As [`Input::from_raw`]; `fill` may write into `base..base + len` during its calls only.
+    #[cfg(feature = "fs")]
+    pub(crate) unsafe fn paged(base: *const u8, len: usize, fill: &'a dyn Fill) -> Input<'a> {
+        Input { base, len, fill: Some(fill), _borrow: PhantomData }
+    }
+
+    /// Whether `pos..pos + n` is inside the input and, for a paged input, filled.
+    fn ready(&self, pos: usize, n: usize) -> bool {
+        self.contains(pos, n) && self.fill.is_none_or(|f| n == 0 || f.fill(pos, n))
+    }
+
+    /// The `N` bytes at `pos`, which [`Input::ready`] said are there.
+    fn load<const N: usize>(&self, pos: usize) -> [u8; N] {
+        // SAFETY: callers checked pos + N <= len (`ready`), and `from_slice`/`from_raw`/`paged`
+        // guarantee base..base + len is readable; `[u8; N]` has alignment 1, so any address is
+        // aligned. A volatile load reads the memory exactly once, whatever changes it.
+        unsafe { ptr::read_volatile(self.base.add(pos).cast::<[u8; N]>()) }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -39,13 +73,7 @@ impl<'a> Input<'a> {
 
     /// The `N` bytes at `pos`, or `None` when they are not all inside the input.
     pub(crate) fn array<const N: usize>(&self, pos: usize) -> Option<[u8; N]> {
-        if !self.contains(pos, N) {
-            return None;
-        }
-        // SAFETY: pos + N <= len was checked just above, and `from_slice`/`from_raw` guarantee
-        // base..base + len is readable; `[u8; N]` has alignment 1, so any address is aligned.
-        // A volatile load reads the memory exactly once, whatever changes it.
-        Some(unsafe { ptr::read_volatile(self.base.add(pos).cast::<[u8; N]>()) })
+        self.ready(pos, N).then(|| self.load(pos))
     }
 
     pub(crate) fn u8(&self, pos: usize) -> Option<u8> {
@@ -71,7 +99,7 @@ impl<'a> Input<'a> {
     /// Appends the `n` bytes at `pos` to `out`; `None` (and `out` unchanged) when they are not all
     /// inside the input. `out` grows by at most `n`, and `n` was checked against the input first.
     pub(crate) fn copy_to(&self, pos: usize, n: usize, out: &mut Vec<u8>) -> Option<()> {
-        if !self.contains(pos, n) {
+        if !self.ready(pos, n) {
             return None;
         }
         out.reserve(n);
@@ -79,11 +107,12 @@ impl<'a> Input<'a> {
         let mut at = pos;
         let end = pos + n;
         while end - at >= CHUNK {
-            out.extend_from_slice(&self.array::<CHUNK>(at)?);
+            out.extend_from_slice(&self.load::<CHUNK>(at));
             at += CHUNK;
         }
         while at < end {
-            out.push(self.u8(at)?);
+            let [byte] = self.load::<1>(at);
+            out.push(byte);
             at += 1;
         }
         Some(())

@@ -58,6 +58,8 @@ mod npz;
 #[cfg(feature = "fs")]
 mod open;
 #[cfg(feature = "fs")]
+mod paged;
+#[cfg(feature = "fs")]
 mod pair;
 mod parallel;
 mod placement;

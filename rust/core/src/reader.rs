@@ -78,6 +78,12 @@ pub unsafe fn index_checkpoint_raw(
     parse(unsafe { Input::from_raw(base, len) }, lengths)
 }
 
+/// Indexes an input filled on demand from a file (`paged.rs`), every check done while indexing.
+#[cfg(feature = "fs")]
+pub(crate) fn index_input(input: Input<'_>) -> Result<CheckpointIndex> {
+    parse(input, LengthCheck::WhenIndexing)
+}
+
 fn malformed(what: &'static str, offset: usize) -> Error {
     Error::Malformed { what, offset }
 }

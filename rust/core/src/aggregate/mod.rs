@@ -12,6 +12,8 @@ mod round;
 mod rows;
 mod select;
 mod simd;
+#[cfg(feature = "fs")] // reads upload files
+mod stream;
 mod structure;
 #[cfg(feature = "fs")] // upload files; the rest works on bytes (the browser build too)
 mod upload;

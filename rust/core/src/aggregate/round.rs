@@ -134,7 +134,8 @@ fn flush(
 /// Checks every upload of `items` against `layout` and adds the accepted ones (weighted) into
 /// `sums` and `bounds` (as [`accumulate`]); `seen` holds the identities of uploads already
 /// counted this round (and receives every upload read here). Returns one verdict per item, in
-/// order; `Err` only when `keep_going` asks to stop.
+/// order; `Err` only when `keep_going` asks to stop. Large models are streamed
+/// (`stream.rs`), the others read whole into memory: the same verdicts and sums either way.
 pub fn add_files(
     items: &[FileItem],
     layout: &Layout,
@@ -148,6 +149,23 @@ pub fn add_files(
     if lanes != sums.iter().map(|s| s.len()).collect::<Vec<_>>() || bounds.len() != lanes.len() {
         return Err(Error::Internal { detail: "the sums do not match the reference's layout".into() });
     }
+    if super::stream::streams(layout, &lanes) {
+        return super::stream::add_files_streamed(items, layout, max_bytes, seen, sums, bounds, keep_going);
+    }
+    add_files_in_memory(items, layout, max_bytes, seen, sums, bounds, keep_going)
+}
+
+/// [`add_files`] for models whose uploads are read whole into memory (see the module note).
+pub(crate) fn add_files_in_memory(
+    items: &[FileItem],
+    layout: &Layout,
+    max_bytes: Option<u64>,
+    seen: &mut HashSet<(u64, u64)>,
+    sums: &mut [&mut [f64]],
+    bounds: &mut [f64],
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<Vec<Verdict>, Error> {
+    let lanes = layout.slot_lanes();
     let window = window_of(layout, &lanes);
     let mut verdicts: Vec<Option<Verdict>> = Vec::with_capacity(items.len());
     for (w, part) in items.chunks(window).enumerate() {

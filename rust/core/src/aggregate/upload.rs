@@ -14,6 +14,7 @@ use super::values::{decode_into, scan};
 use super::Rejection;
 use crate::files::open_regular;
 use crate::mapped::{anonymous, read_whole, FileStamp};
+use crate::paged::index_file;
 use crate::{check_external_ranges, external_data_path, index_checkpoint, CheckpointIndex, Error};
 
 /// Why an upload could not be used: a rejection of its own kind, or an error of the reader (the
@@ -153,14 +154,9 @@ fn read_all(
     Ok(buffer)
 }
 
-/// Reads `path` (and `path.data`, when present) into private memory, refusing more than
-/// `max_bytes` in all: the opened files' sizes are checked before a byte is read, and a file that
-/// changes size while read is refused, so no more than `max_bytes` are ever read.
-pub fn read_file(
-    path: &Path,
-    max_bytes: Option<u64>,
-    keep_going: &mut dyn FnMut() -> bool,
-) -> Result<FileUpload, UploadError> {
+/// Opens `path` and `path.data` (when present) for aggregation, refusing more than `max_bytes`
+/// in all: the opened files' sizes are checked before a byte is read.
+pub fn open_files(path: &Path, max_bytes: Option<u64>) -> Result<HeldFiles, UploadError> {
     let checkpoint = open_stamped(path)?;
     let ext_path = external_data_path(path);
     let external = match open_stamped(&ext_path) {
@@ -172,18 +168,24 @@ pub fn read_file(
     if let Some(limit) = max_bytes.filter(|&l| size > l) {
         return Err(too_large(path, &size.to_string(), limit).into());
     }
-    let bytes = read_all(&checkpoint.0, &checkpoint.1, path, keep_going)?;
-    let ext_bytes = match &external {
-        Some((file, stamp)) => Some(read_all(file, stamp, &ext_path, keep_going)?),
+    Ok(HeldFiles { path: path.to_path_buf(), checkpoint, external })
+}
+
+/// Reads `path` (and `path.data`, when present) into private memory, refusing more than
+/// `max_bytes` in all ([`open_files`]); a file that changes size while read is refused, so no
+/// more than `max_bytes` are ever read.
+pub fn read_file(
+    path: &Path,
+    max_bytes: Option<u64>,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<FileUpload, UploadError> {
+    let files = open_files(path, max_bytes)?;
+    let bytes = read_all(&files.checkpoint.0, &files.checkpoint.1, path, keep_going)?;
+    let ext_bytes = match &files.external {
+        Some((file, stamp)) => Some(read_all(file, stamp, &external_data_path(path), keep_going)?),
         None => None,
     };
-    let id = checkpoint.1.id;
-    Ok(FileUpload {
-        checkpoint: bytes,
-        external: ext_bytes,
-        identity: (id.dev, id.ino),
-        files: HeldFiles { path: path.to_path_buf(), checkpoint, external },
-    })
+    Ok(FileUpload { checkpoint: bytes, external: ext_bytes, identity: files.identity(), files })
 }
 
 /// An upload's files kept open after its check, so its values can be read again piece by piece
@@ -222,6 +224,16 @@ impl HeldFiles {
     /// [`HeldFiles::read_lanes`] of `dst.len() / width` lanes into `dst`, as stored (the file's
     /// bytes, checked finite).
     pub fn read_stored(&self, loc: &Located, first: usize, dst: &mut [u8]) -> Result<(), Error> {
+        self.read_raw(loc, first, dst)?;
+        if !scan(loc.lanes, dst).0 {
+            return Err(changed(&self.path, "after it was checked (a value is no longer finite)"));
+        }
+        Ok(())
+    }
+
+    /// The file's bytes of `dst.len() / width` lanes of the tensor at `loc`, from lane `first`,
+    /// unchecked; fails when the range is outside the tensor or the file is now shorter.
+    pub fn read_raw(&self, loc: &Located, first: usize, dst: &mut [u8]) -> Result<(), Error> {
         let (file, _) = match (&self.external, loc.external) {
             (Some(e), true) => e,
             (None, true) => return Err(changed(&self.path, "after it was checked")),
@@ -233,12 +245,34 @@ impl HeldFiles {
         {
             return Err(Error::Internal { detail: "a lane range past the end of its tensor".into() });
         }
-        file.read_exact_at(dst, start)
-            .map_err(|_| changed(&self.path, "after it was checked (now shorter)"))?;
-        if !scan(loc.lanes, dst).0 {
-            return Err(changed(&self.path, "after it was checked (a value is no longer finite)"));
+        file.read_exact_at(dst, start).map_err(|_| changed(&self.path, "after it was checked (now shorter)"))
+    }
+
+    /// (device, inode) of the checkpoint file.
+    pub fn identity(&self) -> (u64, u64) {
+        (self.checkpoint.1.id.dev, self.checkpoint.1.id.ino)
+    }
+
+    /// The checkpoint file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Indexes the checkpoint without reading it whole (only the blocks its structure lies in:
+    /// `paged.rs`) and checks its external ranges against the external file's size.
+    pub fn index(&self) -> Result<CheckpointIndex, Error> {
+        let index = index_file(&self.checkpoint.0, self.checkpoint.1.size, &self.path)?;
+        if index.has_external_data {
+            match &self.external {
+                Some((_, stamp)) => check_external_ranges(&index, stamp.size)?,
+                None => {
+                    return Err(Error::ExternalDataMissing {
+                        detail: "its external data file is missing".into(),
+                    })
+                }
+            }
         }
-        Ok(())
+        Ok(index)
     }
 }
 
