@@ -135,3 +135,36 @@ def test_median_memory_is_bounded_by_the_chunk_knob_not_the_fleet(tmp_path: Path
     # chunk matrix and its column copy (2 chunks) and temporaries (measured: ~350-410 MiB): far
     # below the 200 models (12.5 GiB) the fleet holds
     assert grown < 7 * MEDIAN_MODEL + 4 * CHUNK, f"peak grew by {grown / MIB:.0f} MiB"
+
+
+FEDAVG_SCRIPT = MEDIAN_SCRIPT.replace('method="median", chunk_bytes=chunk', 'method="fedavg"')
+
+
+def test_streamed_fedavg_memory_holds_no_upload(tmp_path: Path):
+    """FedAvg over 200 uploads of a 64 MiB model (streamed: ``rust/core/src/aggregate/stream.rs``;
+    sparse uploads as above): the peak grows by the sums and their copy for undoing a group, the
+    reference and the result, never by uploads."""
+    per = MEDIAN_MODEL // 4 // 8
+    state = ortckpt.CheckpointState({f"w{i}": np.zeros(per, np.float64) for i in range(4)})
+    first = tmp_path / "dev000.ckpt"
+    ortckpt.save(state, first, external_data_threshold=1024)
+    data_size = os.path.getsize(f"{first}.data")
+    header = first.read_bytes()
+    paths = [str(first)]
+    for i in range(1, MEDIAN_SOURCES):
+        path = tmp_path / f"dev{i:03d}.ckpt"
+        path.write_bytes(header)
+        with open(f"{path}.data", "wb") as f:
+            f.truncate(data_size)
+        paths.append(str(path))
+    proc = subprocess.run(
+        [sys.executable, "-c", FEDAVG_SCRIPT, "0", *paths], capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["accepted"] == MEDIAN_SOURCES and result["zero"] and result["size"] == per * 8
+    grown = result["peak"] - result["before"]
+    print(f"fedavg over {MEDIAN_SOURCES} x {MEDIAN_MODEL // MIB} MiB: peak grew by {grown / MIB:.0f} MiB")
+    # float64 model: the sums (1 model), their copy (1), the reference and the result (measured:
+    # ~194 MiB). Read whole, two uploads in memory at a time push it to ~257 MiB: over the bound.
+    assert grown < 3.5 * MEDIAN_MODEL + 16 * MIB, f"peak grew by {grown / MIB:.0f} MiB"
