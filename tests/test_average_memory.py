@@ -104,31 +104,45 @@ MEDIAN_SCRIPT = textwrap.dedent(
 )
 
 
-def test_median_memory_is_bounded_by_the_chunk_knob_not_the_fleet(tmp_path: Path):
-    """200 uploads of a 64 MiB model (12.5 GiB in all) through the streamed median: the peak grows
-    by a few models plus a few chunks. The uploads are sparse files (one checkpoint with its
-    tensors in the external data file, copied; each ``.data`` a hole of the right size), so the
-    test costs no disk and little I/O."""
+def sparse_fleet(folder: Path) -> tuple[int, list[str]]:
+    """``MEDIAN_SOURCES`` uploads of a ``MEDIAN_MODEL`` model of zeros (four float64 tensors of
+    ``per`` values) that cost no disk: one checkpoint with its tensors in the external data file,
+    copied, each ``.data`` a hole of the right size."""
     per = MEDIAN_MODEL // 4 // 8
     state = ortckpt.CheckpointState({f"w{i}": np.zeros(per, np.float64) for i in range(4)})
-    first = tmp_path / "dev000.ckpt"
+    first = folder / "dev000.ckpt"
     ortckpt.save(state, first, external_data_threshold=1024)
     data_size = os.path.getsize(f"{first}.data")
     header = first.read_bytes()
     paths = [str(first)]
     for i in range(1, MEDIAN_SOURCES):
-        path = tmp_path / f"dev{i:03d}.ckpt"
+        path = folder / f"dev{i:03d}.ckpt"
         path.write_bytes(header)
         with open(f"{path}.data", "wb") as f:
             f.truncate(data_size)  # zeros, like the first upload's data
         paths.append(str(path))
+    return per, paths
+
+
+def peak_growth(script: str, arg: str, per: int, paths: list[str]) -> int:
+    """How far ``script`` (``MEDIAN_SCRIPT`` or the like) run over a ``sparse_fleet`` raised its
+    peak resident set, after checking that every upload was accepted and the result is zeros."""
     proc = subprocess.run(
-        [sys.executable, "-c", MEDIAN_SCRIPT, str(CHUNK), *paths], capture_output=True, text=True, timeout=900
+        [sys.executable, "-c", script, arg, *paths], capture_output=True, text=True, timeout=900
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     assert result["accepted"] == MEDIAN_SOURCES and result["zero"] and result["size"] == per * 8
-    grown = result["peak"] - result["before"]
+    return int(result["peak"] - result["before"])
+
+
+def test_median_memory_is_bounded_by_the_chunk_knob_not_the_fleet(tmp_path: Path):
+    """200 uploads of a 64 MiB model (12.5 GiB in all) through the streamed median: the peak grows
+    by a few models plus a few chunks. The uploads are sparse files (one checkpoint with its
+    tensors in the external data file, copied; each ``.data`` a hole of the right size), so the
+    test costs no disk and little I/O (``sparse_fleet``)."""
+    per, paths = sparse_fleet(tmp_path)
+    grown = peak_growth(MEDIAN_SCRIPT, str(CHUNK), per, paths)
     print(f"median over {MEDIAN_SOURCES} x {MEDIAN_MODEL // MIB} MiB: peak grew by {grown / MIB:.0f} MiB")
     # the kernel's float64 check sums (1 model), the reference state (1: its .data is copied), the
     # result's float64 lanes and its state (2), one or two uploads read for their check (2), the
@@ -144,26 +158,8 @@ def test_streamed_fedavg_memory_holds_no_upload(tmp_path: Path):
     """FedAvg over 200 uploads of a 64 MiB model (streamed: ``rust/core/src/aggregate/stream.rs``;
     sparse uploads as above): the peak grows by the sums and their copy for undoing a group, the
     reference and the result, never by uploads."""
-    per = MEDIAN_MODEL // 4 // 8
-    state = ortckpt.CheckpointState({f"w{i}": np.zeros(per, np.float64) for i in range(4)})
-    first = tmp_path / "dev000.ckpt"
-    ortckpt.save(state, first, external_data_threshold=1024)
-    data_size = os.path.getsize(f"{first}.data")
-    header = first.read_bytes()
-    paths = [str(first)]
-    for i in range(1, MEDIAN_SOURCES):
-        path = tmp_path / f"dev{i:03d}.ckpt"
-        path.write_bytes(header)
-        with open(f"{path}.data", "wb") as f:
-            f.truncate(data_size)
-        paths.append(str(path))
-    proc = subprocess.run(
-        [sys.executable, "-c", FEDAVG_SCRIPT, "0", *paths], capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout)
-    assert result["accepted"] == MEDIAN_SOURCES and result["zero"] and result["size"] == per * 8
-    grown = result["peak"] - result["before"]
+    per, paths = sparse_fleet(tmp_path)
+    grown = peak_growth(FEDAVG_SCRIPT, "0", per, paths)
     print(f"fedavg over {MEDIAN_SOURCES} x {MEDIAN_MODEL // MIB} MiB: peak grew by {grown / MIB:.0f} MiB")
     # float64 model: the sums (1 model), their copy (1), the reference and the result (measured:
     # ~194 MiB). Read whole, two uploads in memory at a time push it to ~257 MiB: over the bound.

@@ -149,22 +149,27 @@ pub fn add_files(
     if lanes != sums.iter().map(|s| s.len()).collect::<Vec<_>>() || bounds.len() != lanes.len() {
         return Err(Error::Internal { detail: "the sums do not match the reference's layout".into() });
     }
+    let round = FileRound { items, layout, max_bytes, seen, sums, bounds, keep_going };
     if super::stream::streams(layout, &lanes) {
-        return super::stream::add_files_streamed(items, layout, max_bytes, seen, sums, bounds, keep_going);
+        return super::stream::add_files_streamed(round);
     }
-    add_files_in_memory(items, layout, max_bytes, seen, sums, bounds, keep_going)
+    add_files_in_memory(round)
+}
+
+/// One call of [`add_files`], its arguments checked, for the path that adds the uploads.
+pub(crate) struct FileRound<'r, 's> {
+    pub(crate) items: &'r [FileItem],
+    pub(crate) layout: &'r Layout,
+    pub(crate) max_bytes: Option<u64>,
+    pub(crate) seen: &'r mut HashSet<(u64, u64)>,
+    pub(crate) sums: &'r mut [&'s mut [f64]],
+    pub(crate) bounds: &'r mut [f64],
+    pub(crate) keep_going: &'r mut dyn FnMut() -> bool,
 }
 
 /// [`add_files`] for models whose uploads are read whole into memory (see the module note).
-pub(crate) fn add_files_in_memory(
-    items: &[FileItem],
-    layout: &Layout,
-    max_bytes: Option<u64>,
-    seen: &mut HashSet<(u64, u64)>,
-    sums: &mut [&mut [f64]],
-    bounds: &mut [f64],
-    keep_going: &mut dyn FnMut() -> bool,
-) -> Result<Vec<Verdict>, Error> {
+pub(crate) fn add_files_in_memory(round: FileRound<'_, '_>) -> Result<Vec<Verdict>, Error> {
+    let FileRound { items, layout, max_bytes, seen, sums, bounds, keep_going } = round;
     let lanes = layout.slot_lanes();
     let window = window_of(layout, &lanes);
     let mut verdicts: Vec<Option<Verdict>> = Vec::with_capacity(items.len());

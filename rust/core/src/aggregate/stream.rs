@@ -21,12 +21,11 @@
 //! check, read into memory as the in-memory path reads them.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::kernel::accumulate;
 use super::located_data;
-use super::round::{FileItem, Verdict};
+use super::round::{FileItem, FileRound, Verdict};
 use super::structure::{check_structure, weight_of, Layout, Located};
 use super::upload::{index_upload, open_files, read_file, HeldFiles, UploadError};
 use super::values::{add_scaled, scan, Lanes};
@@ -339,15 +338,8 @@ impl Round<'_, '_> {
 
 /// [`super::add_files`] for models that are streamed ([`streams`]): the same checks, verdicts,
 /// order of additions and overflow rule.
-pub(crate) fn add_files_streamed(
-    items: &[FileItem],
-    layout: &Layout,
-    max_bytes: Option<u64>,
-    seen: &mut HashSet<(u64, u64)>,
-    sums: &mut [&mut [f64]],
-    bounds: &mut [f64],
-    keep_going: &mut dyn FnMut() -> bool,
-) -> Result<Vec<Verdict>, Error> {
+pub(crate) fn add_files_streamed(call: FileRound<'_, '_>) -> Result<Vec<Verdict>, Error> {
+    let FileRound { items, layout, max_bytes, seen, sums, bounds, keep_going } = call;
     let lanes = layout.slot_lanes();
     let mut round = Round {
         items,
@@ -413,12 +405,18 @@ mod tests {
     use super::*;
     use crate::test_support::bytes_tensor;
     use crate::DataType;
+    use std::collections::HashSet;
 
     /// Lanes of the two tensors: several pieces each, the last one partial.
     const LANES: [usize; 2] = [2 * PIECE + 123, PIECE / 3];
 
     fn layout() -> Layout {
-        let params = LANES
+        float_layout(&LANES)
+    }
+
+    /// Trainable float32 tensors `t0`, `t1`, ... of `lanes` values each.
+    fn float_layout(lanes: &[usize]) -> Layout {
+        let params = lanes
             .iter()
             .enumerate()
             .map(|(i, &n)| ExpectedParam {
@@ -452,15 +450,7 @@ mod tests {
     type Run = (Vec<String>, Vec<Vec<f64>>, Vec<f64>);
 
     /// `add_files_streamed` or `add_files_in_memory`.
-    type AddFiles = fn(
-        &[FileItem],
-        &Layout,
-        Option<u64>,
-        &mut HashSet<(u64, u64)>,
-        &mut [&mut [f64]],
-        &mut [f64],
-        &mut dyn FnMut() -> bool,
-    ) -> Result<Vec<Verdict>, Error>;
+    type AddFiles = fn(FileRound<'_, '_>) -> Result<Vec<Verdict>, Error>;
 
     /// Verdicts (kind words) and sums and bounds of one way of adding `paths`.
     fn run(paths: &[PathBuf], add: AddFiles) -> Run {
@@ -472,9 +462,17 @@ mod tests {
         let mut sums: Vec<Vec<f64>> = LANES.iter().map(|&n| vec![0.5; n]).collect();
         let mut bounds = vec![0.5; LANES.len()];
         let mut slices: Vec<&mut [f64]> = sums.iter_mut().map(|s| s.as_mut_slice()).collect();
-        let verdicts =
-            add(&items, &layout(), None, &mut HashSet::new(), &mut slices, &mut bounds, &mut || true)
-                .unwrap();
+        let layout = layout();
+        let round = FileRound {
+            items: &items,
+            layout: &layout,
+            max_bytes: None,
+            seen: &mut HashSet::new(),
+            sums: &mut slices,
+            bounds: &mut bounds,
+            keep_going: &mut || true,
+        };
+        let verdicts = add(round).unwrap();
         let words = verdicts
             .iter()
             .map(|v| match v {
@@ -498,18 +496,6 @@ mod tests {
         }
     }
 
-    fn layout_of(tensors: usize, lanes: usize) -> Layout {
-        let params = (0..tensors)
-            .map(|i| ExpectedParam {
-                name: format!("t{i}"),
-                trainable: true,
-                data_type: DataType::Float,
-                dims: vec![lanes as i64],
-            })
-            .collect();
-        Layout { params, momentums: Vec::new() }
-    }
-
     /// Large models of large tensors are streamed; small models, and models of many small
     /// tensors (one `pread` per tensor and pass), are read whole.
     #[test]
@@ -518,7 +504,7 @@ mod tests {
             return; // the threshold was replaced on purpose
         }
         let streamed = |tensors, lanes| {
-            let layout = layout_of(tensors, lanes);
+            let layout = float_layout(&vec![lanes; tensors]);
             streams(&layout, &layout.slot_lanes())
         };
         assert!(streamed(64, 1 << 16)); // 16 MiB in 64 tensors of 256 KiB
