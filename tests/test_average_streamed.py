@@ -102,3 +102,42 @@ def test_streamed_rounds_equal_rounds_read_whole(tmp_path: Path, monkeypatch: py
     stack = np.stack([s.parameters["w"].data.astype(np.float64) for s in accepted.values()])
     want = (np.tensordot(weights, stack, 1) / weights.sum()).astype(np.float32)
     np.testing.assert_allclose(streamed.state.parameters["w"].data, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"method": "median"},
+        {"method": "trimmed_mean", "trim": 0.2},
+        {"method": "krum", "byzantine": 1},
+        {"method": "multi_krum", "byzantine": 1, "keep": 3},
+        {"method": "median", "clip_norm": 50.0},
+    ],
+    ids=["median", "trimmed_mean", "krum", "multi_krum", "median-clipped"],
+)
+def test_robust_rounds_check_streamed_uploads_as_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any]
+):
+    """The robust methods' check of a streamed model reads each upload piece by piece (never
+    whole): the same verdicts, diagnostics and result as reading it whole."""
+    paths = write_fleet(tmp_path)
+    got = []
+    for threshold in (EVERYTHING, NOTHING):
+        monkeypatch.setenv("ORTCKPT_STREAM_MIN_BYTES", threshold)
+        report = ortckpt.average(paths, reference=paths[0], include_optimizer_state=True, **options)
+        got.append(report)
+    streamed, whole = got
+    assert [(r.client, r.kind, r.reason) for r in streamed.sources] == [
+        (r.client, r.kind, r.reason) for r in whole.sources
+    ]
+    assert "non-finite" in {r.kind for r in streamed.rejected}
+    for a, b in zip(streamed.accepted, whole.accepted, strict=True):
+        assert (a.norm, a.clipped, a.distance, a.krum_score, a.selected) == (
+            b.norm,
+            b.clipped,
+            b.distance,
+            b.krum_score,
+            b.selected,
+        )
+    for name, p in whole.state.parameters.items():
+        assert streamed.state.parameters[name].data.tobytes() == p.data.tobytes(), name

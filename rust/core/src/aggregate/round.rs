@@ -281,6 +281,7 @@ pub fn check_files(
     if bounds.len() != lanes.len() {
         return Err(Error::Internal { detail: "the bounds do not match the reference's layout".into() });
     }
+    let streamed = super::stream::streams(layout, &lanes);
     let mut verdicts = Vec::with_capacity(items.len());
     for part in items.chunks(window_of(layout, &lanes)) {
         if !keep_going() {
@@ -288,8 +289,9 @@ pub fn check_files(
                 path: part.first().map(|i| i.path.clone()).unwrap_or_default(),
             });
         }
-        let checked =
-            in_parallel(part.iter().collect(), usize::MAX, |item| check(item, layout, &lanes, max_bytes));
+        let checked = in_parallel(part.iter().collect(), usize::MAX, |item| {
+            screen(item, layout, &lanes, max_bytes, streamed)
+        });
         for outcome in checked {
             let (identity, outcome) = match outcome {
                 Ok(read) => read,
@@ -324,11 +326,45 @@ pub fn check_files(
             }
             bounds.copy_from_slice(&grown);
             seen.insert(identity);
-            let Checked { upload, located, weight, .. } = c;
-            verdicts.push(Screened::Accepted { weight, identity, files: upload.files, located });
+            let Screen { files, located, weight, .. } = c;
+            verdicts.push(Screened::Accepted { weight, identity, files, located });
         }
     }
     Ok(verdicts)
+}
+
+/// What [`check_files`] keeps of an upload that passed its checks: its files (open, to be read
+/// again), where its tensors are, its weight and each tensor's largest magnitude.
+pub(crate) struct Screen {
+    pub(crate) files: HeldFiles,
+    pub(crate) located: Vec<Located>,
+    pub(crate) weight: f64,
+    pub(crate) largest: Vec<f64>,
+}
+
+/// An upload's identity (device, inode) and the outcome of [`check_files`]' checks after its index.
+pub(crate) type Screening = ((u64, u64), Result<Screen, Rejection>);
+
+/// [`check_files`]' checks of one upload: read whole into memory, or, for a streamed model, its
+/// values read piece by piece from its files (`stream.rs`), never held whole.
+pub(crate) fn screen(
+    item: &FileItem,
+    layout: &Layout,
+    lanes: &[usize],
+    max_bytes: Option<u64>,
+    streamed: bool,
+) -> Result<Screening, UploadError> {
+    if streamed {
+        return super::stream::screen(item, layout, lanes, max_bytes);
+    }
+    let (identity, checked) = check(item, layout, lanes, max_bytes)?;
+    let screen = checked.map(|c| Screen {
+        files: c.upload.files,
+        located: c.located,
+        weight: c.weight,
+        largest: c.largest,
+    });
+    Ok((identity, screen))
 }
 
 /// Whether the bounds stay finite with the pending group and `next` added.

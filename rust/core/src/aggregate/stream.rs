@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::kernel::accumulate;
 use super::located_data;
-use super::round::{FileItem, FileRound, Verdict};
+use super::round::{FileItem, FileRound, Screen, Screening, Verdict};
 use super::structure::{check_structure, weight_of, Layout, Located};
 use super::upload::{index_upload, open_files, read_file, HeldFiles, UploadError};
 use super::values::{add_scaled, scan, Lanes};
@@ -103,6 +103,55 @@ fn open(
         Ok(Opened { files, located, weight })
     })();
     Ok((identity, opened))
+}
+
+/// [`super::check_files`]' checks of one upload of a streamed model: [`open`], then every
+/// averaged value read piece by piece through the thread's buffer, checked finite, each tensor's
+/// largest magnitude found. The upload is never held whole.
+pub(crate) fn screen(
+    item: &FileItem,
+    layout: &Layout,
+    lanes: &[usize],
+    max_bytes: Option<u64>,
+) -> Result<Screening, UploadError> {
+    let (identity, opened) = open(item, layout, lanes, max_bytes)?;
+    let opened = match opened {
+        Ok(opened) => opened,
+        Err(rejection) => return Ok((identity, Err(rejection))),
+    };
+    let largest = match largest_of(&opened, layout)? {
+        Ok(largest) => largest,
+        Err(rejection) => return Ok((identity, Err(rejection))),
+    };
+    let Opened { files, located, weight } = opened;
+    Ok((identity, Ok(Screen { files, located, weight, largest })))
+}
+
+/// Each tensor's largest magnitude, or the rejection naming the first tensor holding a value that
+/// is not finite; `Err` when a read fails (the file was cut since it was opened).
+fn largest_of(upload: &Opened, layout: &Layout) -> Result<Result<Vec<f64>, Rejection>, Error> {
+    VALUES.with_borrow_mut(|buf| {
+        let mut largest = Vec::with_capacity(upload.located.len());
+        for (slot, loc) in upload.located.iter().enumerate() {
+            let width = loc.lanes.width();
+            let lanes = usize::try_from(loc.bytes.end.saturating_sub(loc.bytes.start)).unwrap_or(0) / width;
+            let mut big = 0.0f64;
+            for first in (0..lanes).step_by(PIECE) {
+                buf.resize(PIECE.min(lanes - first) * width, 0);
+                upload.files.read_raw(loc, first, buf)?;
+                let (finite, top) = scan(loc.lanes, buf);
+                if !finite {
+                    return Ok(Err(Rejection::new(
+                        "non-finite",
+                        format!("{} holds NaN or infinite values", layout.slot_label(slot)),
+                    )));
+                }
+                big = big.max(top);
+            }
+            largest.push(big);
+        }
+        Ok(Ok(largest))
+    })
 }
 
 /// What one upload's piece held: its largest magnitude, whether all finite, whether read.
@@ -536,6 +585,35 @@ mod tests {
         assert_eq!(streamed.0.iter().filter(|w| w.starts_with("added")).count(), 3, "{:?}", streamed.0);
         assert!(streamed.0[2].starts_with("non-finite: parameter 't0'"), "{:?}", streamed.0);
         assert!(streamed.0[3].starts_with("non-finite: parameter 't1'"), "{:?}", streamed.0);
+    }
+
+    /// The robust methods' check of a streamed upload finds what reading it whole finds: the
+    /// same rejections, tensors, weights and largest magnitudes.
+    #[test]
+    fn streamed_screening_equals_screening_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let paths = [
+            upload(d, "a.ckpt", |t, i| (i % 97) as f32 - 40.0 * t as f32),
+            upload(d, "nan.ckpt", |t, i| if t == 1 && i == 9 { f32::NAN } else { 1.0 }),
+            upload(d, "inf.ckpt", |t, i| if t == 0 && i == LANES[0] - 1 { f32::NEG_INFINITY } else { 1.0 }),
+            d.join("missing.ckpt"),
+        ];
+        let layout = layout();
+        let lanes = layout.slot_lanes();
+        let show = |s: Result<Screening, UploadError>| match s {
+            Ok((_, Ok(s))) => {
+                let largest: Vec<u64> = s.largest.iter().map(|v| v.to_bits()).collect();
+                format!("{:?} {} {largest:?} {}", s.located, s.weight, s.files.path().display())
+            }
+            Ok((_, Err(r))) => format!("{}: {}", r.kind, r.message),
+            Err(e) => format!("{e:?}"),
+        };
+        for path in paths {
+            let item = FileItem { path, rule: WeightRule::Given(2.5) };
+            let whole = show(super::super::round::screen(&item, &layout, &lanes, None, false));
+            assert_eq!(show(screen(&item, &layout, &lanes, None)), whole);
+        }
     }
 
     /// Finite uploads whose sums pass float64's limit: the group is undone and added one by one
