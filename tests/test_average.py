@@ -301,3 +301,29 @@ def test_the_reference_read_from_a_file_keeps_its_values_while_others_are_read(t
     assert table.dtype == np.int64 and (table == 0).all()  # the first upload's, intact
     reference = ortckpt.load(paths[0])
     assert reference.parameters["table"].data.tobytes() == table.tobytes()
+
+
+@pytest.mark.parametrize("count", [40, 121])
+def test_median_and_trimmed_mean_of_many_uploads_equal_numpy(tmp_path: Path, count: int):
+    """Past the sorting networks the statistics are found by counting, float32 tensors compared
+    as float32 (AVX-512 where the CPU has it, plain loops elsewhere: this file also runs on
+    aarch64) and float16/bfloat16 ones as float64: both equal numpy's on the same uploads (the
+    median exactly, the trimmed mean within the final rounding)."""
+    states = [device(seed) for seed in range(count)]
+    paths = []
+    for i, state in enumerate(states):
+        if i % 7 == 3:  # a few repeated values in every column
+            state = device(0)
+            states[i] = state
+        paths.append(tmp_path / f"dev{i:03d}.ckpt")
+        ortckpt.save(state, paths[-1])
+    stacks = {n: np.stack([np.asarray(s.parameters[n].data, np.float64) for s in states]) for n in SHAPES}
+    median = ortckpt.average(paths, method="median").state
+    trimmed = ortckpt.average(paths, method="trimmed_mean", trim=0.1).state
+    cut = int(0.1 * count)  # Flower's trim count
+    for name, (_, dtype) in SHAPES.items():
+        want = np.median(stacks[name], axis=0).astype(dtype)
+        got = median.parameters[name].data
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
+        kept = np.sort(stacks[name], axis=0)[cut : count - cut]
+        assert_within_one_ulp(trimmed.parameters[name].data, kept.mean(axis=0).astype(dtype))

@@ -11,12 +11,90 @@
 //! data without structure) and orders those. Ranks are exact on any data; a misleading sample
 //! only widens a bracket (more values collected), and a bracket holding a single repeated value
 //! (constant columns) is recognized by its counts and never collected.
+//!
+//! Uploads stored as float32 are compared as float32 (sixteen columns to a 512-bit register
+//! instead of eight, half the bytes in cache, no widening of the block): every pivot is turned
+//! into the float32 that orders every float32 as the pivot does ([`Elem::pivot`]), so the counts,
+//! brackets and results are those of the same values widened to float64, bit for bit.
 
 use super::columns::{dot, network, sort_tile, squared_distance, RowSums, Rows, Statistic};
+use super::values::Lanes;
 
-/// Columns handled per vector step (a 512-bit register of float64; two 256-bit ones).
-const LANES: usize = 8;
+/// Columns handled per group: one 512-bit register of float32, two of float64.
+const LANES: usize = 16;
 type Lane = [f64; LANES];
+
+/// What a tile's rows hold: float64, or float32 as the uploads store them.
+pub(super) trait Elem: Copy + Default + Into<f64> + Send + 'static {
+    /// The value of this type that orders every value of this type as the float64 pivot `p`
+    /// does: `v < p` exactly when `v < Self::pivot(p)`, and `v >= p` when `v >= Self::pivot(p)`
+    /// (the least value not below `p`; NaN stays NaN, which no value is below or above).
+    /// Only the AVX-512 loops compare in the values' own type; the plain ones widen each value.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    fn pivot(p: f64) -> Self;
+    /// The calling thread's tile rows, kept from call to call (a sweep calls once per chunk):
+    /// fresh memory would cost a page fault and the kernel's zeroing per page, each call. (Not
+    /// a closure taking the rows: a closure would not inherit the caller's AVX-512 and its
+    /// intrinsics would become calls.)
+    fn take_kept_rows() -> Vec<Self>;
+    /// Keeps `rows` for the calling thread's next [`Elem::take_kept_rows`].
+    fn keep_rows(rows: Vec<Self>);
+    /// Columns `c0..c0 + dst.len()` of row `r` of the block `x` (of `c` columns) into `dst`.
+    fn fill(x: Rows<'_>, r: usize, c: usize, c0: usize, dst: &mut [Self]);
+}
+
+impl Elem for f64 {
+    #[inline(always)]
+    fn pivot(p: f64) -> f64 {
+        p
+    }
+
+    fn take_kept_rows() -> Vec<f64> {
+        ROWS64.with(|kept| kept.take())
+    }
+
+    fn keep_rows(rows: Vec<f64>) {
+        ROWS64.with(|kept| kept.set(rows));
+    }
+
+    #[inline(always)]
+    fn fill(x: Rows<'_>, r: usize, c: usize, c0: usize, dst: &mut [f64]) {
+        x.fill(r, c, c0, dst);
+    }
+}
+
+impl Elem for f32 {
+    #[inline(always)]
+    fn pivot(p: f64) -> f32 {
+        // rounded to nearest, then up if that went below `p` (NaN and infinities map to
+        // themselves; a finite `p` past float32's range to an infinity or float32's extreme)
+        let q = p as f32;
+        if f64::from(q) < p {
+            q.next_up()
+        } else {
+            q
+        }
+    }
+
+    fn take_kept_rows() -> Vec<f32> {
+        ROWS32.with(|kept| kept.take())
+    }
+
+    fn keep_rows(rows: Vec<f32>) {
+        ROWS32.with(|kept| kept.set(rows));
+    }
+
+    #[inline(always)]
+    fn fill(x: Rows<'_>, r: usize, c: usize, c0: usize, dst: &mut [f32]) {
+        x.fill_f32(r, c, c0, dst);
+    }
+}
+
+thread_local! {
+    /// Each worker's tile rows ([`TILE_BYTES`] at most), reused by its next call.
+    static ROWS64: std::cell::Cell<Vec<f64>> = const { std::cell::Cell::new(Vec::new()) };
+    static ROWS32: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+}
 /// Pivots per bracketed place and pass.
 const PIVOTS: usize = 4;
 /// Where the first pass's pivots sit around a rank's expected place in the sample, in standard
@@ -25,6 +103,8 @@ const SPREAD: [f64; PIVOTS] = [-2.5, -0.8, 0.8, 2.5];
 /// Bytes of one tile's rows copied together (within the core's L2 cache, which every pass
 /// reads them from).
 const TILE_BYTES: usize = 512 << 10;
+/// Rows ahead of the one being copied into a tile whose values are asked into cache.
+const FILL_AHEAD: usize = 8;
 /// Up to this many collected values are sorted; more are selected.
 const SORT_UP_TO: usize = 32;
 
@@ -44,9 +124,9 @@ pub(super) struct Plan {
 }
 
 impl Plan {
-    /// The plan for `n` rows (more than the networks serve) and `stat`; `None` for no rows or a
-    /// trimmed mean keeping nothing (the caller's NaN).
-    pub(super) fn new(n: usize, stat: Statistic) -> Option<Plan> {
+    /// The plan for `n` rows (more than the networks serve) of the block `x` and `stat`; `None`
+    /// for no rows or a trimmed mean keeping nothing (the caller's NaN).
+    pub(super) fn new(n: usize, stat: Statistic, x: Rows<'_>) -> Option<Plan> {
         if n == 0 {
             return None;
         }
@@ -66,7 +146,8 @@ impl Plan {
                 first_ranks.push((expected + k * sd).round().clamp(0.0, (s - 1) as f64) as usize);
             }
         }
-        let width = ((TILE_BYTES / 8 / n.max(1)) / LANES * LANES).clamp(LANES, 8 * LANES);
+        let bytes = if let Rows::Stored(_, Lanes::F32) = x { 4 } else { 8 };
+        let width = ((TILE_BYTES / bytes / n.max(1)) / LANES * LANES).clamp(LANES, 8 * LANES);
         Some(Plan { n, stat, places, sample_rows, pairs: network(s), first_ranks, width })
     }
 }
@@ -104,12 +185,13 @@ impl Bracket {
 /// The two row loops every group runs, written twice: plain code (vectorized by the compiler,
 /// with AVX2 where the CPU has it) and with AVX-512 intrinsics, where compares give bit masks
 /// (the plain code builds a hit mask lane by lane, the most expensive step of the pass).
-/// `rows` holds `n` rows `stride` apart; the group is the eight columns from `g0`; callers check
-/// `g0 + LANES <= stride` and `rows.len() >= n * stride` first ([`fits`]).
-trait Kernel {
+/// `rows` holds `n` rows `stride` apart; the group is the sixteen columns from `g0`; callers
+/// check `g0 + LANES <= stride` and `rows.len() >= n * stride` first ([`fits`]). Pivots and
+/// bounds are float64 (the values' own type compares against [`Elem::pivot`] of them).
+trait Kernel<E: Elem> {
     /// Per pivot and column, how many rows hold a smaller value.
     fn count<const P: usize>(
-        rows: &[f64],
+        rows: &[E],
         stride: usize,
         g0: usize,
         n: usize,
@@ -117,11 +199,11 @@ trait Kernel {
     ) -> [[u64; LANES]; P];
 
     /// Calls `push(k, hits, values)` for each row with values inside range `k` (`lows[k] <= v <
-    /// highs[k]`, `hits` the lanes' bits); adds the values inside `middle` into `sums` (when
-    /// `sum_middle`).
-    #[allow(clippy::too_many_arguments)] // one pass's bounds, each a row of eight columns
+    /// highs[k]`, `hits` the lanes' bits, `values` the row's as float64); adds the values inside
+    /// `middle` into `sums` (when `sum_middle`), in float64, row after row.
+    #[allow(clippy::too_many_arguments)] // one pass's bounds, each a row of sixteen columns
     fn collect(
-        rows: &[f64],
+        rows: &[E],
         stride: usize,
         g0: usize,
         n: usize,
@@ -136,7 +218,180 @@ trait Kernel {
 /// The plain loops.
 struct Plain;
 
-impl Kernel for Plain {
+/// Row `r`'s sixteen values from column `g0`, as float64 (zeros outside `rows`: callers check).
+#[inline(always)]
+fn row_at<E: Elem>(rows: &[E], stride: usize, g0: usize, r: usize) -> Lane {
+    let v = rows.get(r * stride + g0..r * stride + g0 + LANES).unwrap_or_default();
+    std::array::from_fn(|l| v.get(l).map_or(0.0, |&x| x.into()))
+}
+
+impl<E: Elem> Kernel<E> for Plain {
+    #[inline(always)]
+    fn count<const P: usize>(
+        rows: &[E],
+        stride: usize,
+        g0: usize,
+        n: usize,
+        pivots: &[Lane; P],
+    ) -> [[u64; LANES]; P] {
+        let mut counts = [[0u64; LANES]; P];
+        for r in 0..n {
+            let v = row_at(rows, stride, g0, r);
+            for (count, pivot) in counts.iter_mut().zip(pivots) {
+                for l in 0..LANES {
+                    count[l] += u64::from(v[l] < pivot[l]);
+                }
+            }
+        }
+        counts
+    }
+
+    #[inline(always)]
+    fn collect(
+        rows: &[E],
+        stride: usize,
+        g0: usize,
+        n: usize,
+        lows: &[Lane; 2],
+        highs: &[Lane; 2],
+        middle: (&Lane, &Lane),
+        mut sums: Option<&mut Lane>,
+        mut push: impl FnMut(usize, u32, &Lane),
+    ) {
+        for r in 0..n {
+            let v = row_at(rows, stride, g0, r);
+            if let Some(sums) = sums.as_deref_mut() {
+                for l in 0..LANES {
+                    sums[l] += if middle.0[l] <= v[l] && v[l] < middle.1[l] { v[l] } else { 0.0 };
+                }
+            }
+            for k in 0..2 {
+                let mut hits = 0u32;
+                for l in 0..LANES {
+                    hits |= u32::from((lows[k][l] <= v[l]) & (v[l] < highs[k][l])) << l;
+                }
+                if hits != 0 {
+                    push(k, hits, &v);
+                }
+            }
+        }
+    }
+}
+
+/// Whether the group's rows lie inside `rows` (every AVX-512 load relies on it).
+#[cfg(target_arch = "x86_64")]
+fn fits<E>(rows: &[E], stride: usize, g0: usize, n: usize) -> bool {
+    g0 + LANES <= stride && rows.len() >= n.saturating_mul(stride)
+}
+
+/// The AVX-512 loops (only run where the CPU reports AVX-512F).
+#[cfg(target_arch = "x86_64")]
+struct Avx512;
+
+/// Half of a group of float64: eight columns, one register.
+#[cfg(target_arch = "x86_64")]
+type Half = [f64; 8];
+
+#[cfg(target_arch = "x86_64")]
+fn half(lane: &Lane, h: usize) -> Half {
+    std::array::from_fn(|l| lane.get(8 * h + l).copied().unwrap_or(f64::NAN))
+}
+
+/// [`Kernel::count`] of eight float64 columns from `g0`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn count_f64_half<const P: usize>(
+    rows: &[f64],
+    stride: usize,
+    g0: usize,
+    n: usize,
+    pivots: &[Half; P],
+) -> [[u64; 8]; P] {
+    use std::arch::x86_64::*;
+    let mut counts = [[0u64; 8]; P];
+    if g0 + 8 > stride || rows.len() < n.saturating_mul(stride) {
+        return counts;
+    }
+    // SAFETY: only called from functions compiled with AVX-512F, run when the CPU has it;
+    // every load reads 8 values at `r * stride + g0 < n * stride - (stride - g0 - 8)`, inside
+    // `rows` (checked above); the pivots and counts are arrays of 8.
+    unsafe {
+        let one = _mm512_set1_epi64(1);
+        let pv: [__m512d; P] = std::array::from_fn(|p| _mm512_loadu_pd(pivots[p].as_ptr()));
+        let mut cv: [__m512i; P] = [_mm512_setzero_si512(); P];
+        let base = rows.as_ptr().add(g0);
+        for r in 0..n {
+            let v = _mm512_loadu_pd(base.add(r * stride));
+            for p in 0..P {
+                let below = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(v, pv[p]);
+                cv[p] = _mm512_mask_add_epi64(cv[p], below, cv[p], one);
+            }
+        }
+        for p in 0..P {
+            _mm512_storeu_si512(counts[p].as_mut_ptr().cast(), cv[p]);
+        }
+    }
+    counts
+}
+
+/// [`Kernel::collect`] of eight float64 columns from `g0` (`hits` bits of those eight).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)] // as Kernel::collect
+fn collect_f64_half(
+    rows: &[f64],
+    stride: usize,
+    g0: usize,
+    n: usize,
+    lows: &[Half; 2],
+    highs: &[Half; 2],
+    middle: (&Half, &Half),
+    sums: Option<&mut Half>,
+    mut push: impl FnMut(usize, u32, &Half),
+) {
+    use std::arch::x86_64::*;
+    if g0 + 8 > stride || rows.len() < n.saturating_mul(stride) {
+        return;
+    }
+    // SAFETY: as in `count_f64_half`; `sums` and the bounds are arrays of 8.
+    unsafe {
+        let lo = [_mm512_loadu_pd(lows[0].as_ptr()), _mm512_loadu_pd(lows[1].as_ptr())];
+        let hi = [_mm512_loadu_pd(highs[0].as_ptr()), _mm512_loadu_pd(highs[1].as_ptr())];
+        let (mlo, mhi) = (_mm512_loadu_pd(middle.0.as_ptr()), _mm512_loadu_pd(middle.1.as_ptr()));
+        let mut total = _mm512_setzero_pd();
+        let summing = sums.is_some();
+        let base = rows.as_ptr().add(g0);
+        for r in 0..n {
+            let row = base.add(r * stride);
+            let v = _mm512_loadu_pd(row);
+            if summing {
+                let inside =
+                    _mm512_mask_cmp_pd_mask::<_CMP_LT_OQ>(_mm512_cmp_pd_mask::<_CMP_LE_OQ>(mlo, v), v, mhi);
+                total = _mm512_mask_add_pd(total, inside, total, v);
+            }
+            for k in 0..2 {
+                let hits = _mm512_mask_cmp_pd_mask::<_CMP_LT_OQ>(
+                    _mm512_cmp_pd_mask::<_CMP_LE_OQ>(lo[k], v),
+                    v,
+                    hi[k],
+                );
+                if hits != 0 {
+                    push(k, u32::from(hits), &*row.cast::<Half>());
+                }
+            }
+        }
+        if let Some(sums) = sums {
+            let mut add = [0.0f64; 8];
+            _mm512_storeu_pd(add.as_mut_ptr(), total);
+            sums.iter_mut().zip(add).for_each(|(s, a)| *s += a);
+        }
+    }
+}
+
+/// Float64: each half of the group in its own pass (the registers of both at once would spill).
+/// Per column the rows still come in order, so what each column collects and sums is the same.
+#[cfg(target_arch = "x86_64")]
+impl Kernel<f64> for Avx512 {
     #[inline(always)]
     fn count<const P: usize>(
         rows: &[f64],
@@ -146,12 +401,12 @@ impl Kernel for Plain {
         pivots: &[Lane; P],
     ) -> [[u64; LANES]; P] {
         let mut counts = [[0u64; LANES]; P];
-        for r in 0..n {
-            let Some(v) = rows.get(r * stride + g0..r * stride + g0 + LANES) else { continue };
-            let v: &Lane = v.try_into().unwrap_or(&[0.0; LANES]);
-            for (count, pivot) in counts.iter_mut().zip(pivots) {
-                for l in 0..LANES {
-                    count[l] += u64::from(v[l] < pivot[l]);
+        for h in 0..2 {
+            let part: [Half; P] = std::array::from_fn(|p| half(&pivots[p], h));
+            let got = count_f64_half::<P>(rows, stride, g0 + 8 * h, n, &part);
+            for (count, g) in counts.iter_mut().zip(got) {
+                if let Some(dst) = count.get_mut(8 * h..8 * h + 8) {
+                    dst.copy_from_slice(&g);
                 }
             }
         }
@@ -170,42 +425,63 @@ impl Kernel for Plain {
         mut sums: Option<&mut Lane>,
         mut push: impl FnMut(usize, u32, &Lane),
     ) {
-        for r in 0..n {
-            let Some(v) = rows.get(r * stride + g0..r * stride + g0 + LANES) else { continue };
-            let v: &Lane = v.try_into().unwrap_or(&[0.0; LANES]);
-            if let Some(sums) = sums.as_deref_mut() {
-                for l in 0..LANES {
-                    sums[l] += if middle.0[l] <= v[l] && v[l] < middle.1[l] { v[l] } else { 0.0 };
-                }
-            }
-            for k in 0..2 {
-                let mut hits = 0u32;
-                for l in 0..LANES {
-                    hits |= u32::from((lows[k][l] <= v[l]) & (v[l] < highs[k][l])) << l;
-                }
-                if hits != 0 {
-                    push(k, hits, v);
+        for h in 0..2 {
+            let (l2, h2) = ([half(&lows[0], h), half(&lows[1], h)], [half(&highs[0], h), half(&highs[1], h)]);
+            let (m0, m1) = (half(middle.0, h), half(middle.1, h));
+            let mut part = sums.as_deref().map(|s| half(s, h));
+            collect_f64_half(
+                rows,
+                stride,
+                g0 + 8 * h,
+                n,
+                &l2,
+                &h2,
+                (&m0, &m1),
+                part.as_mut(),
+                |k, hits, v| {
+                    let mut lane = [f64::NAN; LANES];
+                    if let Some(dst) = lane.get_mut(8 * h..8 * h + 8) {
+                        dst.copy_from_slice(v);
+                    }
+                    push(k, hits << (8 * h), &lane);
+                },
+            );
+            if let (Some(s), Some(p)) = (sums.as_deref_mut(), part) {
+                if let Some(dst) = s.get_mut(8 * h..8 * h + 8) {
+                    dst.copy_from_slice(&p);
                 }
             }
         }
     }
 }
 
-/// Whether the group's rows lie inside `rows` (every AVX-512 load relies on it).
+/// The sixteen pivots of a group as float32 ([`Elem::pivot`]).
 #[cfg(target_arch = "x86_64")]
-fn fits(rows: &[f64], stride: usize, g0: usize, n: usize) -> bool {
-    g0 + LANES <= stride && rows.len() >= n.saturating_mul(stride)
+fn pivots32(lane: &Lane) -> [f32; LANES] {
+    std::array::from_fn(|l| f32::pivot(lane[l]))
 }
 
-/// The AVX-512 loops (only run where the CPU reports AVX-512F).
+/// The sixteen float32 of `v` as two registers of eight float64.
 #[cfg(target_arch = "x86_64")]
-struct Avx512;
+#[inline(always)]
+fn widen_f32(v: std::arch::x86_64::__m512) -> [std::arch::x86_64::__m512d; 2] {
+    use std::arch::x86_64::*;
+    // SAFETY: only reached from the AVX-512 kernel, run when the CPU has AVX-512F; register
+    // operations only
+    unsafe {
+        [
+            _mm512_cvtps_pd(_mm512_castps512_ps256(v)),
+            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))),
+        ]
+    }
+}
 
+/// Float32: sixteen columns to a register; values widened only when summed or collected.
 #[cfg(target_arch = "x86_64")]
-impl Kernel for Avx512 {
+impl Kernel<f32> for Avx512 {
     #[inline(always)]
     fn count<const P: usize>(
-        rows: &[f64],
+        rows: &[f32],
         stride: usize,
         g0: usize,
         n: usize,
@@ -216,23 +492,31 @@ impl Kernel for Avx512 {
         if !fits(rows, stride, g0, n) {
             return counts;
         }
+        let pivots: [[f32; LANES]; P] = std::array::from_fn(|p| pivots32(&pivots[p]));
+        let mut tallies = [[0u32; LANES]; P];
         // SAFETY: only called from functions compiled with AVX-512F, run when the CPU has it;
-        // every load reads 8 values at `r * stride + g0 < n * stride - (stride - g0 - 8)`,
-        // inside `rows` (checked by `fits`); the pivots and counts are arrays of 8.
+        // every load reads 16 values at `r * stride + g0 < n * stride - (stride - g0 - 16)`,
+        // inside `rows` (checked by `fits`); the pivots and tallies are arrays of 16. A tally
+        // counts at most `n` rows, and `n` uploads fit in 32 bits (each is an open file).
         unsafe {
-            let one = _mm512_set1_epi64(1);
-            let pv: [__m512d; P] = std::array::from_fn(|p| _mm512_loadu_pd(pivots[p].as_ptr()));
+            let one = _mm512_set1_epi32(1);
+            let pv: [__m512; P] = std::array::from_fn(|p| _mm512_loadu_ps(pivots[p].as_ptr()));
             let mut cv: [__m512i; P] = [_mm512_setzero_si512(); P];
             let base = rows.as_ptr().add(g0);
             for r in 0..n {
-                let v = _mm512_loadu_pd(base.add(r * stride));
+                let v = _mm512_loadu_ps(base.add(r * stride));
                 for p in 0..P {
-                    let below = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(v, pv[p]);
-                    cv[p] = _mm512_mask_add_epi64(cv[p], below, cv[p], one);
+                    let below = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, pv[p]);
+                    cv[p] = _mm512_mask_add_epi32(cv[p], below, cv[p], one);
                 }
             }
             for p in 0..P {
-                _mm512_storeu_si512(counts[p].as_mut_ptr().cast(), cv[p]);
+                _mm512_storeu_si512(tallies[p].as_mut_ptr().cast(), cv[p]);
+            }
+        }
+        for (count, tally) in counts.iter_mut().zip(tallies) {
+            for (c, t) in count.iter_mut().zip(tally) {
+                *c = u64::from(t);
             }
         }
         counts
@@ -240,7 +524,7 @@ impl Kernel for Avx512 {
 
     #[inline(always)]
     fn collect(
-        rows: &[f64],
+        rows: &[f32],
         stride: usize,
         g0: usize,
         n: usize,
@@ -254,49 +538,66 @@ impl Kernel for Avx512 {
         if !fits(rows, stride, g0, n) {
             return;
         }
-        // SAFETY: as in `count`; `sums` and the bounds are arrays of 8.
+        let (lows, highs) =
+            ([pivots32(&lows[0]), pivots32(&lows[1])], [pivots32(&highs[0]), pivots32(&highs[1])]);
+        let (mid_lo, mid_hi) = (pivots32(middle.0), pivots32(middle.1));
+        // SAFETY: as in `count`; `sums`, the bounds and `wide` are arrays of 16.
         unsafe {
-            let lo = [_mm512_loadu_pd(lows[0].as_ptr()), _mm512_loadu_pd(lows[1].as_ptr())];
-            let hi = [_mm512_loadu_pd(highs[0].as_ptr()), _mm512_loadu_pd(highs[1].as_ptr())];
-            let (mlo, mhi) = (_mm512_loadu_pd(middle.0.as_ptr()), _mm512_loadu_pd(middle.1.as_ptr()));
-            let mut total = _mm512_setzero_pd();
+            let lo = [_mm512_loadu_ps(lows[0].as_ptr()), _mm512_loadu_ps(lows[1].as_ptr())];
+            let hi = [_mm512_loadu_ps(highs[0].as_ptr()), _mm512_loadu_ps(highs[1].as_ptr())];
+            let (mlo, mhi) = (_mm512_loadu_ps(mid_lo.as_ptr()), _mm512_loadu_ps(mid_hi.as_ptr()));
+            // float64 sums of the first and last eight columns, each in row order
+            let mut total = [_mm512_setzero_pd(); 2];
             let summing = sums.is_some();
             let base = rows.as_ptr().add(g0);
+            let mut wide = [0.0f64; LANES];
             for r in 0..n {
-                let row = base.add(r * stride);
-                let v = _mm512_loadu_pd(row);
+                let v = _mm512_loadu_ps(base.add(r * stride));
                 if summing {
-                    let inside = _mm512_mask_cmp_pd_mask::<_CMP_LT_OQ>(
-                        _mm512_cmp_pd_mask::<_CMP_LE_OQ>(mlo, v),
+                    let inside = _mm512_mask_cmp_ps_mask::<_CMP_LT_OQ>(
+                        _mm512_cmp_ps_mask::<_CMP_LE_OQ>(mlo, v),
                         v,
                         mhi,
                     );
-                    total = _mm512_mask_add_pd(total, inside, total, v);
+                    if inside != 0 {
+                        let halves = widen_f32(v);
+                        total[0] = _mm512_mask_add_pd(total[0], inside as u8, total[0], halves[0]);
+                        total[1] = _mm512_mask_add_pd(total[1], (inside >> 8) as u8, total[1], halves[1]);
+                    }
                 }
-                for k in 0..2 {
-                    let hits = _mm512_mask_cmp_pd_mask::<_CMP_LT_OQ>(
-                        _mm512_cmp_pd_mask::<_CMP_LE_OQ>(lo[k], v),
+                let hits: [u16; 2] = [0, 1].map(|k| {
+                    _mm512_mask_cmp_ps_mask::<_CMP_LT_OQ>(
+                        _mm512_cmp_ps_mask::<_CMP_LE_OQ>(lo[k], v),
                         v,
                         hi[k],
-                    );
-                    if hits != 0 {
-                        push(k, u32::from(hits), &*row.cast::<Lane>());
+                    )
+                });
+                // widened only for a hit (most rows of a median have none)
+                if hits != [0, 0] {
+                    let halves = widen_f32(v);
+                    _mm512_storeu_pd(wide.as_mut_ptr(), halves[0]);
+                    _mm512_storeu_pd(wide.as_mut_ptr().add(8), halves[1]);
+                    for (k, &bits) in hits.iter().enumerate() {
+                        if bits != 0 {
+                            push(k, u32::from(bits), &wide);
+                        }
                     }
                 }
             }
             if let Some(sums) = sums {
                 let mut add = [0.0f64; LANES];
-                _mm512_storeu_pd(add.as_mut_ptr(), total);
+                _mm512_storeu_pd(add.as_mut_ptr(), total[0]);
+                _mm512_storeu_pd(add.as_mut_ptr().add(8), total[1]);
                 sums.iter_mut().zip(add).for_each(|(s, a)| *s += a);
             }
         }
     }
 }
 
-/// `PIVOTS` pivots per place, each a row of the group's eight columns.
+/// `PIVOTS` pivots per place, each a row of the group's sixteen columns.
 #[inline(always)]
-fn counts_of<K: Kernel>(
-    rows: &[f64],
+fn counts_of<E: Elem, K: Kernel<E>>(
+    rows: &[E],
     stride: usize,
     g0: usize,
     n: usize,
@@ -374,41 +675,76 @@ fn ranked<'a>(values: &'a mut [f64], b: &Bracket, first: usize, last: usize) -> 
 /// and squared distances to the result. The loops run with AVX-512 or AVX2 where the CPU has
 /// them (the wheels target baseline x86-64).
 pub(super) fn many_tiles(x: Rows<'_>, c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
+    if let Rows::Stored(_, Lanes::F32) = x {
+        return many_tiles_of::<f32>(x, c, plan, group);
+    }
+    many_tiles_of::<f64>(x, c, plan, group)
+}
+
+/// [`many_tiles`] with tiles of `E`, on the best loops the CPU runs.
+fn many_tiles_of<E: Elem>(x: Rows<'_>, c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums
+where
+    Plain: Kernel<E>,
+    Avx512Where: Kernel<E>,
+{
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU has AVX-512F (just checked), all `tiles_avx512` requires.
-            return unsafe { tiles_avx512(x, c, plan, group) };
+            return unsafe { tiles_avx512::<E>(x, c, plan, group) };
         }
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (just checked), all `tiles_avx2` requires.
-            return unsafe { tiles_avx2(x, c, plan, group) };
+            return unsafe { tiles_avx2::<E>(x, c, plan, group) };
         }
     }
-    tiles::<Plain>(x, c, plan, group)
+    tiles::<E, Plain>(x, c, plan, group)
 }
+
+/// The AVX-512 loops where the target has them, else the plain ones (never run: other
+/// architectures dispatch to [`Plain`]); names the bound [`many_tiles_of`] needs on every target.
+#[cfg(target_arch = "x86_64")]
+type Avx512Where = Avx512;
+#[cfg(not(target_arch = "x86_64"))]
+type Avx512Where = Plain;
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn tiles_avx512(x: Rows<'_>, c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
-    tiles::<Avx512>(x, c, plan, group)
+unsafe fn tiles_avx512<E: Elem>(
+    x: Rows<'_>,
+    c: usize,
+    plan: &Plan,
+    group: Vec<(usize, &mut [f64])>,
+) -> RowSums
+where
+    Avx512: Kernel<E>,
+{
+    tiles::<E, Avx512>(x, c, plan, group)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn tiles_avx2(x: Rows<'_>, c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
-    tiles::<Plain>(x, c, plan, group)
+unsafe fn tiles_avx2<E: Elem>(
+    x: Rows<'_>,
+    c: usize,
+    plan: &Plan,
+    group: Vec<(usize, &mut [f64])>,
+) -> RowSums {
+    tiles::<E, Plain>(x, c, plan, group)
 }
 
-/// [`many_tiles`]' body, for the loops of `K`.
+/// [`many_tiles`]' body, for tiles of `E` and the loops of `K`.
 #[inline(always)]
-fn tiles<K: Kernel>(x: Rows<'_>, c: usize, plan: &Plan, group: Vec<(usize, &mut [f64])>) -> RowSums {
+fn tiles<E: Elem, K: Kernel<E>>(
+    x: Rows<'_>,
+    c: usize,
+    plan: &Plan,
+    group: Vec<(usize, &mut [f64])>,
+) -> RowSums {
+    let mut rows = E::take_kept_rows();
     let (n, width) = (plan.n, plan.width);
     let (mut sq, mut gp) = (vec![0.0f64; n], vec![0.0f64; n]);
-    // the thread's tile kept from call to call (a sweep calls once per chunk): fresh memory
-    // would cost a page fault and the kernel's zeroing per page, each call
-    let mut rows = ROWS.with(|kept| kept.take());
-    rows.resize(n * width, 0.0);
+    rows.resize(n * width, E::default());
     let s = plan.sample_rows.len();
     let mut sample = vec![0.0f64; s * width];
     let mut column = vec![0.0f64; s];
@@ -416,43 +752,48 @@ fn tiles<K: Kernel>(x: Rows<'_>, c: usize, plan: &Plan, group: Vec<(usize, &mut 
     for (t, cols) in group {
         let (c0, w) = (t * width, cols.len());
         for (r, s) in sq.iter_mut().enumerate() {
+            x.prefetch(r + FILL_AHEAD, c, c0, w);
             let Some(dst) = rows.get_mut(r * width..r * width + w) else { continue };
-            x.fill(r, c, c0, dst);
+            E::fill(x, r, c, c0, dst);
             *s += dot(dst, dst);
-            rows.get_mut(r * width + w..(r + 1) * width).unwrap_or_default().fill(0.0);
+            rows.get_mut(r * width + w..(r + 1) * width).unwrap_or_default().fill(E::default());
         }
         for (i, &r) in plan.sample_rows.iter().enumerate() {
             if let (Some(dst), Some(src)) =
                 (sample.get_mut(i * width..(i + 1) * width), rows.get(r * width..(r + 1) * width))
             {
-                dst.copy_from_slice(src);
+                dst.iter_mut().zip(src).for_each(|(d, &v)| *d = v.into());
             }
         }
         sort_tile(&mut sample, width, &plan.pairs);
         for (g, part) in cols.chunks_mut(LANES).enumerate() {
             let g0 = g * LANES;
-            group_statistic::<K>(plan, &rows, &sample, g0, part, &mut column, &mut collected, &mut repeated);
+            group_statistic::<E, K>(
+                plan,
+                &rows,
+                &sample,
+                g0,
+                part,
+                &mut column,
+                &mut collected,
+                &mut repeated,
+            );
         }
         for (r, g) in gp.iter_mut().enumerate() {
             *g += squared_distance(rows.get(r * width..r * width + w).unwrap_or_default(), cols);
         }
     }
-    ROWS.with(|kept| kept.set(rows));
+    E::keep_rows(rows);
     (sq, gp)
 }
 
-thread_local! {
-    /// Each worker's tile rows ([`TILE_BYTES`] at most), reused by its next call.
-    static ROWS: std::cell::Cell<Vec<f64>> = const { std::cell::Cell::new(Vec::new()) };
-}
-
-/// The statistic of the eight columns from `g0` of the tile's `rows` into `out` (its first
+/// The statistic of the sixteen columns from `g0` of the tile's `rows` into `out` (its first
 /// `out.len()` columns are real; the others padding), `sample` the tile's sorted sample rows.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)] // one group's scratch, reused across groups
-fn group_statistic<K: Kernel>(
+fn group_statistic<E: Elem, K: Kernel<E>>(
     plan: &Plan,
-    rows: &[f64],
+    rows: &[E],
     sample: &[f64],
     g0: usize,
     out: &mut [f64],
@@ -464,7 +805,7 @@ fn group_statistic<K: Kernel>(
     let at = |rank: usize, l: usize| sample.get(rank * width + g0 + l).copied().unwrap_or(0.0);
     // pass 1: pivots around each place's expected sample rank
     let first: Vec<Lane> = plan.first_ranks.iter().map(|&k| std::array::from_fn(|l| at(k, l))).collect();
-    let counts1 = counts_of::<K>(rows, width, g0, n, &first);
+    let counts1 = counts_of::<E, K>(rows, width, g0, n, &first);
     let mut all: Vec<(Lane, [u64; LANES])> = first.iter().copied().zip(counts1).collect();
     // pass 2: sample values inside each place's bracket
     let mut second: Vec<Lane> = vec![[0.0; LANES]; plan.places.len() * PIVOTS];
@@ -482,7 +823,7 @@ fn group_statistic<K: Kernel>(
             }
         }
     }
-    let counts2 = counts_of::<K>(rows, width, g0, n, &second);
+    let counts2 = counts_of::<E, K>(rows, width, g0, n, &second);
     all.extend(second.into_iter().zip(counts2));
     // the final brackets of the wanted ranks: up to two per column (a trimmed mean's ends, or
     // the two middle ranks of an even count)
@@ -660,7 +1001,7 @@ mod tests {
     fn counting_selection_equals_sorting_on_any_data() {
         // columns past one tile and not a multiple of the vector width
         for n in [33usize, 64, 127, 128, 257, 1000] {
-            let c = 2 * Plan::new(n, Statistic::Median).map_or(64, |p| p.width) + 13;
+            let c = 2 * Plan::new(n, Statistic::Median, Rows::F64(&[])).map_or(64, |p| p.width) + 13;
             let mut rnd = noise(n as u64);
             type Shape = Box<dyn Fn(usize, usize, f64) -> f64>;
             let shapes: Vec<(&str, Shape)> = vec![
@@ -674,7 +1015,9 @@ mod tests {
                 (
                     "misleading sample",
                     Box::new(move |r, _, u| {
-                        if Plan::new(n, Statistic::Median).is_some_and(|p| p.sample_rows.contains(&r)) {
+                        if Plan::new(n, Statistic::Median, Rows::F64(&[]))
+                            .is_some_and(|p| p.sample_rows.contains(&r))
+                        {
                             1e6 * (1.0 + u)
                         } else {
                             u
@@ -702,37 +1045,142 @@ mod tests {
     #[test]
     fn every_kernel_gives_the_statistics_of_a_sort() {
         // the plain loops (what AVX2 and other CPUs run) and, where the CPU has it, AVX-512:
-        // whichever this machine dispatches to, both are checked here
+        // whichever this machine dispatches to, both are checked here, on float64 tiles and on
+        // float32 ones (values that float32 holds exactly, so both have the same sort)
         for n in [33usize, 1000] {
             let c = 3 * LANES + 5;
             let mut rnd = noise(7 * n as u64);
-            let x: Vec<f64> = (0..n * c).map(|i| if i % 5 == 0 { 1.5 } else { rnd() }).collect();
+            let x: Vec<f64> =
+                (0..n * c).map(|i| if i % 5 == 0 { 1.5 } else { f64::from(rnd() as f32) }).collect();
+            let stored: Vec<u8> = x.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect();
             for stat in [Statistic::Median, Statistic::TrimmedMean(n / 10)] {
                 let want = by_sorting(&x, n, stat);
-                let Some(plan) = Plan::new(n, stat) else { panic!("no plan for {n}") };
-                let run = |kernel: &str| {
-                    let mut got = vec![f64::NAN; c];
-                    let group: Vec<(usize, &mut [f64])> = got.chunks_mut(plan.width).enumerate().collect();
-                    match kernel {
-                        #[cfg(target_arch = "x86_64")]
-                        // SAFETY: only asked for when the CPU has AVX-512F (checked below)
-                        "avx512" => drop(unsafe { tiles_avx512(Rows::F64(&x), c, &plan, group) }),
-                        _ => drop(tiles::<Plain>(Rows::F64(&x), c, &plan, group)),
+                for rows in [Rows::F64(&x), Rows::Stored(&stored, Lanes::F32)] {
+                    let Some(plan) = Plan::new(n, stat, rows) else { panic!("no plan for {n}") };
+                    let run = |kernel: &str| {
+                        let mut got = vec![f64::NAN; c];
+                        let group: Vec<(usize, &mut [f64])> =
+                            got.chunks_mut(plan.width).enumerate().collect();
+                        let float32 = matches!(rows, Rows::Stored(..));
+                        match (kernel, float32) {
+                            #[cfg(target_arch = "x86_64")]
+                            // SAFETY: only asked for when the CPU has AVX-512F (checked below)
+                            ("avx512", false) => drop(unsafe { tiles_avx512::<f64>(rows, c, &plan, group) }),
+                            #[cfg(target_arch = "x86_64")]
+                            // SAFETY: as above
+                            ("avx512", true) => drop(unsafe { tiles_avx512::<f32>(rows, c, &plan, group) }),
+                            (_, false) => drop(tiles::<f64, Plain>(rows, c, &plan, group)),
+                            (_, true) => drop(tiles::<f32, Plain>(rows, c, &plan, group)),
+                        }
+                        got
+                    };
+                    #[cfg(target_arch = "x86_64")]
+                    let kernels = if std::is_x86_feature_detected!("avx512f") {
+                        vec!["plain", "avx512"]
+                    } else {
+                        vec!["plain"]
+                    };
+                    #[cfg(not(target_arch = "x86_64"))]
+                    let kernels = vec!["plain"];
+                    for kernel in kernels {
+                        for (j, (g, w)) in run(kernel).iter().zip(&want).enumerate() {
+                            assert!(
+                                (g - w).abs() <= 1e-12 * w.abs().max(1.0),
+                                "{kernel}, n = {n}, {stat:?}, column {j}"
+                            );
+                        }
                     }
-                    got
-                };
-                let mut kernels = vec!["plain"];
-                #[cfg(target_arch = "x86_64")]
-                if std::is_x86_feature_detected!("avx512f") {
-                    kernels.push("avx512");
                 }
-                for kernel in kernels {
-                    for (j, (g, w)) in run(kernel).iter().zip(&want).enumerate() {
-                        assert!(
-                            (g - w).abs() <= 1e-12 * w.abs().max(1.0),
-                            "{kernel}, n = {n}, {stat:?}, column {j}"
-                        );
-                    }
+            }
+        }
+    }
+
+    #[test]
+    fn a_float32_pivot_orders_every_float32_as_the_float64_does() {
+        let mut rnd = noise(11);
+        let specials = [
+            0.0,
+            -0.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::from(f32::MAX),
+            f64::from(f32::MAX).next_up(),
+            f64::from(f32::MIN),
+            f64::from(f32::MIN).next_down(),
+            f64::MAX,
+            -f64::MAX,
+            f64::from(f32::MIN_POSITIVE),
+            f64::from(f32::from_bits(1)) / 2.0,
+            1.5f64.next_up(),
+            1.5f64.next_down(),
+        ];
+        let pivots: Vec<f64> = specials.into_iter().chain((0..2000).map(|_| rnd() * 1e3)).collect();
+        let values: Vec<f32> = specials
+            .iter()
+            .map(|&p| p as f32)
+            .chain([1.5, 1.5f32.next_up(), 1.5f32.next_down(), f32::from_bits(1), -f32::from_bits(1)])
+            .chain((0..2000).map(|_| (rnd() * 1e3) as f32))
+            .filter(|v| v.is_finite())
+            .collect();
+        for &p in &pivots {
+            let q = f32::pivot(p);
+            for &v in &values {
+                assert_eq!(f64::from(v) < p, v < q, "{v} < {p} (as float32 {q})");
+                assert_eq!(f64::from(v) >= p, v >= q, "{v} >= {p} (as float32 {q})");
+            }
+        }
+        assert!(f32::pivot(f64::NAN).is_nan());
+    }
+
+    #[test]
+    fn float32_tiles_give_what_float64_tiles_of_the_same_values_give() {
+        // the results bit for bit; each row's squares and distances to the result within rounding
+        for n in [33usize, 100, 1000] {
+            let c = 2 * 128 + 21;
+            let mut rnd = noise(3 * n as u64);
+            type Shape = Box<dyn Fn(usize, usize, f64) -> f32>;
+            let shapes: [(&str, Shape); 6] = [
+                ("random", Box::new(|_, _, u| u as f32)),
+                ("constant columns", Box::new(|_, j, _| j as f32 - 7.0)),
+                ("three values", Box::new(|r, j, _| ((r * 7 + j) % 3) as f32)),
+                ("signed zeros", Box::new(|r, _, _| if r % 2 == 0 { 0.0 } else { -0.0 })),
+                (
+                    "float32 extremes",
+                    Box::new(
+                        |r, _, u| if r % 3 == 0 { f32::MAX * u as f32 } else { f32::MIN_POSITIVE * u as f32 },
+                    ),
+                ),
+                (
+                    "a repeated middle",
+                    Box::new(move |r, _, u| if r > n / 4 && r < 3 * n / 4 { 2.5 } else { u as f32 }),
+                ),
+            ];
+            for (what, shape) in &shapes {
+                let x32: Vec<f32> = (0..n * c).map(|i| shape(i / c, i % c, rnd())).collect();
+                let x: Vec<f64> = x32.iter().map(|&v| f64::from(v)).collect();
+                let stored: Vec<u8> = x32.iter().flat_map(|v| v.to_le_bytes()).collect();
+                for stat in [Statistic::Median, Statistic::TrimmedMean(n / 10), Statistic::TrimmedMean(0)] {
+                    let (mut want, mut got) = (vec![0.0; c], vec![0.0; c]);
+                    let (mut sq64, mut gp64, mut sq32, mut gp32) =
+                        (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+                    reduce_block(&x, n, stat, &mut want, &mut sq64, &mut gp64);
+                    super::super::columns::reduce_stored_block(
+                        &stored,
+                        Lanes::F32,
+                        n,
+                        stat,
+                        &mut got,
+                        &mut sq32,
+                        &mut gp32,
+                    );
+                    let first_other =
+                        |a: &[f64], b: &[f64]| a.iter().zip(b).position(|(x, y)| x.to_bits() != y.to_bits());
+                    assert_eq!(first_other(&got, &want), None, "{what}: n = {n}, {stat:?}: results");
+                    // the diagnostics add up tiles of another width: the same within rounding
+                    let near =
+                        |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-12 * y.abs());
+                    assert!(near(&sq32, &sq64), "{what}: n = {n}, {stat:?}: squares");
+                    assert!(near(&gp32, &gp64), "{what}: n = {n}, {stat:?}: distances");
                 }
             }
         }
