@@ -2,15 +2,16 @@
 //! serves), without sorting a column or transposing the block.
 //!
 //! Per column only one or two ranks matter (the middle ones; or the first and last value the
-//! trimmed mean keeps). Each is bracketed by counting how many values lie below a few pivots:
-//! row after row, eight columns at once, one vector compare and add per pivot, on the rows as
-//! they lie in memory. Pivots come from a sample of rows sorted by a network across the columns;
-//! the first count uses sample values spread around each rank's expected place in the sample,
-//! the second sample values inside the bracket the first one found. A last pass collects only
-//! the values inside the final brackets (their number is known from the counts: about n / 50 on
-//! data without structure) and orders those. Ranks are exact on any data; a misleading sample
-//! only widens a bracket (more values collected), and a bracket holding a single repeated value
-//! (constant columns) is recognized by its counts and never collected.
+//! trimmed mean keeps). Each is bracketed by counting how many values lie below a few pivots: row
+//! after row, one register of columns at once (eight float64 or sixteen float32), one vector
+//! compare and add per pivot, on the rows as they lie in memory. Pivots come from a sample of rows
+//! sorted by a network across the columns; the first count uses sample values spread around each
+//! rank's expected place in the sample, the second sample values inside the bracket the first one
+//! found. A last pass collects only the values inside the final brackets (their number is known
+//! from the counts: about n / 50 on data without structure) and orders those. Ranks are exact on
+//! any data; a misleading sample only widens a bracket (more values collected), and a bracket
+//! holding a single repeated value (constant columns) is recognized by its counts and never
+//! collected.
 //!
 //! Uploads stored as float32 are compared as float32 (sixteen columns to a 512-bit register
 //! instead of eight, half the bytes in cache, no widening of the block): every pivot is turned
@@ -278,144 +279,286 @@ impl<E: Elem> Kernel<E> for Plain {
     }
 }
 
-/// Whether the group's rows lie inside `rows` (every AVX-512 load relies on it).
+/// Whether `width` columns from `g0` of every row lie inside `rows` (every AVX-512 load relies
+/// on it).
 #[cfg(target_arch = "x86_64")]
-fn fits<E>(rows: &[E], stride: usize, g0: usize, n: usize) -> bool {
-    g0 + LANES <= stride && rows.len() >= n.saturating_mul(stride)
+fn fits<E>(rows: &[E], stride: usize, g0: usize, width: usize, n: usize) -> bool {
+    g0 + width <= stride && rows.len() >= n.saturating_mul(stride)
 }
 
 /// The AVX-512 loops (only run where the CPU reports AVX-512F).
 #[cfg(target_arch = "x86_64")]
 struct Avx512;
 
-/// Half of a group of float64: eight columns, one register.
+/// A tile's values as one 512-bit register holds them: the operations the AVX-512 loops need,
+/// so that the loops are written once for float64 (eight columns to a register) and float32
+/// (sixteen). Every function is only reached from functions compiled with AVX-512F, run when
+/// the CPU has it.
 #[cfg(target_arch = "x86_64")]
-type Half = [f64; 8];
-
-#[cfg(target_arch = "x86_64")]
-fn half(lane: &Lane, h: usize) -> Half {
-    std::array::from_fn(|l| lane.get(8 * h + l).copied().unwrap_or(f64::NAN))
+trait Register: Elem {
+    /// Columns per register.
+    const WIDTH: usize;
+    type V: Copy;
+    /// `WIDTH` values from `p`.
+    ///
+    /// # Safety
+    /// `WIDTH` values from `p` are readable.
+    unsafe fn load(p: *const Self) -> Self::V;
+    /// Bits of the lanes where `v < bound`.
+    fn below(v: Self::V, bound: Self::V) -> u32;
+    /// Bits of the lanes where `lo <= v < hi`.
+    fn within(lo: Self::V, v: Self::V, hi: Self::V) -> u32;
+    /// `counts` plus one in the lanes of `bits` (64-bit counters for float64, 32-bit for
+    /// float32: a counter counts at most `n` rows, and `n` uploads fit in 32 bits, each an open
+    /// file).
+    fn count(counts: std::arch::x86_64::__m512i, bits: u32) -> std::arch::x86_64::__m512i;
+    /// The counters of `counts` into `dst` (its first `WIDTH`).
+    fn store_counts(counts: std::arch::x86_64::__m512i, dst: &mut [u64]);
+    /// `v` as float64: its first eight lanes, then (float32) its last eight.
+    fn widen(v: Self::V) -> [std::arch::x86_64::__m512d; 2];
 }
 
-/// [`Kernel::count`] of eight float64 columns from `g0`.
+#[cfg(target_arch = "x86_64")]
+impl Register for f64 {
+    const WIDTH: usize = 8;
+    type V = std::arch::x86_64::__m512d;
+
+    #[inline(always)]
+    unsafe fn load(p: *const f64) -> Self::V {
+        // SAFETY: the caller's (8 values readable; AVX-512F, see the trait)
+        unsafe { std::arch::x86_64::_mm512_loadu_pd(p) }
+    }
+
+    #[inline(always)]
+    fn below(v: Self::V, bound: Self::V) -> u32 {
+        use std::arch::x86_64::*;
+        // SAFETY: register operations only; AVX-512F (see the trait)
+        u32::from(unsafe { _mm512_cmp_pd_mask::<_CMP_LT_OQ>(v, bound) })
+    }
+
+    #[inline(always)]
+    fn within(lo: Self::V, v: Self::V, hi: Self::V) -> u32 {
+        use std::arch::x86_64::*;
+        // SAFETY: as in `below`
+        u32::from(unsafe {
+            _mm512_mask_cmp_pd_mask::<_CMP_LT_OQ>(_mm512_cmp_pd_mask::<_CMP_LE_OQ>(lo, v), v, hi)
+        })
+    }
+
+    #[inline(always)]
+    fn count(counts: std::arch::x86_64::__m512i, bits: u32) -> std::arch::x86_64::__m512i {
+        use std::arch::x86_64::*;
+        // SAFETY: as in `below`
+        unsafe { _mm512_mask_add_epi64(counts, bits as u8, counts, _mm512_set1_epi64(1)) }
+    }
+
+    #[inline(always)]
+    fn store_counts(counts: std::arch::x86_64::__m512i, dst: &mut [u64]) {
+        let mut got = [0u64; 8];
+        // SAFETY: stores 8 counters into an array of 8; AVX-512F (see the trait)
+        unsafe { std::arch::x86_64::_mm512_storeu_si512(got.as_mut_ptr().cast(), counts) };
+        dst.iter_mut().zip(got).for_each(|(d, g)| *d = g);
+    }
+
+    #[inline(always)]
+    fn widen(v: Self::V) -> [std::arch::x86_64::__m512d; 2] {
+        // SAFETY: as in `below`
+        [v, unsafe { std::arch::x86_64::_mm512_setzero_pd() }]
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Register for f32 {
+    const WIDTH: usize = 16;
+    type V = std::arch::x86_64::__m512;
+
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self::V {
+        // SAFETY: the caller's (16 values readable; AVX-512F, see the trait)
+        unsafe { std::arch::x86_64::_mm512_loadu_ps(p) }
+    }
+
+    #[inline(always)]
+    fn below(v: Self::V, bound: Self::V) -> u32 {
+        use std::arch::x86_64::*;
+        // SAFETY: register operations only; AVX-512F (see the trait)
+        u32::from(unsafe { _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, bound) })
+    }
+
+    #[inline(always)]
+    fn within(lo: Self::V, v: Self::V, hi: Self::V) -> u32 {
+        use std::arch::x86_64::*;
+        // SAFETY: as in `below`
+        u32::from(unsafe {
+            _mm512_mask_cmp_ps_mask::<_CMP_LT_OQ>(_mm512_cmp_ps_mask::<_CMP_LE_OQ>(lo, v), v, hi)
+        })
+    }
+
+    #[inline(always)]
+    fn count(counts: std::arch::x86_64::__m512i, bits: u32) -> std::arch::x86_64::__m512i {
+        use std::arch::x86_64::*;
+        // SAFETY: as in `below`
+        unsafe { _mm512_mask_add_epi32(counts, bits as u16, counts, _mm512_set1_epi32(1)) }
+    }
+
+    #[inline(always)]
+    fn store_counts(counts: std::arch::x86_64::__m512i, dst: &mut [u64]) {
+        let mut got = [0u32; 16];
+        // SAFETY: stores 16 counters into an array of 16; AVX-512F (see the trait)
+        unsafe { std::arch::x86_64::_mm512_storeu_si512(got.as_mut_ptr().cast(), counts) };
+        dst.iter_mut().zip(got).for_each(|(d, g)| *d = u64::from(g));
+    }
+
+    #[inline(always)]
+    fn widen(v: Self::V) -> [std::arch::x86_64::__m512d; 2] {
+        use std::arch::x86_64::*;
+        // SAFETY: as in `below`
+        unsafe {
+            [
+                _mm512_cvtps_pd(_mm512_castps512_ps256(v)),
+                _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))),
+            ]
+        }
+    }
+}
+
+/// Columns `at..at + W::WIDTH` of a row of bounds as `W` ([`Elem::pivot`]), in an array long
+/// enough for any register.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn count_f64_half<const P: usize>(
-    rows: &[f64],
-    stride: usize,
-    g0: usize,
-    n: usize,
-    pivots: &[Half; P],
-) -> [[u64; 8]; P] {
-    use std::arch::x86_64::*;
-    let mut counts = [[0u64; 8]; P];
-    if g0 + 8 > stride || rows.len() < n.saturating_mul(stride) {
-        return counts;
-    }
-    // SAFETY: only called from functions compiled with AVX-512F, run when the CPU has it;
-    // every load reads 8 values at `r * stride + g0 < n * stride - (stride - g0 - 8)`, inside
-    // `rows` (checked above); the pivots and counts are arrays of 8.
-    unsafe {
-        let one = _mm512_set1_epi64(1);
-        let pv: [__m512d; P] = std::array::from_fn(|p| _mm512_loadu_pd(pivots[p].as_ptr()));
-        let mut cv: [__m512i; P] = [_mm512_setzero_si512(); P];
-        let base = rows.as_ptr().add(g0);
-        for r in 0..n {
-            let v = _mm512_loadu_pd(base.add(r * stride));
-            for p in 0..P {
-                let below = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(v, pv[p]);
-                cv[p] = _mm512_mask_add_epi64(cv[p], below, cv[p], one);
-            }
-        }
-        for p in 0..P {
-            _mm512_storeu_si512(counts[p].as_mut_ptr().cast(), cv[p]);
-        }
-    }
-    counts
+fn bounds_of<W: Register>(lane: &Lane, at: usize) -> [W; LANES] {
+    std::array::from_fn(|l| W::pivot(lane.get(at + l).copied().unwrap_or(f64::NAN)))
 }
 
-/// [`Kernel::collect`] of eight float64 columns from `g0` (`hits` bits of those eight).
+/// [`Kernel::count`] of the register of columns from `g0 + at`, into those columns of `counts`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn count_register<W: Register, const P: usize>(
+    rows: &[W],
+    stride: usize,
+    (g0, at): (usize, usize),
+    n: usize,
+    pivots: &[Lane; P],
+    counts: &mut [[u64; LANES]; P],
+) {
+    use std::arch::x86_64::*;
+    if !fits(rows, stride, g0 + at, W::WIDTH, n) {
+        return;
+    }
+    let pivots: [[W; LANES]; P] = std::array::from_fn(|p| bounds_of(&pivots[p], at));
+    // SAFETY: only called from functions compiled with AVX-512F, run when the CPU has it; every
+    // load reads `WIDTH` values at `r * stride + g0 + at <= n * stride - WIDTH`, inside `rows`
+    // (checked by `fits`), or from the pivot arrays (longer than any register).
+    unsafe {
+        let pv: [W::V; P] = std::array::from_fn(|p| W::load(pivots[p].as_ptr()));
+        let mut cv: [__m512i; P] = [_mm512_setzero_si512(); P];
+        let base = rows.as_ptr().add(g0 + at);
+        for r in 0..n {
+            let v = W::load(base.add(r * stride));
+            for p in 0..P {
+                cv[p] = W::count(cv[p], W::below(v, pv[p]));
+            }
+        }
+        for (count, c) in counts.iter_mut().zip(cv) {
+            W::store_counts(c, count.get_mut(at..).unwrap_or_default());
+        }
+    }
+}
+
+/// [`Kernel::collect`] of the register of columns from `g0 + at` (`hits` bits and the values
+/// pushed at those columns; `sums` of those columns).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)] // as Kernel::collect
-fn collect_f64_half(
-    rows: &[f64],
+fn collect_register<W: Register>(
+    rows: &[W],
     stride: usize,
-    g0: usize,
+    (g0, at): (usize, usize),
     n: usize,
-    lows: &[Half; 2],
-    highs: &[Half; 2],
-    middle: (&Half, &Half),
-    sums: Option<&mut Half>,
-    mut push: impl FnMut(usize, u32, &Half),
+    lows: &[Lane; 2],
+    highs: &[Lane; 2],
+    middle: (&Lane, &Lane),
+    sums: Option<&mut Lane>,
+    push: &mut impl FnMut(usize, u32, &Lane),
 ) {
     use std::arch::x86_64::*;
-    if g0 + 8 > stride || rows.len() < n.saturating_mul(stride) {
+    if !fits(rows, stride, g0 + at, W::WIDTH, n) {
         return;
     }
-    // SAFETY: as in `count_f64_half`; `sums` and the bounds are arrays of 8.
+    let (lows, highs) = (lows.map(|b| bounds_of::<W>(&b, at)), highs.map(|b| bounds_of::<W>(&b, at)));
+    let (mid_lo, mid_hi) = (bounds_of::<W>(middle.0, at), bounds_of::<W>(middle.1, at));
+    // the row's values as float64 at their columns (NaN in the others, never pushed as hits)
+    let mut wide = [f64::NAN; LANES];
+    let mut total = [0.0f64; LANES];
+    // SAFETY: as in `count_register`; `wide` and `total` hold 16 float64 from column `at` when
+    // `at + WIDTH <= 16` (float64: `at` is 0 or 8; float32: 0), which `get_mut` checks.
     unsafe {
-        let lo = [_mm512_loadu_pd(lows[0].as_ptr()), _mm512_loadu_pd(lows[1].as_ptr())];
-        let hi = [_mm512_loadu_pd(highs[0].as_ptr()), _mm512_loadu_pd(highs[1].as_ptr())];
-        let (mlo, mhi) = (_mm512_loadu_pd(middle.0.as_ptr()), _mm512_loadu_pd(middle.1.as_ptr()));
-        let mut total = _mm512_setzero_pd();
+        let lo = [W::load(lows[0].as_ptr()), W::load(lows[1].as_ptr())];
+        let hi = [W::load(highs[0].as_ptr()), W::load(highs[1].as_ptr())];
+        let (mlo, mhi) = (W::load(mid_lo.as_ptr()), W::load(mid_hi.as_ptr()));
+        // float64 sums of the register's columns (the first eight, then the last), in row order
+        let mut sum = [_mm512_setzero_pd(); 2];
         let summing = sums.is_some();
-        let base = rows.as_ptr().add(g0);
+        let base = rows.as_ptr().add(g0 + at);
+        let Some(wide_at) = wide.get_mut(at..at + W::WIDTH) else { return };
+        let wide_at = wide_at.as_mut_ptr();
         for r in 0..n {
-            let row = base.add(r * stride);
-            let v = _mm512_loadu_pd(row);
+            let v = W::load(base.add(r * stride));
             if summing {
-                let inside =
-                    _mm512_mask_cmp_pd_mask::<_CMP_LT_OQ>(_mm512_cmp_pd_mask::<_CMP_LE_OQ>(mlo, v), v, mhi);
-                total = _mm512_mask_add_pd(total, inside, total, v);
+                let inside = W::within(mlo, v, mhi);
+                if inside != 0 {
+                    let halves = W::widen(v);
+                    sum[0] = _mm512_mask_add_pd(sum[0], inside as u8, sum[0], halves[0]);
+                    sum[1] = _mm512_mask_add_pd(sum[1], (inside >> 8) as u8, sum[1], halves[1]);
+                }
             }
-            for k in 0..2 {
-                let hits = _mm512_mask_cmp_pd_mask::<_CMP_LT_OQ>(
-                    _mm512_cmp_pd_mask::<_CMP_LE_OQ>(lo[k], v),
-                    v,
-                    hi[k],
-                );
-                if hits != 0 {
-                    push(k, u32::from(hits), &*row.cast::<Half>());
+            let hits = [W::within(lo[0], v, hi[0]), W::within(lo[1], v, hi[1])];
+            // widened only for a hit (most rows of a median have none)
+            if hits != [0, 0] {
+                let halves = W::widen(v);
+                _mm512_storeu_pd(wide_at, halves[0]);
+                if W::WIDTH > 8 {
+                    _mm512_storeu_pd(wide_at.add(8), halves[1]);
+                }
+                for (k, &bits) in hits.iter().enumerate() {
+                    if bits != 0 {
+                        push(k, bits << at, &wide);
+                    }
                 }
             }
         }
-        if let Some(sums) = sums {
-            let mut add = [0.0f64; 8];
-            _mm512_storeu_pd(add.as_mut_ptr(), total);
-            sums.iter_mut().zip(add).for_each(|(s, a)| *s += a);
-        }
+        _mm512_storeu_pd(total.as_mut_ptr(), sum[0]);
+        _mm512_storeu_pd(total.as_mut_ptr().add(8), sum[1]);
+    }
+    if let Some(sums) = sums {
+        let columns = sums.get_mut(at..at + W::WIDTH).unwrap_or_default();
+        columns.iter_mut().zip(total).for_each(|(s, t)| *s += t);
     }
 }
 
-/// Float64: each half of the group in its own pass (the registers of both at once would spill).
-/// Per column the rows still come in order, so what each column collects and sums is the same.
+/// Each register of the group in its own pass (float64: two; both at once would spill the
+/// registers). Per column the rows still come in order, so what each column counts, collects
+/// and sums is what one pass over all sixteen would give.
 #[cfg(target_arch = "x86_64")]
-impl Kernel<f64> for Avx512 {
+impl<W: Register> Kernel<W> for Avx512 {
     #[inline(always)]
     fn count<const P: usize>(
-        rows: &[f64],
+        rows: &[W],
         stride: usize,
         g0: usize,
         n: usize,
         pivots: &[Lane; P],
     ) -> [[u64; LANES]; P] {
         let mut counts = [[0u64; LANES]; P];
-        for h in 0..2 {
-            let part: [Half; P] = std::array::from_fn(|p| half(&pivots[p], h));
-            let got = count_f64_half::<P>(rows, stride, g0 + 8 * h, n, &part);
-            for (count, g) in counts.iter_mut().zip(got) {
-                if let Some(dst) = count.get_mut(8 * h..8 * h + 8) {
-                    dst.copy_from_slice(&g);
-                }
-            }
+        for at in (0..LANES).step_by(W::WIDTH) {
+            count_register::<W, P>(rows, stride, (g0, at), n, pivots, &mut counts);
         }
         counts
     }
 
     #[inline(always)]
     fn collect(
-        rows: &[f64],
+        rows: &[W],
         stride: usize,
         g0: usize,
         n: usize,
@@ -425,171 +568,8 @@ impl Kernel<f64> for Avx512 {
         mut sums: Option<&mut Lane>,
         mut push: impl FnMut(usize, u32, &Lane),
     ) {
-        for h in 0..2 {
-            let (l2, h2) = ([half(&lows[0], h), half(&lows[1], h)], [half(&highs[0], h), half(&highs[1], h)]);
-            let (m0, m1) = (half(middle.0, h), half(middle.1, h));
-            let mut part = sums.as_deref().map(|s| half(s, h));
-            collect_f64_half(
-                rows,
-                stride,
-                g0 + 8 * h,
-                n,
-                &l2,
-                &h2,
-                (&m0, &m1),
-                part.as_mut(),
-                |k, hits, v| {
-                    let mut lane = [f64::NAN; LANES];
-                    if let Some(dst) = lane.get_mut(8 * h..8 * h + 8) {
-                        dst.copy_from_slice(v);
-                    }
-                    push(k, hits << (8 * h), &lane);
-                },
-            );
-            if let (Some(s), Some(p)) = (sums.as_deref_mut(), part) {
-                if let Some(dst) = s.get_mut(8 * h..8 * h + 8) {
-                    dst.copy_from_slice(&p);
-                }
-            }
-        }
-    }
-}
-
-/// The sixteen pivots of a group as float32 ([`Elem::pivot`]).
-#[cfg(target_arch = "x86_64")]
-fn pivots32(lane: &Lane) -> [f32; LANES] {
-    std::array::from_fn(|l| f32::pivot(lane[l]))
-}
-
-/// The sixteen float32 of `v` as two registers of eight float64.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn widen_f32(v: std::arch::x86_64::__m512) -> [std::arch::x86_64::__m512d; 2] {
-    use std::arch::x86_64::*;
-    // SAFETY: only reached from the AVX-512 kernel, run when the CPU has AVX-512F; register
-    // operations only
-    unsafe {
-        [
-            _mm512_cvtps_pd(_mm512_castps512_ps256(v)),
-            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))),
-        ]
-    }
-}
-
-/// Float32: sixteen columns to a register; values widened only when summed or collected.
-#[cfg(target_arch = "x86_64")]
-impl Kernel<f32> for Avx512 {
-    #[inline(always)]
-    fn count<const P: usize>(
-        rows: &[f32],
-        stride: usize,
-        g0: usize,
-        n: usize,
-        pivots: &[Lane; P],
-    ) -> [[u64; LANES]; P] {
-        use std::arch::x86_64::*;
-        let mut counts = [[0u64; LANES]; P];
-        if !fits(rows, stride, g0, n) {
-            return counts;
-        }
-        let pivots: [[f32; LANES]; P] = std::array::from_fn(|p| pivots32(&pivots[p]));
-        let mut tallies = [[0u32; LANES]; P];
-        // SAFETY: only called from functions compiled with AVX-512F, run when the CPU has it;
-        // every load reads 16 values at `r * stride + g0 < n * stride - (stride - g0 - 16)`,
-        // inside `rows` (checked by `fits`); the pivots and tallies are arrays of 16. A tally
-        // counts at most `n` rows, and `n` uploads fit in 32 bits (each is an open file).
-        unsafe {
-            let one = _mm512_set1_epi32(1);
-            let pv: [__m512; P] = std::array::from_fn(|p| _mm512_loadu_ps(pivots[p].as_ptr()));
-            let mut cv: [__m512i; P] = [_mm512_setzero_si512(); P];
-            let base = rows.as_ptr().add(g0);
-            for r in 0..n {
-                let v = _mm512_loadu_ps(base.add(r * stride));
-                for p in 0..P {
-                    let below = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, pv[p]);
-                    cv[p] = _mm512_mask_add_epi32(cv[p], below, cv[p], one);
-                }
-            }
-            for p in 0..P {
-                _mm512_storeu_si512(tallies[p].as_mut_ptr().cast(), cv[p]);
-            }
-        }
-        for (count, tally) in counts.iter_mut().zip(tallies) {
-            for (c, t) in count.iter_mut().zip(tally) {
-                *c = u64::from(t);
-            }
-        }
-        counts
-    }
-
-    #[inline(always)]
-    fn collect(
-        rows: &[f32],
-        stride: usize,
-        g0: usize,
-        n: usize,
-        lows: &[Lane; 2],
-        highs: &[Lane; 2],
-        middle: (&Lane, &Lane),
-        sums: Option<&mut Lane>,
-        mut push: impl FnMut(usize, u32, &Lane),
-    ) {
-        use std::arch::x86_64::*;
-        if !fits(rows, stride, g0, n) {
-            return;
-        }
-        let (lows, highs) =
-            ([pivots32(&lows[0]), pivots32(&lows[1])], [pivots32(&highs[0]), pivots32(&highs[1])]);
-        let (mid_lo, mid_hi) = (pivots32(middle.0), pivots32(middle.1));
-        // SAFETY: as in `count`; `sums`, the bounds and `wide` are arrays of 16.
-        unsafe {
-            let lo = [_mm512_loadu_ps(lows[0].as_ptr()), _mm512_loadu_ps(lows[1].as_ptr())];
-            let hi = [_mm512_loadu_ps(highs[0].as_ptr()), _mm512_loadu_ps(highs[1].as_ptr())];
-            let (mlo, mhi) = (_mm512_loadu_ps(mid_lo.as_ptr()), _mm512_loadu_ps(mid_hi.as_ptr()));
-            // float64 sums of the first and last eight columns, each in row order
-            let mut total = [_mm512_setzero_pd(); 2];
-            let summing = sums.is_some();
-            let base = rows.as_ptr().add(g0);
-            let mut wide = [0.0f64; LANES];
-            for r in 0..n {
-                let v = _mm512_loadu_ps(base.add(r * stride));
-                if summing {
-                    let inside = _mm512_mask_cmp_ps_mask::<_CMP_LT_OQ>(
-                        _mm512_cmp_ps_mask::<_CMP_LE_OQ>(mlo, v),
-                        v,
-                        mhi,
-                    );
-                    if inside != 0 {
-                        let halves = widen_f32(v);
-                        total[0] = _mm512_mask_add_pd(total[0], inside as u8, total[0], halves[0]);
-                        total[1] = _mm512_mask_add_pd(total[1], (inside >> 8) as u8, total[1], halves[1]);
-                    }
-                }
-                let hits: [u16; 2] = [0, 1].map(|k| {
-                    _mm512_mask_cmp_ps_mask::<_CMP_LT_OQ>(
-                        _mm512_cmp_ps_mask::<_CMP_LE_OQ>(lo[k], v),
-                        v,
-                        hi[k],
-                    )
-                });
-                // widened only for a hit (most rows of a median have none)
-                if hits != [0, 0] {
-                    let halves = widen_f32(v);
-                    _mm512_storeu_pd(wide.as_mut_ptr(), halves[0]);
-                    _mm512_storeu_pd(wide.as_mut_ptr().add(8), halves[1]);
-                    for (k, &bits) in hits.iter().enumerate() {
-                        if bits != 0 {
-                            push(k, u32::from(bits), &wide);
-                        }
-                    }
-                }
-            }
-            if let Some(sums) = sums {
-                let mut add = [0.0f64; LANES];
-                _mm512_storeu_pd(add.as_mut_ptr(), total[0]);
-                _mm512_storeu_pd(add.as_mut_ptr().add(8), total[1]);
-                sums.iter_mut().zip(add).for_each(|(s, a)| *s += a);
-            }
+        for at in (0..LANES).step_by(W::WIDTH) {
+            collect_register(rows, stride, (g0, at), n, lows, highs, middle, sums.as_deref_mut(), &mut push);
         }
     }
 }
