@@ -186,9 +186,10 @@ impl Bracket {
 /// The two row loops every group runs, written twice: plain code (vectorized by the compiler,
 /// with AVX2 where the CPU has it) and with AVX-512 intrinsics, where compares give bit masks
 /// (the plain code builds a hit mask lane by lane, the most expensive step of the pass).
-/// `rows` holds `n` rows `stride` apart; the group is the sixteen columns from `g0`; callers
-/// check `g0 + LANES <= stride` and `rows.len() >= n * stride` first ([`fits`]). Pivots and
-/// bounds are float64 (the values' own type compares against [`Elem::pivot`] of them).
+/// `rows` holds `n` rows `stride` apart; the group is the sixteen columns from `g0`, inside every
+/// row (the AVX-512 loops check that, [`fits`], and leave a register outside untouched; the plain
+/// ones read zeros there). Pivots and bounds are float64 (the values' own type compares against
+/// [`Elem::pivot`] of them).
 trait Kernel<E: Elem> {
     /// Per pivot and column, how many rows hold a smaller value.
     fn count<const P: usize>(
