@@ -483,7 +483,8 @@ fn collect_register<W: Register>(
     push: &mut impl FnMut(usize, u32, &Lane),
 ) {
     use std::arch::x86_64::*;
-    if !fits(rows, stride, g0 + at, W::WIDTH, n) {
+    // the register's columns inside every row, and inside the group's sixteen (`wide`, `total`)
+    if !fits(rows, stride, g0 + at, W::WIDTH, n) || at + W::WIDTH > LANES {
         return;
     }
     let (lows, highs) = (lows.map(|b| bounds_of::<W>(&b, at)), highs.map(|b| bounds_of::<W>(&b, at)));
@@ -491,8 +492,8 @@ fn collect_register<W: Register>(
     // the row's values as float64 at their columns (NaN in the others, never pushed as hits)
     let mut wide = [f64::NAN; LANES];
     let mut total = [0.0f64; LANES];
-    // SAFETY: as in `count_register`; `wide` and `total` hold 16 float64 from column `at` when
-    // `at + WIDTH <= 16` (float64: `at` is 0 or 8; float32: 0), which `get_mut` checks.
+    // SAFETY: as in `count_register`; `wide` holds `WIDTH` float64 from column `at` (checked
+    // above: `at + WIDTH <= 16`), `total` 16.
     unsafe {
         let lo = [W::load(lows[0].as_ptr()), W::load(lows[1].as_ptr())];
         let hi = [W::load(highs[0].as_ptr()), W::load(highs[1].as_ptr())];
@@ -501,8 +502,6 @@ fn collect_register<W: Register>(
         let mut sum = [_mm512_setzero_pd(); 2];
         let summing = sums.is_some();
         let base = rows.as_ptr().add(g0 + at);
-        let Some(wide_at) = wide.get_mut(at..at + W::WIDTH) else { return };
-        let wide_at = wide_at.as_mut_ptr();
         for r in 0..n {
             let v = W::load(base.add(r * stride));
             if summing {
@@ -517,9 +516,9 @@ fn collect_register<W: Register>(
             // widened only for a hit (most rows of a median have none)
             if hits != [0, 0] {
                 let halves = W::widen(v);
-                _mm512_storeu_pd(wide_at, halves[0]);
+                _mm512_storeu_pd(wide.as_mut_ptr().add(at), halves[0]);
                 if W::WIDTH > 8 {
-                    _mm512_storeu_pd(wide_at.add(8), halves[1]);
+                    _mm512_storeu_pd(wide.as_mut_ptr().add(at + 8), halves[1]);
                 }
                 for (k, &bits) in hits.iter().enumerate() {
                     if bits != 0 {
