@@ -178,16 +178,12 @@ def test_an_accepted_upload_changed_before_its_sums_are_needed_stops_the_round(t
 
 @pytest.mark.parametrize("count", [5, 40])  # the fused pass (<= 32 uploads) and the chunked sweep
 @pytest.mark.parametrize("swap", ["fifo", "symlink", "other-checkpoint", "in-place"])
-def test_paths_swapped_after_the_check_never_reach_the_robust_reads(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int, swap: str
-):
+def test_paths_swapped_after_the_check_never_reach_the_robust_reads(tmp_path: Path, count: int, swap: str):
     """Between the robust methods' check and their second reads, another program replaces some
     uploads' paths: a FIFO (opening it would block), a symlink to /dev/zero, another checkpoint.
     The second reads go through the files held open since the check, never the paths: the median
     is the checked uploads', with no hang and no error. The same file rewritten in place (same
     inode, other values) stops the round with CheckpointChangedError naming it."""
-    from ortckpt import _robust
-
     paths = []
     for i in range(count):
         state = CheckpointState(
@@ -200,9 +196,8 @@ def test_paths_swapped_after_the_check_never_reach_the_robust_reads(
     ortckpt.save(
         CheckpointState({"w": np.full((64, 300), 1e6, np.float32), "b": np.zeros(8, np.float32)}), other
     )
-    original = _robust.aggregate
 
-    def vandal(*args: object, **kwargs: object) -> object:
+    def vandal() -> None:
         for p in paths[:3]:
             if swap == "in-place":
                 data = bytearray(p.read_bytes())
@@ -218,17 +213,20 @@ def test_paths_swapped_after_the_check_never_reach_the_robust_reads(
                 p.symlink_to("/dev/zero")
             else:
                 os.link(other, p)
-        return original(*args, **kwargs)
 
-    monkeypatch.setattr(_robust, "aggregate", vandal)
+    # every upload checked (the round's add), then the paths vandalized, then the second reads
+    rnd = ortckpt.Round(method="median")
+    for p in paths:
+        assert rnd.add(p).accepted
+    vandal()
     signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the robust reads blocked"))
     signal.alarm(120)
     try:
         if swap == "in-place":
             with pytest.raises(ortckpt.CheckpointChangedError, match=r"dev0[0-2]\.ckpt"):
-                ortckpt.average(paths, method="median")
+                rnd.result()
             return
-        got = ortckpt.average(paths, method="median")
+        got = rnd.result()
     finally:
         signal.alarm(0)
     assert not got.rejected

@@ -35,7 +35,7 @@ if _typing.TYPE_CHECKING:
     from ._buffers import parameters_from_buffer, parameters_to_buffer
     from ._export import export_for_inference
     from .adapters import from_adapter, to_adapter
-    from .aggregate import AggregationError, AggregationReport, SourceReport, average
+    from .aggregate import AggregationError, AggregationReport, Round, SourceReport, average
     from .conversions import (
         convert,
         from_npz,
@@ -59,7 +59,9 @@ _LAZY = {
     **dict.fromkeys(("parameters_from_buffer", "parameters_to_buffer"), "_buffers"),
     "export_for_inference": "_export",
     **dict.fromkeys(("from_adapter", "to_adapter"), "adapters"),
-    **dict.fromkeys(("AggregationError", "AggregationReport", "SourceReport", "average"), "aggregate"),
+    **dict.fromkeys(
+        ("AggregationError", "AggregationReport", "Round", "SourceReport", "average"), "aggregate"
+    ),
     **dict.fromkeys(
         (
             "convert",
@@ -111,6 +113,7 @@ __all__ = [
     "OptimizerGroup",
     "Parameter",
     "PropertyBag",
+    "Round",
     "SourceReport",
     "SourceTooLargeError",
     "TensorDataError",

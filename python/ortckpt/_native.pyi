@@ -13,7 +13,6 @@ from typing_extensions import Buffer
 __all__ = [
     "CRASH_STEPS",
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",
-    "NETWORK_UP_TO",
     "NPZ_BUDGET_RATIO",
     "NPZ_MIN_BUDGET",
     "SAFETENSORS_DTYPES",
@@ -21,6 +20,7 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "WRITABLE_VERSIONS",
     "WRITTEN_VERSION",
+    "AggregationError",
     "AggregationLayout",
     "AtomicOutput",
     "CheckpointChangedError",
@@ -31,36 +31,30 @@ __all__ = [
     "Index",
     "InterruptedSaveError",
     "InvalidCheckpointError",
-    "LaneReader",
     "MappedFile",
+    "ReadUpload",
+    "Round",
+    "RoundVerdict",
     "SourceTooLargeError",
     "StagedOutput",
     "TensorDataError",
     "TensorRecord",
     "UnsupportedVersionError",
-    "Upload",
     "UploadBytes",
-    "accumulate",
-    "add_files",
-    "add_pairwise",
-    "check_files",
-    "check_upload",
     "external_data_location",
     "external_data_path",
     "index_checkpoint",
     "is_unchanging",
     "load_checkpoint",
+    "merge_partials",
+    "range_pass",
     "read_adapter",
     "read_adapter_bytes",
     "read_legacy_folder",
     "read_npz",
-    "read_rows",
     "read_safetensors",
+    "read_upload",
     "recover",
-    "reduce_block",
-    "reduce_columns",
-    "reduce_slots",
-    "release_buffers",
     "save_checkpoint",
     "serialize_adapter",
     "serialize_checkpoint",
@@ -238,96 +232,133 @@ class AggregationLayout:
     ) -> AggregationLayout: ...
     def slot_lanes(self) -> list[int]: ...
 
-@final
-class Upload:
-    """One upload, indexed, its bytes in private memory (or ``bytes``)."""
-
-    @staticmethod
-    def read(path: PathArg, max_bytes: int | None = None) -> Upload | tuple[str, str]: ...
-    @staticmethod
-    def from_bytes(data: bytes, source: str, external: bytes | None = None) -> Upload: ...
-    @property
-    def identity(self) -> tuple[int, int] | None: ...
-    @property
-    def checkpoint(self) -> bytes | UploadBytes: ...
-    @property
-    def external(self) -> bytes | UploadBytes | None: ...
-    @property
-    def is_nominal(self) -> bool: ...
-    def locate(self, layout: AggregationLayout) -> list[tuple[int, int, bool, int]] | tuple[str, str]: ...
-    def reader(self) -> LaneReader: ...
+_Portable = tuple[
+    str,
+    float,
+    list[tuple[int, int, bool]],
+    list[float],
+    tuple[str, int, int] | tuple[str, bytes] | tuple[str, str],
+    tuple[str, bytes, tuple[int, int, int, int], tuple[int, int, int, int] | None]
+    | tuple[str, bytes, bytes | None],
+]
+_Plan = tuple[str, float, int, int | None, list[int], list[float], list[float], tuple[int, float] | None, bool]
+_Partial = tuple[NDArray[np.float64], NDArray[np.float64], float, int]
+_MemberReport = tuple[str, float, float, bool, float, float | None, bool]
 
 @final
-class LaneReader:
-    """An upload's values read again chunk by chunk (pread from its held files, or its bytes)."""
+class RoundVerdict:
+    """What became of one upload: accepted with a weight, or rejected with a kind and a message."""
 
-    def confirm_unchanged(self) -> None: ...
-    def read(self, location: tuple[int, int, bool, int], first: int, count: int) -> NDArray[np.float64]: ...
-    def read_into(
-        self, location: tuple[int, int, bool, int], first: int, out: NDArray[np.float64]
+    @property
+    def accepted(self) -> bool: ...
+    @property
+    def weight(self) -> float | None: ...
+    @property
+    def kind(self) -> str | None: ...
+    @property
+    def message(self) -> str | None: ...
+
+@final
+class ReadUpload:
+    """A local upload read whole into private memory, its files still open."""
+
+    @property
+    def checkpoint(self) -> UploadBytes: ...
+    @property
+    def external(self) -> UploadBytes | None: ...
+    @property
+    def identity(self) -> tuple[int, int]: ...
+    @property
+    def source(self) -> str: ...
+
+def read_upload(path: PathArg, max_bytes: int | None = None) -> ReadUpload: ...
+
+@final
+class Round:
+    """One aggregation round (the core's ``aggregate::Round``)."""
+
+    def __new__(
+        cls,
+        layout: AggregationLayout,
+        method_name: str,
+        *,
+        trim: float = 0.1,
+        byzantine: int = 0,
+        keep: int | None = None,
+        clip_norm: float | None = None,
+        noise_multiplier: float | None = None,
+        seed: int | None = None,
+        max_bytes: int | None = None,
+        chunk_bytes: int = ...,
+        staleness_exponent: float = 0.5,
+        max_staleness: int | None = None,
+        screening: bool = False,
+    ) -> Round: ...
+    @property
+    def accepted(self) -> int: ...
+    @property
+    def total_weight(self) -> float: ...
+    def set_base_file(self, path: PathArg) -> None: ...
+    def set_base_bytes(
+        self, data: Buffer | UploadBytes, external: Buffer | UploadBytes | None = None
     ) -> None: ...
+    def add_files(
+        self,
+        paths: Sequence[PathArg],
+        weights: Sequence[float | None],
+        weight_property: str | None,
+        labels: Sequence[str],
+        staleness: Sequence[int],
+    ) -> list[RoundVerdict]: ...
+    def add_bytes(
+        self,
+        data: Buffer | UploadBytes,
+        external: Buffer | UploadBytes | None,
+        weight: float | None,
+        weight_property: str | None,
+        label: str,
+        identity: tuple[int, int] | str | None = None,
+        staleness: int = 0,
+        source: str | None = None,
+    ) -> RoundVerdict: ...
+    def add_read(
+        self,
+        upload: ReadUpload,
+        weight: float | None,
+        weight_property: str | None,
+        label: str,
+        staleness: int = 0,
+    ) -> RoundVerdict: ...
+    def take_partial(self) -> _Partial: ...
+    def absorb(self, partial: _Partial) -> None: ...
+    def finish(self) -> tuple[NDArray[np.float64], float, int, list[_MemberReport]]: ...
+    def passes_needed(self) -> tuple[bool, bool]: ...
+    def take_portables(self) -> list[_Portable]: ...
+    def admit(self, portable: _Portable) -> RoundVerdict | None: ...
+    def portables(self) -> tuple[list[_Portable], _Portable | None]: ...
+    def clip_scale(self, squares: Sequence[float]) -> list[float]: ...
+    def plan(self, scale: Sequence[float], d: Sequence[float]) -> tuple[_Plan, list[float] | None]: ...
+    def finish_remote(
+        self,
+        values: Sequence[float],
+        gaps: Sequence[float],
+        squares: Sequence[float],
+        plan: _Plan,
+        scores: Sequence[float] | None,
+    ) -> tuple[NDArray[np.float64], float, int, list[_MemberReport]]: ...
 
-def release_buffers() -> None: ...
-def reduce_block(
-    x: NDArray[np.float64], method: str, cut: int, squares: NDArray[np.float64], gaps: NDArray[np.float64]
-) -> NDArray[np.float64]: ...
-def reduce_slots(
-    readers: Sequence[LaneReader],
-    locations: Sequence[Sequence[tuple[int, int, bool, int]]],
-    method: str,
-    cut: int,
-    outs: Sequence[NDArray[np.float64]],
-    squares: NDArray[np.float64],
-    gaps: NDArray[np.float64],
+def merge_partials(first: _Partial, second: _Partial) -> _Partial: ...
+def range_pass(
+    layout: AggregationLayout,
+    portables: Sequence[_Portable],
+    base: _Portable | None,
+    start: int,
+    end: int,
     chunk_bytes: int,
-) -> None: ...
-def add_pairwise(x: NDArray[np.float64], d: NDArray[np.float64]) -> None: ...
-def read_rows(
-    readers: Sequence[LaneReader],
-    locations: Sequence[tuple[int, int, bool, int]],
-    first: int,
-    out: NDArray[np.float64],
-) -> None: ...
-def reduce_columns(x: NDArray[np.float64], method: str, cut: int = 0) -> NDArray[np.float64]: ...
-def add_files(
-    paths: Sequence[str | os.PathLike[str]],
-    weights: Sequence[float | None],
-    weight_property: str | None,
-    layout: AggregationLayout,
-    sums: Sequence[NDArray[np.float64]],
-    bounds: NDArray[np.float64],
-    max_bytes: int | None,
-    seen: Sequence[tuple[int, int]],
-) -> list[tuple[str, float, str, str, Exception | None, tuple[int, int] | None]]: ...
-def check_files(
-    paths: Sequence[str | os.PathLike[str]],
-    weights: Sequence[float | None],
-    weight_property: str | None,
-    layout: AggregationLayout,
-    bounds: NDArray[np.float64],
-    max_bytes: int | None,
-    seen: Sequence[tuple[int, int]],
-) -> list[
-    tuple[
-        tuple[str, float, str, str, Exception | None, tuple[int, int] | None],
-        tuple[LaneReader, list[tuple[int, int, bool, int]]] | None,
-    ]
-]: ...
-def accumulate(
-    upload: Upload,
-    layout: AggregationLayout,
-    sums: Sequence[NDArray[np.float64]],
-    bounds: NDArray[np.float64],
-    weight: float | None = None,
-    weight_property: str | None = None,
-) -> float | tuple[str, str]: ...
-def check_upload(
-    upload: Upload,
-    layout: AggregationLayout,
-    bounds: NDArray[np.float64],
-    weight: float | None = None,
-    weight_property: str | None = None,
-) -> float | tuple[str, str] | None: ...
+    kind: str,
+    scale: Sequence[float] | None = None,
+    plan: _Plan | None = None,
+) -> Any: ...
 def read_npz(
     path: PathArg, max_decompressed_bytes: int | None = None
 ) -> tuple[MappedFile, list[tuple[str, str, list[int], bool, MappedFile | bytes, int]]]: ...
@@ -339,7 +370,6 @@ DEFAULT_EXTERNAL_DATA_THRESHOLD: int
 CRASH_STEPS: list[str]
 NPZ_BUDGET_RATIO: int
 NPZ_MIN_BUDGET: int
-NETWORK_UP_TO: int
 
 def read_safetensors(
     path: PathArg,
@@ -361,3 +391,7 @@ class InterruptedSaveError(CheckpointError): ...
 class CheckpointChangedError(CheckpointError): ...
 class ConversionError(CheckpointError): ...
 class SourceTooLargeError(CheckpointError): ...
+
+class AggregationError(CheckpointError):
+    # set by ortckpt.average and Round.result: the AggregationReport of the round that failed
+    report: Any

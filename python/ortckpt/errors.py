@@ -14,7 +14,8 @@ re-exported here; the two that carry Python state are defined here).
     ├── SourceTooLargeError         an input is larger than the max_bytes it was read with
     ├── ConversionError             a safetensors/npz file is malformed, or a checkpoint cannot be
     │                               converted without losing data the caller did not agree to lose
-    └── AggregationError            no upload could be averaged (``.report`` says why)
+    └── AggregationError            a round gave no aggregate: no upload accepted, fewer than the
+                                    method needs, or not finite (``.report`` says why)
     CompatError(RuntimeError)       ortckpt.compat's failures, raised as ORT raises RuntimeError
 
 Operating-system failures (missing file, permissions, a path that is not a regular file) stay
@@ -23,9 +24,8 @@ Operating-system failures (missing file, permissions, a path that is not a regul
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ._native import (
+    AggregationError,
     CheckpointChangedError,
     CheckpointError,
     ConversionError,
@@ -37,9 +37,6 @@ from ._native import (
     TensorDataError,
     UnsupportedVersionError,
 )
-
-if TYPE_CHECKING:
-    from .aggregate import AggregationReport
 
 __all__ = [
     "AggregationError",
@@ -55,13 +52,6 @@ __all__ = [
     "TensorDataError",
     "UnsupportedVersionError",
 ]
-
-
-class AggregationError(CheckpointError):
-    """No upload could be averaged (every one was rejected): nothing was written. ``report``
-    tells why each was rejected."""
-
-    report: AggregationReport
 
 
 class CompatError(RuntimeError):

@@ -473,7 +473,7 @@ def _add_buffer_commands(parser: Parser, commands: Any) -> None:
         add_output_options(command, writes=True)
 
 
-_METHODS = ("fedavg", "median", "trimmed_mean", "krum", "multi_krum", "bulyan")  # as ortckpt._robust
+_METHODS = ("fedavg", "median", "trimmed_mean", "krum", "multi_krum", "bulyan")  # as ortckpt.Round
 
 
 def add_method_options(command: argparse.ArgumentParser) -> None:

@@ -32,6 +32,9 @@ pub enum ErrorKind {
     Interrupted,
     /// A broken internal invariant of ortckpt: a bug to report, never the input's fault.
     Internal,
+    /// An aggregation round cannot give an aggregate (too few accepted uploads, or one that is
+    /// not finite).
+    Aggregation,
 }
 
 /// Everything that can go wrong reading or writing a checkpoint. Variants about one tensor name it
@@ -277,6 +280,11 @@ pub enum Error {
         /// The version in the file.
         found: i32,
     },
+    /// An aggregation round cannot give an aggregate.
+    Aggregation {
+        /// Why, for users.
+        detail: String,
+    },
 }
 
 impl Error {
@@ -319,6 +327,7 @@ impl Error {
             Interrupted { .. } => ErrorKind::Interrupted,
             // It is never the input's fault; the message says it is a bug to report.
             Internal { .. } => ErrorKind::Internal,
+            Aggregation { .. } => ErrorKind::Aggregation,
         }
     }
 
@@ -465,6 +474,7 @@ impl fmt::Display for Error {
             MalformedAdapter { what, offset } => {
                 write!(f, "corrupt ORT adapter flatbuffer: {what} (at byte {offset})")
             }
+            Aggregation { detail } => f.write_str(detail),
             UnsupportedAdapterVersion { found } => write!(
                 f,
                 "adapter format version {found} is not supported (ONNX Runtime 1.20 and later and \

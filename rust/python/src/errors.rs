@@ -62,6 +62,12 @@ create_exception!(
 );
 create_exception!(
     ortckpt,
+    AggregationError,
+    CheckpointError,
+    "No aggregate could be made: no upload was accepted, fewer than the method needs, or the aggregate is not finite (``.report`` says why, when it comes from ``average`` or ``Round.result``)."
+);
+create_exception!(
+    ortckpt,
     SourceTooLargeError,
     CheckpointError,
     "A checkpoint (or upload) is larger than the size limit it was read with."
@@ -83,6 +89,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CheckpointChangedError", py.get_type::<CheckpointChangedError>())?;
     m.add("ConversionError", py.get_type::<ConversionError>())?;
     m.add("SourceTooLargeError", py.get_type::<SourceTooLargeError>())?;
+    m.add("AggregationError", py.get_type::<AggregationError>())?;
     Ok(())
 }
 
@@ -141,6 +148,7 @@ pub(crate) fn core_error(source: &str, e: GuardedError) -> PyErr {
             "{message}; this is a bug in ortckpt, please report it with the file"
         )),
         ErrorKind::Io | ErrorKind::KeptChanging => CheckpointError::new_err(message),
+        ErrorKind::Aggregation => AggregationError::new_err(e.to_string()),
     };
     with_attributes(err, source, e.tensor())
 }

@@ -11,6 +11,7 @@ mod index;
 mod legacy;
 mod mapped;
 mod npz;
+mod round;
 mod safetensors;
 
 use std::ffi::OsString;

@@ -5,6 +5,8 @@
 
 mod columns;
 mod distances;
+#[cfg(feature = "fs")] // a round reads upload files
+mod engine;
 mod kernel;
 #[cfg(feature = "fs")] // reads upload files
 mod round;
@@ -23,6 +25,12 @@ pub use columns::{
     median_columns, reduce_block, reduce_stored_block, trimmed_mean_columns, Statistic, NETWORK_UP_TO,
 };
 pub use distances::add_pairwise;
+#[cfg(feature = "fs")]
+pub use engine::{
+    add_noise, clip_scale, passes, plan_of, random_seed, segments, Aggregate, FileUpload as RoundFile, Held,
+    Identity, MemberReport, Method, Options, Origin, Partial, Plan, Portable, Reduced, Round, Segment,
+    Shared, Staleness, Stamp, Verdict as RoundVerdict, MIN_CHUNK_BYTES,
+};
 pub use kernel::{accumulate, add_window, check_values, slot_bytes};
 #[cfg(feature = "fs")]
 pub use round::{add_files, check_files, FileItem, Screened, Verdict};

@@ -155,7 +155,7 @@ pub fn reduce_slots(
 
 /// [`read_rows`] of stored values: row `r` of `out` (`count` lanes of `locations[r]`'s width)
 /// gets lanes `first..first + count` as the file stores them (checked finite).
-fn read_stored_rows(
+pub(crate) fn read_stored_rows(
     sources: &[RowSource<'_>],
     locations: &[Located],
     first: usize,

@@ -275,13 +275,22 @@ pub enum WeightRule {
     Given(f64),
     /// The value of this property, which must be a positive finite number.
     Property(String),
+    /// The value of this property times a factor (a staleness discount).
+    PropertyTimes(String, f64),
 }
 
 /// The upload's weight under `rule`.
 pub fn weight_of(index: &CheckpointIndex, rule: &WeightRule) -> Result<f64, Rejection> {
-    let name = match rule {
-        WeightRule::Given(w) => return Ok(*w),
-        WeightRule::Property(name) => name,
+    let (name, factor) = match rule {
+        WeightRule::Given(w) if w.is_finite() && *w > 0.0 => return Ok(*w),
+        WeightRule::Given(w) => {
+            return Err(Rejection::new(
+                "weight",
+                format!("the weight {} is not a positive finite number", py_float(*w)),
+            ))
+        }
+        WeightRule::Property(name) => (name, 1.0),
+        WeightRule::PropertyTimes(name, factor) => (name, *factor),
     };
     let Some(property) = index.properties.iter().find(|p| &p.name == name) else {
         return Err(Rejection::new("weight", format!("property {} (the weight) is missing", py_repr(name))));
@@ -292,7 +301,17 @@ pub fn weight_of(index: &CheckpointIndex, rule: &WeightRule) -> Result<f64, Reje
         PropertyValue::Str(s) => (f64::NAN, py_repr(s)),
     };
     if value.is_finite() && value > 0.0 {
-        return Ok(value);
+        let weight = value * factor;
+        if !(weight.is_finite() && weight > 0.0) {
+            return Err(Rejection::new(
+                "weight",
+                format!(
+                    "property {} = {shown} discounted by {factor} is not a positive number",
+                    py_repr(name)
+                ),
+            ));
+        }
+        return Ok(weight);
     }
     Err(Rejection::new("weight", format!("property {} = {shown} is not a positive number", py_repr(name))))
 }

@@ -95,6 +95,12 @@ impl Buffer {
     }
 }
 
+impl AsRef<[u8]> for Buffer {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
 impl Drop for Buffer {
     fn drop(&mut self) {
         if !self.pooled.load(Ordering::Relaxed) {
@@ -246,6 +252,34 @@ impl HeldFiles {
             return Err(Error::Internal { detail: "a lane range past the end of its tensor".into() });
         }
         file.read_exact_at(dst, start).map_err(|_| changed(&self.path, "after it was checked (now shorter)"))
+    }
+
+    /// The stamps (identity, size, modification time) of the checkpoint file and of its external
+    /// data file, as they were when opened.
+    pub fn stamps(&self) -> (FileStamp, Option<FileStamp>) {
+        (self.checkpoint.1, self.external.as_ref().map(|e| e.1))
+    }
+
+    /// Opens `path` (and `path.data`) again, for another process of a cluster: `Err`
+    /// (CheckpointChanged) unless both files are still the versions `stamps` describe.
+    pub fn reopen(path: &Path, stamps: (FileStamp, Option<FileStamp>)) -> Result<HeldFiles, Error> {
+        let files = match open_files(path, None) {
+            Ok(files) => files,
+            Err(UploadError::Unreadable(e)) => return Err(e),
+            Err(UploadError::Rejected(r)) => {
+                return Err(changed(path, &format!("after it was checked ({})", r.message)))
+            }
+        };
+        if files.stamps() != stamps {
+            return Err(changed(path, "after it was checked, before the round read it again"));
+        }
+        Ok(files)
+    }
+
+    /// The sizes of the checkpoint file and of its external data file (when there is one), as
+    /// checked when they were opened.
+    pub fn sizes(&self) -> (u64, Option<u64>) {
+        (self.checkpoint.1.size, self.external.as_ref().map(|e| e.1.size))
     }
 
     /// (device, inode) of the checkpoint file.

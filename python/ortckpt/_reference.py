@@ -1,0 +1,190 @@
+"""The reference of a round: the structure every upload must match (``ModelSpec``, as the core's
+``AggregationLayout``), the default size limit it implies, and the global state built around
+the aggregate's values (frozen parameters, properties and optimizer steps come from it).
+
+Rounding: every value is converted exactly to float64 (complex128 for complex dtypes), multiplied
+by its weight and added in float64 in the order the engine visits the sources; the mean is
+divided once and rounded to the parameter's dtype (round to nearest even). Engines that add in
+another order (Dask's tree) therefore agree with each other to one unit in the last place of the
+parameter's dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _dtypes, _native
+from .errors import AggregationError
+from .state import CheckpointState, OptimizerGroup, Parameter
+
+#: dtypes whose values are averaged: real floats (bfloat16/float8 included) and complex
+_REAL = frozenset(
+    {
+        _dtypes.FLOAT,
+        _dtypes.FLOAT16,
+        _dtypes.DOUBLE,
+        _dtypes.BFLOAT16,
+        _dtypes.FLOAT8E4M3FN,
+        _dtypes.FLOAT8E4M3FNUZ,
+        _dtypes.FLOAT8E5M2,
+        _dtypes.FLOAT8E5M2FNUZ,
+    }
+)
+_COMPLEX = frozenset({_dtypes.COMPLEX64, _dtypes.COMPLEX128})
+_SLACK = 1 << 20  # bytes allowed beyond the tensors for the flatbuffer structure and properties
+
+
+class Rejected(ValueError):
+    """Why an upload (or a reference) cannot be averaged: ``kind`` (a short code) and a message."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What every upload must match: the reference's parameters and (optionally) momentums."""
+
+    params: dict[str, tuple[bool, int, tuple[int, ...]]]  # name -> (trainable, data type, shape)
+    momentums: dict[tuple[str, str, str], tuple[int, tuple[int, ...]]]  # (group, param, momentum)
+    include_optimizer_state: bool
+
+    @property
+    def averaged(self) -> list[str]:
+        return [n for n, (trainable, _, _) in self.params.items() if trainable]
+
+
+def _type(code: int) -> str:
+    return _dtypes.type_name(code)
+
+
+def spec_of(state: CheckpointState, include_optimizer_state: bool) -> ModelSpec:
+    """The structure of a reference state; ``Rejected`` (a ValueError) when it cannot be averaged."""
+    if state.is_nominal:
+        raise Rejected("nominal", "the checkpoint is nominal (names and types only, no values)")
+    params = {}
+    for name, p in state.parameters.items():
+        if p.trainable and p.data_type not in _REAL | _COMPLEX:
+            raise Rejected(
+                "dtype",
+                f"parameter {name!r} is trainable but {_type(p.data_type)}: only floating-point "
+                "parameters can be averaged (mark it frozen)",
+            )
+        params[name] = (p.trainable, p.data_type, tuple(p.shape))
+    momentums: dict[tuple[str, str, str], tuple[int, tuple[int, ...]]] = {}
+    if include_optimizer_state:
+        if state.optimizer is None:
+            raise Rejected(
+                "optimizer", "include_optimizer_state=True but the checkpoint has no optimizer state"
+            )
+        for group_name, group in state.optimizer.items():
+            for param, moms in group.states.items():
+                for momentum, array in moms.items():
+                    code = _dtypes.from_numpy(array.dtype, momentum)
+                    if code not in _REAL | _COMPLEX:
+                        raise Rejected(
+                            "optimizer",
+                            f"momentum {param}/{momentum} is {_type(code)}: it cannot be averaged",
+                        )
+                    momentums[(group_name, param, momentum)] = (code, tuple(array.shape))
+    return ModelSpec(params, momentums, include_optimizer_state)
+
+
+def layout_of(spec: ModelSpec) -> _native.AggregationLayout:
+    """The native form of ``spec`` (built once per process that aggregates: it does not pickle)."""
+    params = [(n, t, code, list(shape)) for n, (t, code, shape) in spec.params.items()]
+    moms = [(g, p, m, code, list(shape)) for (g, p, m), (code, shape) in spec.momentums.items()]
+    return _native.AggregationLayout(params, moms)
+
+
+def default_limit(reference: CheckpointState) -> int:
+    """4x the reference's tensor bytes (room for optimizer state: AdamW keeps 2 momentums per
+    parameter) plus 1 MiB for the file's structure and properties."""
+    tensors = sum(p.nbytes for p in reference.parameters.values())
+    if reference.optimizer is not None:
+        for group in reference.optimizer.values():
+            tensors += sum(int(a.nbytes) for moms in group.states.values() for a in moms.values())
+    return 4 * tensors + _SLACK
+
+
+def _wanted(reference: CheckpointState, spec: ModelSpec) -> list[tuple[str, np.dtype[Any], tuple[int, ...]]]:
+    """Per slot (the core's order: trainable parameters, then momentums): a label, its dtype, its shape."""
+    wanted = [
+        (f"parameter {name!r}", reference.parameters[name].dtype, shape)
+        for name, (trainable, _, shape) in spec.params.items()
+        if trainable
+    ]
+    if spec.include_optimizer_state:
+        assert reference.optimizer is not None
+        for group_name, group in reference.optimizer.items():
+            for param, states in group.states.items():
+                for m, arr in states.items():
+                    wanted.append((f"momentum '{group_name}/{param}/{m}'", arr.dtype, tuple(arr.shape)))
+    return wanted
+
+
+def _rounded(
+    values: np.ndarray[Any, Any], wanted: list[tuple[str, np.dtype[Any], tuple[int, ...]]]
+) -> list[Any]:
+    """Each slot's float64 values rounded once to its dtype. The results of one dtype share one
+    allocation (numpy asks for huge pages above 4 MiB: 512x fewer page faults than one array per
+    small tensor); they are read-only views of a base that owns its data, so a state keeps them
+    without a copy. ``AggregationError`` names a tensor whose values pass its dtype's range."""
+    sizes: dict[np.dtype[Any], int] = {}
+    for _, dtype, shape in wanted:
+        sizes[dtype] = sizes.get(dtype, 0) + math.prod(shape)
+    flats = {dtype: np.empty(size, dtype) for dtype, size in sizes.items()}
+    used = dict.fromkeys(flats, 0)
+    out: list[Any] = []
+    start = 0
+    for label, dtype, shape in wanted:
+        count = math.prod(shape)
+        lanes = 2 * count if dtype.kind == "c" else count
+        part = values[start : start + lanes]
+        start += lanes
+        if dtype.kind == "c":
+            part = part.view(np.complex128)
+        at = used[dtype]
+        used[dtype] = at + count
+        view = flats[dtype][at : at + count].reshape(shape)
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.copyto(view, part.reshape(shape), casting="unsafe")
+        if not np.isfinite(view).all():
+            raise AggregationError(
+                f"the aggregate of {label} passes the range of {dtype.name}: the uploads are finite, but "
+                "their aggregate (an update added to the global model) is not representable"
+            )
+        out.append(view)
+    for array in [*flats.values(), *out]:
+        array.flags.writeable = False
+    return out
+
+
+def result_state(
+    reference: CheckpointState, spec: ModelSpec, values: np.ndarray[Any, Any]
+) -> CheckpointState:
+    """The global state: the aggregate's values (one float64 vector, slot order) rounded to each
+    tensor's dtype, around the reference's frozen parameters, properties and optimizer groups."""
+    means = iter(_rounded(values, _wanted(reference, spec)))
+    params: list[Parameter] = []
+    for name, (is_trainable, _, _) in spec.params.items():
+        params.append(
+            Parameter(name, next(means), trainable=True) if is_trainable else reference.parameters[name]
+        )
+    optimizer = None
+    if spec.include_optimizer_state:
+        assert reference.optimizer is not None
+        optimizer = {
+            group_name: OptimizerGroup(
+                group.step,
+                group.initial_learning_rate,
+                {param: {m: next(means) for m in states} for param, states in group.states.items()},
+            )
+            for group_name, group in reference.optimizer.items()
+        }
+    return CheckpointState(params, properties=reference.properties, optimizer=optimizer)

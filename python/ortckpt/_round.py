@@ -1,0 +1,393 @@
+"""``ortckpt.Round``: one aggregation round that takes uploads as they arrive.
+
+Each ``add`` checks one upload against the reference (names, trainable flags, dtypes, shapes,
+finite values, the size limit, a usable weight, not seen before) and answers at once with its
+``SourceReport``; plain FedAvg adds it into float64 sums there and then, so memory stays one model
+whatever the number of uploads. The robust methods and update hygiene keep each accepted upload
+(its files held open, or its bytes) and read them again, chunk by chunk, in ``result``. Every rule
+is the core's (``ortckpt_core::aggregate::Round``); this module turns sources into what it takes
+and its verdicts into reports. See docs/federated.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from . import _native
+from ._reference import ModelSpec, default_limit, layout_of, result_state, spec_of
+from ._reports import AggregationReport, SourceReport
+from ._sources import local_output
+from ._types import CheckpointSource, StrPath
+from ._uploads import Item, Payload, local_file, prefetched, read_source, rejection
+from .errors import AggregationError
+from .io import load_bytes, save
+from .state import CheckpointState
+
+METHODS = ("fedavg", "median", "trimmed_mean", "krum", "multi_krum", "bulyan")
+#: float64 bytes of one chunk across all uploads (the ``chunk_bytes`` knob's default)
+DEFAULT_CHUNK_BYTES = 64 << 20
+#: local files per native call (the core checks a window of them on every core at once)
+FILES_PER_CALL = 64
+
+__all__ = ["DEFAULT_CHUNK_BYTES", "METHODS", "Round"]
+
+
+def _label(index: int, src: object) -> str:
+    if isinstance(src, (str, os.PathLike)):
+        return os.fsdecode(os.fspath(src))
+    if isinstance(src, CheckpointState):
+        return src.source if src.source not in (None, "<bytes>") else f"state #{index}"
+    return f"upload #{index}"
+
+
+def _whole(name: str, value: Any, *, minimum: int = 0, optional: bool = True) -> int | None:
+    """A whole-number option, checked (never a bool, a float or a negative number)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be a whole number >= {minimum}; got {value!r}")
+    return value
+
+
+def _number(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number; got {value!r}")
+    return float(value)
+
+
+class Round:
+    """One aggregation round: ``add`` uploads as they arrive, then ``result()``.
+
+    ``reference``: what every upload must match (a path, URL, bytes or state); default: the first
+    upload that loads and passes its own checks. The options are ``average``'s (``method``,
+    ``trim``, ``byzantine``, ``keep``, ``relative_to``, ``clip_norm``, ``noise_multiplier``,
+    ``seed``, ``chunk_bytes``, ``include_optimizer_state``, ``max_bytes``, ``storage_options``),
+    each checked here. Staleness (asynchronous FL, as FedBuff defines it): an upload trained from a
+    global model ``s`` versions old weighs ``weight * (1 + s) ** -staleness_exponent`` (default
+    0.5: ``1 / sqrt(1 + s)``); one older than ``max_staleness`` is rejected (kind ``stale``).
+    """
+
+    def __init__(
+        self,
+        reference: CheckpointSource | None = None,
+        *,
+        method: str = "fedavg",
+        include_optimizer_state: bool = False,
+        max_bytes: int | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        trim: float = 0.1,
+        byzantine: int = 0,
+        keep: int | None = None,
+        relative_to: CheckpointSource | None = None,
+        clip_norm: float | None = None,
+        noise_multiplier: float | None = None,
+        seed: int | None = None,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        staleness_exponent: float = 0.5,
+        max_staleness: int | None = None,
+    ) -> None:
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+        self.method = method
+        self._options: dict[str, Any] = {
+            "trim": _number("trim", trim),
+            "byzantine": _whole("byzantine", byzantine, optional=False),
+            "keep": _whole("keep", keep, minimum=1),
+            "clip_norm": _number("clip_norm", clip_norm),
+            "noise_multiplier": _number("noise_multiplier", noise_multiplier),
+            "seed": _whole("seed", seed),
+            "chunk_bytes": _whole("chunk_bytes", chunk_bytes, minimum=8, optional=False),
+            "staleness_exponent": _number("staleness_exponent", staleness_exponent),
+            "max_staleness": _whole("max_staleness", max_staleness),
+        }
+        self._max_bytes = _whole("max_bytes", max_bytes, minimum=1)
+        # every option is checked by the core now, not when the first upload arrives
+        _native.Round(_native.AggregationLayout([], []), method, **self._options)
+        self._include = include_optimizer_state
+        self._storage = dict(storage_options) if storage_options is not None else None
+        self._relative_to = relative_to
+        self._given_reference = reference
+        self._limit = self._max_bytes
+        self._native: _native.Round | None = None
+        self._reference: CheckpointState | None = None
+        self._spec: ModelSpec | None = None
+        self.reference_label = "none"
+        self._reports: list[SourceReport] = []
+        self._accepted: list[int] = []  # positions in _reports, in the order the round accepted them
+        self._count = 0
+        self._done = False
+        if reference is not None:
+            payload = read_source(reference, None, self._storage)
+            state = load_bytes(payload.data, external_data=payload.external)
+            is_bytes = isinstance(reference, (bytes, bytearray, memoryview))
+            self._start(
+                state,
+                spec_of(state, include_optimizer_state),
+                "<bytes>" if is_bytes else _label(-1, reference),
+            )
+
+    # -- the reference ---------------------------------------------------------------------------
+
+    def _start(self, state: CheckpointState, spec: ModelSpec, label: str) -> None:
+        """Starts the native round over ``state``'s structure (and the global model of ``relative_to``)."""
+        if self._max_bytes is None:
+            self._limit = default_limit(state)
+        native = _native.Round(layout_of(spec), self.method, max_bytes=self._limit, **self._options)
+        if self._relative_to is not None:
+            base = self._relative_to
+            path = local_file(base)
+            if path is not None:
+                native.set_base_file(path)
+            else:
+                payload = read_source(base, None, self._storage)
+                native.set_base_bytes(payload.data, payload.external)
+        self._native, self._reference, self._spec, self.reference_label = native, state, spec, label
+
+    def _try_reference(
+        self, index: int, client: str, payload: Payload, rule: Any, staleness: int
+    ) -> SourceReport:
+        """The first upload that loads and passes its own checks becomes the reference."""
+        try:
+            state = load_bytes(payload.data, external_data=payload.external)
+            self._start(state, spec_of(state, self._include), client)
+        except Exception as exc:  # a bad upload cannot be the reference; the next one is tried
+            report = rejection(index, client, exc)
+            self._reports.append(report)
+            return report
+        report = self._add_payload(index, client, payload, rule, staleness)
+        if not report.accepted:  # it failed its own checks (a NaN, a bad weight): not the reference
+            self._native, self._reference, self._spec, self.reference_label = None, None, None, "none"
+            self._limit, self._accepted = self._max_bytes, []
+        return report
+
+    def _plain(self) -> bool:
+        """Plain FedAvg: each upload added into the sums as it comes, none kept."""
+        o = self._options
+        return (
+            self.method == "fedavg"
+            and o["clip_norm"] is None
+            and o["noise_multiplier"] is None
+            and self._relative_to is None
+        )
+
+    # -- adding uploads --------------------------------------------------------------------------
+
+    @staticmethod
+    def _rule(weight: Any) -> tuple[float | None, str | None]:
+        if isinstance(weight, str):
+            return None, weight
+        if weight is None:
+            return None, None
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+            raise TypeError(f"weight must be a number or a property name; got {type(weight).__name__}")
+        return float(weight), None
+
+    def _report(self, index: int, client: str, verdict: _native.RoundVerdict, staleness: int) -> SourceReport:
+        age = staleness or None
+        if verdict.accepted:
+            report = SourceReport(index, client, True, weight=verdict.weight, staleness=age)
+            self._accepted.append(len(self._reports))
+        else:
+            report = SourceReport(
+                index, client, False, kind=verdict.kind, reason=verdict.message, staleness=age
+            )
+        self._reports.append(report)
+        return report
+
+    def _add_payload(
+        self, index: int, client: str, payload: Payload, rule: Any, staleness: int
+    ) -> SourceReport:
+        assert self._native is not None
+        given, prop = self._rule(rule)
+        if payload.read is not None:
+            verdict = self._native.add_read(payload.read, given, prop, client, staleness)
+        else:
+            verdict = self._native.add_bytes(
+                payload.data,
+                payload.external,
+                given,
+                prop,
+                client,
+                payload.identity,
+                staleness,
+                payload.source,
+            )
+        return self._report(index, client, verdict, staleness)
+
+    def _add_files(self, batch: list[tuple[int, str, str, Any, int]]) -> list[SourceReport]:
+        """Local files, checked in one native call on every core (the same verdicts as one by one)."""
+        assert self._native is not None
+        props = {r for _, _, _, r, _ in batch if isinstance(r, str)}
+        prop = next(iter(props)) if len(props) == 1 else None
+        if len(props) > 1:  # one property per native call: split the batch
+            reports: list[SourceReport] = []
+            for item in batch:
+                reports.extend(self._add_files([item]))
+            return reports
+        given = [None if isinstance(r, str) or r is None else self._rule(r)[0] for _, _, _, r, _ in batch]
+        verdicts = self._native.add_files(
+            [p for _, _, p, _, _ in batch],
+            given,
+            prop,
+            [c for _, c, _, _, _ in batch],
+            [s for *_, s in batch],
+        )
+        return [self._report(i, c, v, s) for (i, c, _, _, s), v in zip(batch, verdicts, strict=True)]
+
+    def _check_open(self) -> None:
+        if self._done:
+            raise ValueError("this round has given its result; start a new Round")
+
+    def add(
+        self,
+        source: CheckpointSource,
+        weight: float | str | None = None,
+        *,
+        client: str | None = None,
+        staleness: int = 0,
+    ) -> SourceReport:
+        """Checks one upload and counts it when it passes: its ``SourceReport``, at once.
+
+        ``weight``: a number (e.g. the device's sample count), the name of a property of the
+        upload that holds it, or None (1). ``client`` names it in the report (default: its path,
+        or its position). ``staleness``: how many global-model versions old it is. A bad upload
+        never raises: it is rejected with a kind and a reason (docs/federated.md).
+        """
+        self._check_open()
+        index = self._count
+        self._count += 1
+        label = client if client is not None else _label(index, source)
+        age = _whole("staleness", staleness, optional=False)
+        assert age is not None
+        return self._add_one((index, label, source, weight, age), None)
+
+    def _add_one(self, item: Item, read: Any) -> SourceReport:
+        index, client, src, rule, staleness = item
+        if self._native is not None:
+            path = local_file(src)
+            if path is not None and read is None:
+                return self._add_files([(index, client, path, rule, staleness)])[0]
+        try:
+            payload = read() if read is not None else read_source(src, self._limit, self._storage)
+        except Exception as exc:  # garbage, unreachable, too large: this upload only, never the round
+            report = rejection(index, client, exc)
+            self._reports.append(report)
+            return report
+        if self._native is None:
+            return self._try_reference(index, client, payload, rule, staleness)
+        return self._add_payload(index, client, payload, rule, staleness)
+
+    def _extend(self, items: Iterable[Item], ahead: int) -> None:
+        """``add`` for many uploads: local files in batches checked on every core, other sources
+        read ``ahead`` at a time on other threads while the one before them is checked."""
+        items = iter(items)
+        for item in items:  # one at a time until the reference is known
+            self._count = max(self._count, item[0] + 1)
+            self._add_one(item, None)
+            if self._native is not None:
+                break
+        batch: list[tuple[int, str, str, Any, int]] = []
+
+        def flush() -> None:
+            if batch:
+                self._add_files(batch)
+                batch.clear()
+
+        found: list[str | None] = []
+
+        def skip(src: Any) -> bool:
+            found.append(local_file(src))
+            return found[-1] is not None
+
+        for item, read in prefetched(items, self._limit, self._storage, skip, ahead=ahead):
+            self._count = max(self._count, item[0] + 1)
+            path = found.pop(0)
+            if path is not None:
+                batch.append((item[0], item[1], path, item[3], item[4]))
+                if len(batch) >= FILES_PER_CALL:
+                    flush()
+                continue
+            flush()
+            self._add_one(item, read)
+        flush()
+
+    # -- the result ------------------------------------------------------------------------------
+
+    @property
+    def reports(self) -> list[SourceReport]:
+        """The verdicts so far, in the order the uploads were added."""
+        return list(self._reports)
+
+    @property
+    def accepted(self) -> int:
+        """How many uploads were accepted so far."""
+        return len(self._accepted)
+
+    @property
+    def total_weight(self) -> float:
+        """The sum of the accepted uploads' weights so far."""
+        return 0.0 if self._native is None else self._native.total_weight
+
+    def _failure(self, message: str, engine: str) -> AggregationError:
+        report = AggregationReport(
+            None,
+            self.reference_label,
+            sorted(self._reports, key=lambda r: r.index),
+            0.0,
+            CheckpointState(),
+            engine,
+            self.method,
+        )
+        error = AggregationError(f"{message}:\n{report.summary()}")
+        error.report = report
+        return error
+
+    def result(self, out: StrPath | None = None, *, engine: str = "local") -> AggregationReport:
+        """The aggregate (the round ends): an ``AggregationReport`` whose ``.state`` is the global
+        model, written to ``out`` (a path or URL; atomic for local paths) when given.
+        ``AggregationError`` (with ``.report``) when there is none: no upload accepted, fewer than
+        the method needs, or an aggregate that is not finite."""
+        self._check_open()
+        self._done = True
+        if self._native is None or self._reference is None or self._spec is None or not self._accepted:
+            raise self._failure(f"no upload could be averaged (all {len(self._reports)} rejected)", engine)
+        native = self._native
+        return self._finish(native.finish, out, engine)
+
+    def _finish(self, finish: Any, out: StrPath | None, engine: str) -> AggregationReport:
+        """The report of the round: ``finish()`` gives the native aggregate ``(values, total
+        weight, count, members)``."""
+        assert self._reference is not None and self._spec is not None
+        self._done = True
+        try:
+            values, total_weight, _, members = finish()
+            state = result_state(self._reference, self._spec, values)
+        except AggregationError as exc:
+            raise self._failure(f"no aggregate: {exc}", engine) from None
+        for position, (_, _, norm, clipped, distance, krum_score, selected) in zip(self._accepted, members):
+            r = self._reports[position]
+            self._reports[position] = SourceReport(
+                r.index,
+                r.client,
+                True,
+                weight=r.weight,
+                norm=norm,
+                clipped=clipped,
+                distance=distance,
+                krum_score=krum_score,
+                selected=selected,
+                staleness=r.staleness,
+            )
+        written: str | None = None
+        if out is not None:
+            written = os.fsdecode(os.fspath(out))
+            with local_output(out, self._storage) as path:
+                save(state, path, include_optimizer_state=self._include)
+        reports = sorted(self._reports, key=lambda r: r.index)
+        return AggregationReport(
+            written, self.reference_label, reports, total_weight, state, engine, self.method
+        )

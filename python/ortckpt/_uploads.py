@@ -1,0 +1,136 @@
+"""Reading one upload for a round, whatever its form: a local checkpoint file (left to the core,
+which reads it into private memory or streams it), a local ORT 1.15 folder, an fsspec URL (its
+bytes, and its ``.data``), a checkpoint's bytes, or a state. At most ``max_bytes`` bytes are read
+from any of them; a bad upload becomes a rejection of its own, never the round's failure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from . import _native
+from ._reference import Rejected
+from ._reports import SourceReport
+from ._sources import SourceTooLargeError, _exists, is_url, local_path, read_url
+from .io import external_data_path, load
+from .state import CheckpointState
+
+
+@dataclass(frozen=True)
+class Payload:
+    """An upload's bytes as the round takes them, and what tells it apart from the others."""
+
+    data: Any  # bytes, or a read-only view of private memory (_native.UploadBytes)
+    external: Any  # the same, for its external data; None without
+    identity: (
+        tuple[int, int] | str | None
+    )  # (device, inode) of a file; a URL or folder; None: the bytes' hash
+    source: str  # how messages name it
+    read: Any = None  # a local file's _native.ReadUpload (its files still open), else None
+
+
+def local_file(src: Any) -> str | None:
+    """The path of ``src`` when it is a local checkpoint file (not a URL, bytes, state or folder):
+    those go to the core's file readers."""
+    if not isinstance(src, (str, os.PathLike)) or is_url(src):
+        return None
+    name = local_path(src)
+    return None if os.path.isdir(name) else name
+
+
+def _folder_size(folder: str) -> int:
+    """Bytes of the regular files an ORT 1.15 checkpoint folder reader may read (symlinks not
+    followed: what they lead to is counted by ``os.stat`` of the entry, as the reader opens it)."""
+    total = 0
+    for entry in os.scandir(folder):
+        try:
+            if entry.is_file():
+                total += entry.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
+def read_source(src: Any, max_bytes: int | None, storage_options: Any) -> Payload:
+    """The bytes of one upload (never a shared mapping: a truncation by another process cannot
+    crash the server), at most ``max_bytes`` read. Raises ``Rejected`` (too large) or the reader's
+    error."""
+    if isinstance(src, CheckpointState):
+        return Payload(src.to_bytes(include_optimizer_state=True), None, None, "<state>")
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        return Payload(src if isinstance(src, bytes) else bytes(src), None, None, "<bytes>")
+    if is_url(src):
+        url = str(src)
+        data = read_url(url, max_bytes=max_bytes, storage_options=storage_options)
+        external = None
+        ext_url = external_data_path(url)
+        if _exists(ext_url, storage_options):
+            left = None if max_bytes is None else max_bytes - len(data)
+            external = read_url(ext_url, max_bytes=left, storage_options=storage_options)
+        return Payload(data, external, url, url)
+    name = local_path(src)
+    if os.path.isdir(name):  # an ORT 1.15 folder: measured first, then read by the legacy reader
+        size = _folder_size(name)
+        if max_bytes is not None and size > max_bytes:
+            raise Rejected(
+                "too-large",
+                f"{name}: {size} bytes exceed the size limit of {max_bytes} bytes "
+                "(raise max_bytes if it is legitimate)",
+            )
+        return Payload(load(name).to_bytes(include_optimizer_state=True), None, name, name)
+    try:
+        read = _native.read_upload(name, max_bytes)
+    except SourceTooLargeError as exc:
+        raise Rejected("too-large", str(exc)) from None
+    return Payload(read.checkpoint, read.external, read.identity, name, read)
+
+
+def rejection(index: int, client: str, exc: BaseException) -> SourceReport:
+    """The report of an upload that failed with ``exc`` (read in Python: a URL, a folder)."""
+    if isinstance(exc, Rejected):
+        return SourceReport(index, client, False, kind=exc.kind, reason=str(exc))
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, SourceTooLargeError):
+        return SourceReport(index, client, False, kind="too-large", reason=reason)
+    return SourceReport(index, client, False, kind="unreadable", reason=f"{type(exc).__name__}: {reason}")
+
+
+Item = tuple[int, str, Any, float | str | None, int]  # index, client, source, weight rule, staleness
+
+
+class _NotRead:
+    """The "future" of an item ``prefetched`` was told to skip: its ``result`` is None."""
+
+    def result(self) -> None:
+        return None
+
+
+def prefetched(
+    items: Iterator[Item],
+    max_bytes: int | None,
+    storage_options: Any,
+    skip: Callable[[Any], bool],
+    ahead: int = 1,
+) -> Iterator[tuple[Item, Callable[[], Payload | None]]]:
+    """Each item with a function returning its payload, read ``ahead`` items ahead on as many other
+    threads: the next uploads' bytes arrive while the current one is used (reads release the
+    GIL). At most ``ahead + 1`` uploads are in memory at a time. Items whose source ``skip``
+    accepts are not read (their function returns None)."""
+    with ThreadPoolExecutor(ahead, thread_name_prefix="ortckpt-read") as pool:
+        waiting: deque[tuple[Item, Any]] = deque()
+        for item in items:
+            future: Any = (
+                _NotRead() if skip(item[2]) else pool.submit(read_source, item[2], max_bytes, storage_options)
+            )
+            if len(waiting) == ahead:
+                first, done = waiting.popleft()
+                yield first, done.result
+            waiting.append((item, future))
+        while waiting:
+            first, done = waiting.popleft()
+            yield first, done.result

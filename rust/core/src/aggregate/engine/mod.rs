@@ -1,0 +1,887 @@
+//! One aggregation round: [`Round`] takes uploads one at a time or in batches, gives each its
+//! verdict at once, and gives the aggregate at the end ([`Round::finish`]).
+//!
+//! The round owns everything a round is: the reference's [`Layout`], the method and its options,
+//! the identities already seen (the same upload given twice counts once), the FedAvg sums with the
+//! overflow rule ([`tally`]), the uploads kept for the robust methods ([`members`]) and the global
+//! model of `relative_to`. It chooses how to read each upload itself: local files of plain FedAvg
+//! are added by the windowed or streamed kernels (`round.rs`, `stream.rs`), bytes by the kernel
+//! directly; the robust methods and update hygiene keep each accepted upload (its files held open,
+//! or its bytes) and read them again, chunk by chunk, when the round finishes ([`robust`]).
+
+mod members;
+mod noise;
+mod options;
+mod robust;
+mod tally;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use members::{Held, Origin, Portable, Shared, Stamp};
+pub use noise::add_noise;
+pub use options::{Method, Options, MIN_CHUNK_BYTES};
+pub use robust::MemberReport;
+pub use robust::{clip_scale, plan_of, random_seed, segments, Plan, Reduced, Segment};
+
+use super::round::{check_files, FileItem, Screened, Verdict as FileVerdict};
+use super::structure::{check_structure, Layout, Located, WeightRule};
+use super::upload::{index_upload, open_files, read_file, HeldFiles, UploadError};
+use super::{located_data, Rejection};
+use crate::Error;
+use members::Member;
+pub(crate) use tally::admit_weight;
+use tally::Tally;
+
+/// What tells the same upload given twice.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Identity {
+    /// A local file: (device, inode).
+    File(u64, u64),
+    /// Bytes: the BLAKE3 hash of the checkpoint (and of its external data, when given).
+    Content([u8; 32]),
+    /// A name the caller vouches for (a URL).
+    Named(String),
+}
+
+impl Identity {
+    /// The identity of an upload given as bytes.
+    pub fn of_bytes(checkpoint: &[u8], external: Option<&[u8]>) -> Identity {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(&(checkpoint.len() as u64).to_le_bytes());
+        hasher.update(checkpoint);
+        if let Some(external) = external {
+            hasher.update(external);
+        }
+        Identity::Content(*hasher.finalize().as_bytes())
+    }
+}
+
+/// What became of one upload.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Counted, with this weight (the staleness discount applied).
+    Accepted {
+        /// The weight used.
+        weight: f64,
+    },
+    /// The same upload as an earlier one, whose label is given: counted once.
+    Duplicate {
+        /// The label of the upload counted.
+        first: String,
+    },
+    /// Refused by the round's checks (a documented kind).
+    Rejected(Rejection),
+    /// The reader's or the operating system's error (the kind `unreadable`).
+    Unreadable(Error),
+}
+
+/// The round's staleness rule (FedBuff's): an upload trained from a global model `s` versions old
+/// weighs `weight × (1 + s)^-exponent`; one older than `cutoff` is rejected (kind `stale`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Staleness {
+    /// The discount's exponent (FedBuff: 0.5, i.e. `1 / sqrt(1 + s)`).
+    pub exponent: f64,
+    /// The largest staleness accepted (None: any).
+    pub cutoff: Option<u64>,
+}
+
+impl Default for Staleness {
+    fn default() -> Staleness {
+        Staleness { exponent: 0.5, cutoff: None }
+    }
+}
+
+impl Staleness {
+    /// The factor of an upload `staleness` versions old, or its rejection.
+    pub fn discount(&self, staleness: u64) -> Result<f64, Rejection> {
+        if let Some(cutoff) = self.cutoff.filter(|&c| staleness > c) {
+            return Err(Rejection::new(
+                "stale",
+                format!("trained from a global model {staleness} versions old; the cut-off is {cutoff}"),
+            ));
+        }
+        Ok((1.0 + staleness as f64).powf(-self.exponent))
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if !(self.exponent.is_finite() && self.exponent >= 0.0) {
+            return Err(format!(
+                "the staleness exponent must be a finite number >= 0; got {}",
+                self.exponent
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One upload for [`Round::add_files`]: a local checkpoint file (its external data is `path.data`).
+pub struct FileUpload {
+    /// The checkpoint's path.
+    pub path: PathBuf,
+    /// How its weight is chosen.
+    pub rule: WeightRule,
+    /// How it is named in verdicts (the client).
+    pub label: String,
+    /// How many global-model versions old it is (see [`Staleness`]).
+    pub staleness: u64,
+}
+
+/// The aggregate: float64 values of every averaged tensor (slot order, one flat vector), what
+/// was counted, and what was found about each upload kept by the robust methods.
+pub struct Aggregate {
+    /// Every slot's values, one after another (`Layout::slot_lanes` long each).
+    pub values: Vec<f64>,
+    /// The sum of the accepted uploads' weights.
+    pub total_weight: f64,
+    /// The accepted uploads.
+    pub count: usize,
+    /// Per kept upload (robust methods and hygiene), in the order they were accepted.
+    pub members: Vec<MemberReport>,
+}
+
+/// The FedAvg sums of part of a round's uploads (a Dask task's batch): what [`Round::absorb`]
+/// adds into another round.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Partial {
+    /// Every slot's sums, one after another.
+    pub sums: Vec<f64>,
+    /// Per slot: a bound on the magnitude of its sums.
+    pub bounds: Vec<f64>,
+    /// The sum of the weights.
+    pub total_weight: f64,
+    /// The uploads counted.
+    pub count: usize,
+}
+
+impl Partial {
+    /// Adds `other` into `self`; `Err` (and `self` unchanged in what it means: the round fails)
+    /// when the sums or the total weight pass float64's limit.
+    pub fn merge(&mut self, other: &Partial) -> Result<(), Error> {
+        if other.count == 0 {
+            return Ok(());
+        }
+        if self.count == 0 {
+            *self = other.clone();
+            return Ok(());
+        }
+        if self.sums.len() != other.sums.len() || self.bounds.len() != other.bounds.len() {
+            return Err(Error::Internal { detail: "partial sums of two different models".into() });
+        }
+        let total = self.total_weight + other.total_weight;
+        let overflow =
+            !total.is_finite() || self.sums.iter().zip(&other.sums).any(|(a, b)| !(a + b).is_finite());
+        if overflow {
+            return Err(Error::Aggregation {
+                detail: "the partial sums (or total weights) of two batches overflow float64 when added: \
+                         aggregate these uploads on one machine (engine=None), which rejects the upload \
+                         that overflows"
+                    .into(),
+            });
+        }
+        self.sums.iter_mut().zip(&other.sums).for_each(|(a, b)| *a += b);
+        self.bounds.iter_mut().zip(&other.bounds).for_each(|(a, b)| *a += b);
+        self.total_weight = total;
+        self.count += other.count;
+        Ok(())
+    }
+}
+
+/// An aggregation round (see the module note).
+pub struct Round {
+    layout: Layout,
+    lanes: Vec<usize>,
+    options: Options,
+    staleness: Staleness,
+    /// Identity -> label of the upload counted (or refused after being read) under it.
+    seen: HashMap<Identity, String>,
+    tally: Tally,
+    members: Vec<Member>,
+    base: Option<Member>,
+    accepted: usize,
+    /// A cluster task's round: uploads are checked and kept, but not admitted (no overflow
+    /// rule: the client's round admits them in upload order, see [`Round::admit`]).
+    screening: bool,
+    /// Per kept member in screening mode: its identity and each tensor's largest magnitude.
+    screened: Vec<(Identity, Vec<f64>)>,
+    /// The client's round of a cluster: the uploads admitted, read by the cluster's tasks.
+    remote: Vec<Portable>,
+}
+
+impl Round {
+    /// A round over uploads shaped as `layout`; `Err` names an option out of range.
+    pub fn new(layout: Layout, options: Options, staleness: Staleness) -> Result<Round, String> {
+        options.check()?;
+        staleness.check()?;
+        let lanes = layout.slot_lanes();
+        let tally = Tally::new(&lanes);
+        Ok(Round {
+            layout,
+            lanes,
+            options,
+            staleness,
+            seen: HashMap::new(),
+            tally,
+            members: Vec::new(),
+            base: None,
+            accepted: 0,
+            screening: false,
+            screened: Vec::new(),
+            remote: Vec::new(),
+        })
+    }
+
+    /// A cluster task's round (see `screening`): every upload checked and kept with its largest
+    /// magnitudes, none admitted; [`Round::into_portables`] gives them to the client's round.
+    pub fn screening(layout: Layout, options: Options, staleness: Staleness) -> Result<Round, String> {
+        let mut round = Round::new(layout, options, staleness)?;
+        round.screening = true;
+        Ok(round)
+    }
+
+    /// The reference's structure.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The round's options.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// Accepted uploads so far.
+    pub fn accepted(&self) -> usize {
+        self.accepted
+    }
+
+    /// The sum of the accepted uploads' weights so far.
+    pub fn total_weight(&self) -> f64 {
+        self.tally.total_weight
+    }
+
+    /// Whether every accepted upload is kept to be read again at the end (the robust methods and
+    /// update hygiene), rather than added into sums as it comes.
+    fn keeps_members(&self) -> bool {
+        self.screening || !self.options.plain() || self.base.is_some()
+    }
+
+    /// Sets the global model the uploads are updates of (`relative_to`): a local file, held open
+    /// and read again at the end. `Err(Rejection)` when it does not match the reference.
+    pub fn set_base_file(&mut self, path: &Path) -> Result<(), UploadError> {
+        let files = open_files(path, None)?;
+        let index = files.index()?;
+        let located = check_structure(&index, &self.layout)?;
+        self.check_base_ranges(&located, Some(files.sizes()))?;
+        self.base = Some(Member::new("relative_to".into(), 1.0, Held::Files(Box::new(files)), located));
+        Ok(())
+    }
+
+    /// [`Round::set_base_file`] for a global model given as bytes.
+    pub fn set_base_bytes(
+        &mut self,
+        checkpoint: Shared,
+        external: Option<Shared>,
+    ) -> Result<(), UploadError> {
+        let ext = external.as_ref().map(|e| (**e).as_ref());
+        let index = index_upload((*checkpoint).as_ref(), ext)?;
+        let located = check_structure(&index, &self.layout)?;
+        let sizes = ((*checkpoint).as_ref().len() as u64, ext.map(|e| e.len() as u64));
+        self.check_base_ranges(&located, Some(sizes))?;
+        self.base = Some(Member::new("relative_to".into(), 1.0, Held::Bytes(checkpoint, external), located));
+        Ok(())
+    }
+
+    fn check_base_ranges(
+        &self,
+        located: &[Located],
+        sizes: Option<(u64, Option<u64>)>,
+    ) -> Result<(), Rejection> {
+        for (slot, (loc, &n)) in located.iter().zip(&self.lanes).enumerate() {
+            let expected = (n as u64).saturating_mul(loc.lanes.width() as u64);
+            let size = match (sizes, loc.external) {
+                (Some((_, Some(ext))), true) => ext,
+                (Some((cp, _)), false) => cp,
+                _ => 0,
+            };
+            if loc.bytes.end.checked_sub(loc.bytes.start) != Some(expected) || loc.bytes.end > size {
+                return Err(Rejection::new(
+                    "unreadable",
+                    format!("the bytes of {} lie outside the global model", self.layout.slot_label(slot)),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The weight rule of an upload `staleness` versions old, or its rejection.
+    fn discounted(&self, rule: &WeightRule, staleness: u64) -> Result<WeightRule, Rejection> {
+        let factor = self.staleness.discount(staleness)?;
+        if factor == 1.0 {
+            return Ok(rule.clone());
+        }
+        Ok(match rule {
+            WeightRule::Given(w) => WeightRule::Given(w * factor),
+            WeightRule::Property(name) => WeightRule::PropertyTimes(name.clone(), factor),
+            WeightRule::PropertyTimes(name, f) => WeightRule::PropertyTimes(name.clone(), f * factor),
+        })
+    }
+
+    /// Checks and counts local upload files, in order, on every core (see the module note):
+    /// one verdict per upload.
+    pub fn add_files(&mut self, uploads: &[FileUpload]) -> Result<Vec<Verdict>, Error> {
+        let mut verdicts: Vec<Option<Verdict>> = (0..uploads.len()).map(|_| None).collect();
+        let mut items = Vec::with_capacity(uploads.len());
+        let mut positions = Vec::with_capacity(uploads.len());
+        for (i, u) in uploads.iter().enumerate() {
+            match self.discounted(&u.rule, u.staleness) {
+                Ok(rule) => {
+                    items.push(FileItem { path: u.path.clone(), rule });
+                    positions.push(i);
+                }
+                Err(rejection) => verdicts[i] = Some(Verdict::Rejected(rejection)),
+            }
+        }
+        let labels: Vec<&str> = positions.iter().map(|&i| uploads[i].label.as_str()).collect();
+        let found = if self.screening {
+            self.screen_only(&items, &labels)
+        } else if self.keeps_members() {
+            self.screen_files(&items, &labels)?
+        } else {
+            self.sum_files(&items, &labels)?
+        };
+        for (i, v) in positions.into_iter().zip(found) {
+            verdicts[i] = Some(v);
+        }
+        Ok(verdicts
+            .into_iter()
+            .map(|v| {
+                v.unwrap_or_else(|| Verdict::Unreadable(Error::Internal { detail: "no verdict".into() }))
+            })
+            .collect())
+    }
+
+    /// Plain FedAvg over files: the windowed or streamed kernels add them into the sums.
+    fn sum_files(&mut self, items: &[FileItem], labels: &[&str]) -> Result<Vec<Verdict>, Error> {
+        let mut seen: std::collections::HashSet<(u64, u64)> = self.file_identities();
+        let verdicts = self.tally.add_files(items, &self.layout, self.options.max_bytes, &mut seen)?;
+        Ok(verdicts.into_iter().zip(labels).map(|(v, label)| self.settle(v, label)).collect())
+    }
+
+    /// The robust methods' check of files: every upload checked as FedAvg checks it, its files
+    /// kept open; when the sums would be needed to tell an overflow, one by one exactly.
+    fn screen_files(&mut self, items: &[FileItem], labels: &[&str]) -> Result<Vec<Verdict>, Error> {
+        let mut out = Vec::with_capacity(items.len());
+        let mut next = 0;
+        while next < items.len() {
+            let (Some(rest), Some(rest_labels)) = (items.get(next..), labels.get(next..)) else { break };
+            if !self.tally.has_sums() {
+                let mut seen = self.file_identities();
+                let screened = check_files(
+                    rest,
+                    &self.layout,
+                    self.options.max_bytes,
+                    &mut seen,
+                    &mut self.tally.bounds,
+                    &mut self.tally.total_weight,
+                    &mut || true,
+                )?;
+                next += screened.len();
+                for (s, label) in screened.into_iter().zip(rest_labels) {
+                    let verdict = match s {
+                        Screened::Accepted { weight, identity, files, located } => {
+                            self.seen.insert(Identity::File(identity.0, identity.1), (*label).to_string());
+                            self.keep(label, weight, Held::Files(Box::new(files)), located)
+                        }
+                        Screened::Other(v) => self.settle(v, label),
+                    };
+                    out.push(verdict);
+                }
+                if next >= items.len() {
+                    break;
+                }
+            }
+            // an upload whose bounds would become infinite (or every upload once the sums exist):
+            // read whole, added exactly, kept
+            let (Some(item), Some(label)) = (items.get(next), labels.get(next)) else { break };
+            out.push(self.add_file_exactly(item, label)?);
+            next += 1;
+        }
+        Ok(out)
+    }
+
+    /// A cluster task's check of files: each checked (on every core) and kept, none admitted.
+    fn screen_only(&mut self, items: &[FileItem], labels: &[&str]) -> Vec<Verdict> {
+        let (layout, lanes, max_bytes) = (&self.layout, &self.lanes, self.options.max_bytes);
+        let streamed = super::stream::streams(layout, lanes);
+        let screened = crate::parallel::in_parallel(items.iter().collect(), usize::MAX, |item| {
+            super::round::screen(item, layout, lanes, max_bytes, streamed)
+        });
+        let mut out = Vec::with_capacity(items.len());
+        for (outcome, label) in screened.into_iter().zip(labels) {
+            let verdict = match outcome {
+                Err(UploadError::Rejected(r)) => Verdict::Rejected(r),
+                Err(UploadError::Unreadable(e)) => Verdict::Unreadable(e),
+                Ok(((dev, ino), checked)) => {
+                    let identity = Identity::File(dev, ino);
+                    if let Some(first) = self.seen.get(&identity) {
+                        out.push(Verdict::Duplicate { first: first.clone() });
+                        continue;
+                    }
+                    self.seen.insert(identity.clone(), (*label).to_string());
+                    match checked {
+                        Ok(s) => {
+                            self.screened.push((identity, s.largest));
+                            self.keep(label, s.weight, Held::Files(Box::new(s.files)), s.located)
+                        }
+                        Err(r) => Verdict::Rejected(r),
+                    }
+                }
+            };
+            out.push(verdict);
+        }
+        out
+    }
+
+    /// The uploads a screening round kept, as they travel to the client's round.
+    pub fn into_portables(self) -> Vec<Portable> {
+        self.members
+            .iter()
+            .zip(self.screened)
+            .map(|(m, (identity, largest))| m.portable(identity, largest))
+            .collect()
+    }
+
+    /// The client's admission of an upload a cluster's task checked ([`Round::into_portables`]),
+    /// in upload order: a duplicate, or accepted when no sum can overflow with it. `None` when
+    /// only FedAvg's exact sums could tell (the caller then runs the round's exact rule where
+    /// the uploads can be read: see docs/federated.md).
+    pub fn admit(&mut self, portable: Portable) -> Option<Verdict> {
+        if let Some(first) = self.seen.get(&portable.identity) {
+            return Some(Verdict::Duplicate { first: first.clone() });
+        }
+        if !self.tally.admit_largest(portable.weight, &portable.largest) {
+            return None;
+        }
+        self.seen.insert(portable.identity.clone(), portable.label.clone());
+        self.accepted += 1;
+        let weight = portable.weight;
+        self.remote.push(portable);
+        Some(Verdict::Accepted { weight })
+    }
+
+    /// The uploads admitted by [`Round::admit`], in order.
+    pub fn remote(&self) -> &[Portable] {
+        &self.remote
+    }
+
+    /// The global model of `relative_to`, as a cluster's tasks read it.
+    pub fn base_portable(&self) -> Option<Portable> {
+        self.base.as_ref().map(|b| b.portable(Identity::Named("relative_to".into()), Vec::new()))
+    }
+
+    /// The aggregate of a round whose passes ran on a cluster (see [`passes`]).
+    pub fn finish_remote(
+        self,
+        reduced: Reduced,
+        squares: Vec<f64>,
+        plan: &Plan,
+        scores: Option<Vec<f64>>,
+    ) -> Result<Aggregate, Error> {
+        self.check_count()?;
+        check_finite(&self.layout, &self.lanes, &reduced.values)?;
+        let members: Vec<MemberReport> = self
+            .remote
+            .iter()
+            .enumerate()
+            .map(|(i, p)| MemberReport {
+                label: p.label.clone(),
+                weight: p.weight,
+                norm: squares.get(i).map_or(0.0, |s| s.sqrt()),
+                clipped: plan.scale.get(i).is_some_and(|&s| s < 1.0),
+                distance: reduced.gaps.get(i).map_or(0.0, |g| g.sqrt()),
+                krum_score: scores.as_ref().and_then(|s| s.get(i).copied()),
+                selected: plan.selected.contains(&i),
+            })
+            .collect();
+        Ok(Aggregate {
+            values: reduced.values,
+            total_weight: self.tally.total_weight,
+            count: self.accepted,
+            members,
+        })
+    }
+
+    fn check_count(&self) -> Result<(), Error> {
+        let (needed, why) = self.options.method.needs();
+        if self.accepted == 0 {
+            return Err(Error::Aggregation { detail: "no upload was accepted".into() });
+        }
+        if self.accepted < needed {
+            return Err(Error::Aggregation { detail: format!("{why}; {} were accepted", self.accepted) });
+        }
+        Ok(())
+    }
+
+    /// One upload read whole and added to the sums by the kernel's exact check, then kept.
+    fn add_file_exactly(&mut self, item: &FileItem, label: &str) -> Result<Verdict, Error> {
+        let upload = match read_file(&item.path, self.options.max_bytes, &mut || true) {
+            Ok(u) => u,
+            Err(UploadError::Rejected(r)) => return Ok(Verdict::Rejected(r)),
+            Err(UploadError::Unreadable(e)) => return Ok(Verdict::Unreadable(e)),
+        };
+        let identity = Identity::File(upload.identity.0, upload.identity.1);
+        if let Some(first) = self.seen.get(&identity) {
+            return Ok(Verdict::Duplicate { first: first.clone() });
+        }
+        let ext = upload.external.as_ref().map(|e| e.bytes());
+        let index = match index_upload(upload.checkpoint.bytes(), ext) {
+            Ok(index) => index,
+            Err(e) => return Ok(Verdict::Unreadable(e)),
+        };
+        self.seen.insert(identity, label.to_string());
+        let checked =
+            located_data(&self.layout, &index, upload.checkpoint.bytes(), ext, &self.lanes, &item.rule);
+        let (located, data, weight) = match checked {
+            Ok(found) => found,
+            Err(r) => return Ok(Verdict::Rejected(r)),
+        };
+        self.ensure_sums()?;
+        if let Err(r) = self.tally.add_exactly(&self.layout, &located, &data, weight) {
+            return Ok(Verdict::Rejected(r));
+        }
+        drop(data);
+        Ok(self.keep(label, weight, Held::Files(Box::new(upload.files)), located))
+    }
+
+    /// The sums of the members so far, made when the first upload could overflow them.
+    fn ensure_sums(&mut self) -> Result<(), Error> {
+        if !self.tally.has_sums() {
+            let sums = members::sums_of(&self.members, &self.lanes)?;
+            self.tally.set_sums(sums);
+        }
+        Ok(())
+    }
+
+    /// Checks and counts one upload given as bytes (a URL's, a state's, a client's reply).
+    pub fn add_bytes(
+        &mut self,
+        checkpoint: Shared,
+        external: Option<Shared>,
+        rule: &WeightRule,
+        label: &str,
+        identity: Option<Identity>,
+        staleness: u64,
+    ) -> Verdict {
+        self.add_held(checkpoint, external, None, rule, label, identity, staleness)
+    }
+
+    /// Checks and counts one local upload already read whole into memory (from `files`, which
+    /// stay open: the robust methods read its values again from them, and a change of the file
+    /// since the read fails the round as it does for every kept file).
+    pub fn add_read(
+        &mut self,
+        checkpoint: Shared,
+        external: Option<Shared>,
+        files: HeldFiles,
+        rule: &WeightRule,
+        label: &str,
+        staleness: u64,
+    ) -> Verdict {
+        let (dev, ino) = files.identity();
+        self.add_held(
+            checkpoint,
+            external,
+            Some(files),
+            rule,
+            label,
+            Some(Identity::File(dev, ino)),
+            staleness,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add_held(
+        &mut self,
+        checkpoint: Shared,
+        external: Option<Shared>,
+        files: Option<HeldFiles>,
+        rule: &WeightRule,
+        label: &str,
+        identity: Option<Identity>,
+        staleness: u64,
+    ) -> Verdict {
+        let rule = match self.discounted(rule, staleness) {
+            Ok(rule) => rule,
+            Err(r) => return Verdict::Rejected(r),
+        };
+        let ext = external.as_ref().map(|e| (**e).as_ref());
+        let size = ((*checkpoint).as_ref().len() as u64).saturating_add(ext.map_or(0, |e| e.len() as u64));
+        if let Some(limit) = self.options.max_bytes.filter(|&l| size > l) {
+            return Verdict::Rejected(Rejection::new(
+                "too-large",
+                format!("upload of {size} bytes exceeds the size limit of {limit} bytes"),
+            ));
+        }
+        let identity = identity.unwrap_or_else(|| Identity::of_bytes((*checkpoint).as_ref(), ext));
+        if let Some(first) = self.seen.get(&identity) {
+            return Verdict::Duplicate { first: first.clone() };
+        }
+        let index = match index_upload((*checkpoint).as_ref(), ext) {
+            Ok(index) => index,
+            Err(e) => return Verdict::Unreadable(e),
+        };
+        self.seen.insert(identity.clone(), label.to_string());
+        let checked = located_data(&self.layout, &index, (*checkpoint).as_ref(), ext, &self.lanes, &rule);
+        let (located, data, weight) = match checked {
+            Ok(found) => found,
+            Err(r) => return Verdict::Rejected(r),
+        };
+        if self.screening {
+            let largest = match super::kernel::largest_of(&self.layout, &located, &data) {
+                Ok(largest) => largest,
+                Err(r) => return Verdict::Rejected(r),
+            };
+            drop(data);
+            self.screened.push((identity, largest));
+            let held = match files {
+                Some(files) => Held::Files(Box::new(files)),
+                None => Held::Bytes(checkpoint, external),
+            };
+            return self.keep(label, weight, held, located);
+        }
+        if !self.keeps_members() {
+            return match self.tally.add_exactly(&self.layout, &located, &data, weight) {
+                Ok(()) => {
+                    self.accepted += 1;
+                    Verdict::Accepted { weight }
+                }
+                Err(r) => Verdict::Rejected(r),
+            };
+        }
+        let admitted = if self.tally.has_sums() {
+            self.tally.add_exactly(&self.layout, &located, &data, weight).map(|()| true)
+        } else {
+            self.tally.check(&self.layout, &located, &data, weight)
+        };
+        match admitted {
+            Ok(true) => {}
+            Ok(false) => {
+                // only the sums can tell whether this upload overflows them
+                if let Err(e) = self.ensure_sums() {
+                    return Verdict::Unreadable(e);
+                }
+                if let Err(r) = self.tally.add_exactly(&self.layout, &located, &data, weight) {
+                    return Verdict::Rejected(r);
+                }
+            }
+            Err(r) => return Verdict::Rejected(r),
+        }
+        drop(data);
+        let held = match files {
+            Some(files) => Held::Files(Box::new(files)),
+            None => Held::Bytes(checkpoint, external),
+        };
+        self.keep(label, weight, held, located)
+    }
+
+    /// Keeps an accepted upload for the end of the round.
+    fn keep(&mut self, label: &str, weight: f64, held: Held, located: Vec<Located>) -> Verdict {
+        self.accepted += 1;
+        self.members.push(Member::new(label.to_string(), weight, held, located));
+        Verdict::Accepted { weight }
+    }
+
+    /// The identities of local files seen so far (what the file kernels take).
+    fn file_identities(&self) -> std::collections::HashSet<(u64, u64)> {
+        self.seen
+            .keys()
+            .filter_map(|k| match k {
+                Identity::File(dev, ino) => Some((*dev, *ino)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A file kernel's verdict as the round's, its identity recorded (a duplicate names the first).
+    fn settle(&mut self, verdict: FileVerdict, label: &str) -> Verdict {
+        let record = |seen: &mut HashMap<Identity, String>, id: (u64, u64)| {
+            seen.entry(Identity::File(id.0, id.1)).or_insert_with(|| label.to_string());
+        };
+        match verdict {
+            FileVerdict::Added { weight, identity } => {
+                record(&mut self.seen, identity);
+                self.accepted += 1;
+                Verdict::Accepted { weight }
+            }
+            FileVerdict::Duplicate { identity } => {
+                let first = self
+                    .seen
+                    .get(&Identity::File(identity.0, identity.1))
+                    .cloned()
+                    .unwrap_or_else(|| "an earlier upload".into());
+                Verdict::Duplicate { first }
+            }
+            FileVerdict::Rejected { rejection, identity } => {
+                if let Some(id) = identity {
+                    record(&mut self.seen, id);
+                }
+                Verdict::Rejected(rejection)
+            }
+            FileVerdict::Unreadable(e) => Verdict::Unreadable(e),
+        }
+    }
+
+    /// The FedAvg sums so far (plain FedAvg only): the round ends.
+    pub fn into_partial(self) -> Result<Partial, Error> {
+        if self.keeps_members() {
+            return Err(Error::Internal { detail: "only plain FedAvg rounds have partial sums".into() });
+        }
+        let total: usize = self.lanes.iter().sum();
+        let (sums, bounds, total_weight) = self.tally.into_parts();
+        Ok(Partial {
+            sums: sums.unwrap_or_else(|| vec![0.0; total]),
+            bounds,
+            total_weight,
+            count: self.accepted,
+        })
+    }
+
+    /// Adds the partial sums of another round's uploads (plain FedAvg only).
+    pub fn absorb(&mut self, partial: &Partial) -> Result<(), Error> {
+        if self.keeps_members() {
+            return Err(Error::Internal { detail: "only plain FedAvg rounds take partial sums".into() });
+        }
+        let total: usize = self.lanes.iter().sum();
+        if partial.sums.len() != total || partial.bounds.len() != self.lanes.len() {
+            return Err(Error::Internal { detail: "partial sums of another model".into() });
+        }
+        let (sums, bounds, total_weight) =
+            std::mem::replace(&mut self.tally, Tally::new(&self.lanes)).into_parts();
+        let mut mine = Partial {
+            sums: sums.unwrap_or_else(|| vec![0.0; total]),
+            bounds,
+            total_weight,
+            count: self.accepted,
+        };
+        let merged = mine.merge(partial);
+        self.tally = Tally::from_parts(&self.lanes, mine.sums, mine.bounds, mine.total_weight);
+        merged?;
+        self.accepted = mine.count;
+        Ok(())
+    }
+
+    /// The aggregate of the accepted uploads; `Err` when there is none, when there are fewer
+    /// than the method needs, when a kept file changed during the round, or when the aggregate
+    /// is not finite (finite uploads whose aggregate passes float64's limit).
+    pub fn finish(self) -> Result<Aggregate, Error> {
+        self.check_count()?;
+        let (count, total_weight) = (self.accepted, self.tally.total_weight);
+        let Round { layout, lanes, options, tally, members, base, .. } = self;
+        let (values, reports) = if members.is_empty() && base.is_none() {
+            (tally.means()?, Vec::new())
+        } else {
+            robust::aggregate(&lanes, &options, &members, base.as_ref())?
+        };
+        check_finite(&layout, &lanes, &values)?;
+        Ok(Aggregate { values, total_weight, count, members: reports })
+    }
+}
+
+/// `Err` naming the first tensor of the aggregate holding a value that is not finite.
+fn check_finite(layout: &Layout, lanes: &[usize], values: &[f64]) -> Result<(), Error> {
+    let mut start = 0usize;
+    for (slot, &n) in lanes.iter().enumerate() {
+        let part = values.get(start..start.saturating_add(n)).unwrap_or_default();
+        if part.iter().any(|v| !v.is_finite()) {
+            return Err(Error::Aggregation {
+                detail: format!(
+                    "the aggregate of {} is not finite: the uploads are finite, but their aggregate passes \
+                     float64's limit (values near ±1.8e308, or an update added to the global model)",
+                    layout.slot_label(slot)
+                ),
+            });
+        }
+        start = start.saturating_add(n);
+    }
+    Ok(())
+}
+
+#[allow(unused)]
+fn _assert_send() {
+    fn is_send<T: Send>() {}
+    is_send::<Round>();
+    is_send::<Arc<dyn AsRef<[u8]> + Send + Sync>>();
+}
+
+/// The passes of a round whose uploads are read by a cluster's tasks, each over lanes
+/// `start..end` of the model (all slots one after another): the task opens the uploads again
+/// (a file must still be the version that was checked), reads its lanes and confirms the files
+/// unchanged when done. The client adds the tasks' partial results (see docs/federated.md).
+pub mod passes {
+    use super::robust::{segments, Passes, Plan, Reduced};
+    use super::{Member, Portable};
+    use crate::Error;
+
+    fn opened(
+        portables: &[Portable],
+        base: Option<&Portable>,
+    ) -> Result<(Vec<Member>, Option<Member>), Error> {
+        let members = portables.iter().map(Member::open).collect::<Result<Vec<_>, _>>()?;
+        let base = base.map(Member::open).transpose()?;
+        Ok((members, base))
+    }
+
+    fn confirmed<T>(members: &[Member], base: Option<&Member>, value: T) -> Result<T, Error> {
+        for m in members.iter().chain(base) {
+            m.held.confirm_unchanged()?;
+        }
+        Ok(value)
+    }
+
+    /// Per upload, the sum of the squares of its update over lanes `start..end`.
+    pub fn squares(
+        portables: &[Portable],
+        base: Option<&Portable>,
+        lanes: &[usize],
+        (start, end): (usize, usize),
+        chunk_bytes: usize,
+    ) -> Result<Vec<f64>, Error> {
+        let (members, base) = opened(portables, base)?;
+        let out = Passes::new(&members, base.as_ref(), segments(lanes, start, end), chunk_bytes).squares()?;
+        confirmed(&members, base.as_ref(), out)
+    }
+
+    /// The squared distances between the (scaled) updates over lanes `start..end`, and their squares.
+    pub fn distances(
+        portables: &[Portable],
+        base: Option<&Portable>,
+        lanes: &[usize],
+        (start, end): (usize, usize),
+        chunk_bytes: usize,
+        scale: &[f64],
+    ) -> Result<(Vec<f64>, Vec<f64>), Error> {
+        let (members, base) = opened(portables, base)?;
+        let out = Passes::new(&members, base.as_ref(), segments(lanes, start, end), chunk_bytes)
+            .distances(scale)?;
+        confirmed(&members, base.as_ref(), out)
+    }
+
+    /// The aggregate of lanes `start..end` per `plan`.
+    pub fn reduce(
+        portables: &[Portable],
+        base: Option<&Portable>,
+        lanes: &[usize],
+        (start, end): (usize, usize),
+        chunk_bytes: usize,
+        plan: &Plan,
+    ) -> Result<Reduced, Error> {
+        let (members, base) = opened(portables, base)?;
+        let out =
+            Passes::new(&members, base.as_ref(), segments(lanes, start, end), chunk_bytes).reduce(plan)?;
+        confirmed(&members, base.as_ref(), out)
+    }
+}
+
+#[cfg(test)]
+mod tests;

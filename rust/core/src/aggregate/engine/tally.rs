@@ -1,0 +1,173 @@
+//! The FedAvg sums of a round and the overflow rule, in one place: float64 sums of
+//! `weight × value` per averaged tensor, a bound on each sum's magnitude (see `kernel.rs`), and
+//! the total weight, which must stay finite too (two replies claiming 1e308 examples each would
+//! otherwise make every mean zero).
+
+use std::collections::HashSet;
+
+use super::super::kernel::{accumulate, check_values};
+use super::super::round::{add_files, FileItem, Verdict};
+use super::super::structure::{Layout, Located};
+use super::super::Rejection;
+use crate::Error;
+
+/// The sums of a round (see the module note).
+pub(super) struct Tally {
+    lanes: Vec<usize>,
+    /// One flat vector of every slot's sums; None until needed (the robust methods make them only
+    /// when an upload could overflow them).
+    sums: Option<Vec<f64>>,
+    /// Per slot: a bound on the magnitude of its sums.
+    pub(super) bounds: Vec<f64>,
+    /// The sum of the accepted weights.
+    pub(super) total_weight: f64,
+}
+
+/// `Err` when adding `weight` makes the round's total weight pass float64's limit.
+pub(crate) fn admit_weight(total: f64, weight: f64) -> Result<(), Rejection> {
+    if (total + weight).is_finite() {
+        return Ok(());
+    }
+    Err(Rejection::new(
+        "weight",
+        format!(
+            "its weight {weight:e} would make the round's total weight pass float64's limit (the weights \
+             so far add up to {total:e})"
+        ),
+    ))
+}
+
+/// Per-slot mutable views of a flat vector.
+pub fn slot_views<'a>(flat: &'a mut [f64], lanes: &[usize]) -> Vec<&'a mut [f64]> {
+    let mut views = Vec::with_capacity(lanes.len());
+    let mut rest = flat;
+    for &n in lanes {
+        let take = n.min(rest.len());
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(take);
+        views.push(head);
+        rest = tail;
+    }
+    views
+}
+
+impl Tally {
+    pub(super) fn new(lanes: &[usize]) -> Tally {
+        Tally { lanes: lanes.to_vec(), sums: None, bounds: vec![0.0; lanes.len()], total_weight: 0.0 }
+    }
+
+    /// The sums (None when never made), the bounds and the total weight.
+    pub(super) fn into_parts(self) -> (Option<Vec<f64>>, Vec<f64>, f64) {
+        (self.sums, self.bounds, self.total_weight)
+    }
+
+    pub(super) fn from_parts(lanes: &[usize], sums: Vec<f64>, bounds: Vec<f64>, total_weight: f64) -> Tally {
+        Tally { lanes: lanes.to_vec(), sums: Some(sums), bounds, total_weight }
+    }
+
+    pub(super) fn has_sums(&self) -> bool {
+        self.sums.is_some()
+    }
+
+    /// Installs sums made from the uploads kept so far (their bounds become exact).
+    pub(super) fn set_sums(&mut self, sums: Vec<f64>) {
+        let mut start = 0usize;
+        for (bound, &n) in self.bounds.iter_mut().zip(&self.lanes) {
+            let part = sums.get(start..start.saturating_add(n)).unwrap_or_default();
+            *bound = part.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            start = start.saturating_add(n);
+        }
+        self.sums = Some(sums);
+    }
+
+    /// The sums, made (zeros, written: see `_fedavg.PartialSum.ensure`'s note on zero pages) when
+    /// first needed.
+    fn sums_mut(&mut self) -> &mut Vec<f64> {
+        let total: usize = self.lanes.iter().sum();
+        self.sums.get_or_insert_with(|| vec![0.0; total])
+    }
+
+    /// Plain FedAvg over local files: the file kernels check and add them (every core).
+    pub(super) fn add_files(
+        &mut self,
+        items: &[FileItem],
+        layout: &Layout,
+        max_bytes: Option<u64>,
+        seen: &mut HashSet<(u64, u64)>,
+    ) -> Result<Vec<Verdict>, Error> {
+        let lanes = self.lanes.clone();
+        let mut total = self.total_weight;
+        let mut bounds = std::mem::take(&mut self.bounds);
+        let flat = self.sums_mut();
+        let mut views = slot_views(flat, &lanes);
+        let verdicts =
+            add_files(items, layout, max_bytes, seen, &mut views, &mut bounds, &mut total, &mut || true);
+        self.bounds = bounds;
+        self.total_weight = total;
+        verdicts
+    }
+
+    /// Checks one upload's values and adds them by the kernel's exact rule (see `kernel.rs`).
+    pub(super) fn add_exactly(
+        &mut self,
+        layout: &Layout,
+        located: &[Located],
+        data: &[&[u8]],
+        weight: f64,
+    ) -> Result<(), Rejection> {
+        admit_weight(self.total_weight, weight)?;
+        let lanes = self.lanes.clone();
+        let mut bounds = std::mem::take(&mut self.bounds);
+        let flat = self.sums_mut();
+        let mut views = slot_views(flat, &lanes);
+        let outcome = accumulate(layout, located, data, weight, &mut views, &mut bounds);
+        self.bounds = bounds;
+        outcome?;
+        self.total_weight += weight;
+        Ok(())
+    }
+
+    /// [`Tally::add_exactly`]'s checks without the sums: `Ok(false)`, nothing changed, when only
+    /// the sums can tell whether the upload overflows them.
+    pub(super) fn check(
+        &mut self,
+        layout: &Layout,
+        located: &[Located],
+        data: &[&[u8]],
+        weight: f64,
+    ) -> Result<bool, Rejection> {
+        if !(self.total_weight + weight).is_finite() {
+            return Ok(false); // the exact path rejects it, with the sums made
+        }
+        let fits = check_values(layout, located, data, weight, &mut self.bounds)?;
+        if fits {
+            self.total_weight += weight;
+        }
+        Ok(fits)
+    }
+
+    /// The overflow rule for an upload checked elsewhere (a cluster's task), from each tensor's
+    /// largest magnitude: `true` (bounds and total raised) when no sum can overflow; `false`,
+    /// nothing changed, when only the sums could tell.
+    pub(super) fn admit_largest(&mut self, weight: f64, largest: &[f64]) -> bool {
+        if self.sums.is_some() || largest.len() != self.bounds.len() {
+            return false;
+        }
+        let grown: Vec<f64> = self.bounds.iter().zip(largest).map(|(b, l)| b + weight * l).collect();
+        if !grown.iter().all(|g| g.is_finite()) || !(self.total_weight + weight).is_finite() {
+            return false;
+        }
+        self.bounds = grown;
+        self.total_weight += weight;
+        true
+    }
+
+    /// The weighted means (the sums divided by the total weight, in place).
+    pub(super) fn means(self) -> Result<Vec<f64>, Error> {
+        let Some(mut sums) = self.sums else {
+            return Err(Error::Internal { detail: "a FedAvg round without sums".into() });
+        };
+        let total = self.total_weight;
+        sums.iter_mut().for_each(|v| *v /= total);
+        Ok(sums)
+    }
+}

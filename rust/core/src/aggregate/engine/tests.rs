@@ -1,0 +1,287 @@
+//! The round against the arithmetic it stands for: uploads added one at a time, in batches, as
+//! files or as bytes, and split across "cluster tasks" (screening rounds, portables and range
+//! passes) all give the same verdicts and aggregate.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::*;
+use crate::aggregate::structure::ExpectedParam;
+use crate::test_support::bytes_tensor;
+use crate::DataType;
+
+const LANES: [usize; 2] = [300, 7];
+
+fn layout() -> Layout {
+    let params = LANES
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| ExpectedParam {
+            name: format!("t{i}"),
+            trainable: true,
+            data_type: DataType::Float,
+            dims: vec![n as i64],
+        })
+        .collect();
+    Layout { params, momentums: Vec::new() }
+}
+
+/// A checkpoint whose values are `f(tensor, lane)`.
+fn checkpoint(f: impl Fn(usize, usize) -> f32) -> Vec<u8> {
+    let values: Vec<Vec<u8>> = LANES
+        .iter()
+        .enumerate()
+        .map(|(t, &n)| (0..n).flat_map(|i| f(t, i).to_le_bytes()).collect())
+        .collect();
+    let trainable = values
+        .iter()
+        .enumerate()
+        .map(|(t, v)| bytes_tensor(&format!("t{t}"), DataType::Float, &[LANES[t] as i64], v))
+        .collect();
+    crate::serialize_checkpoint(&crate::CheckpointSpec { trainable, ..Default::default() }).unwrap()
+}
+
+fn file(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn value(k: usize) -> impl Fn(usize, usize) -> f32 {
+    move |t, i| ((i * 13 + t * 7 + k * 31) % 97) as f32 * 0.25 - 12.0 + k as f32
+}
+
+fn upload(path: &Path, label: &str, weight: f64, staleness: u64) -> FileUpload {
+    FileUpload { path: path.to_path_buf(), rule: WeightRule::Given(weight), label: label.into(), staleness }
+}
+
+fn words(verdicts: &[Verdict]) -> Vec<String> {
+    verdicts
+        .iter()
+        .map(|v| match v {
+            Verdict::Accepted { weight } => format!("accepted {weight}"),
+            Verdict::Duplicate { first } => format!("duplicate of {first}"),
+            Verdict::Rejected(r) => r.kind.to_string(),
+            Verdict::Unreadable(_) => "unreadable".into(),
+        })
+        .collect()
+}
+
+fn shared(bytes: Vec<u8>) -> Shared {
+    Arc::new(bytes)
+}
+
+#[test]
+fn uploads_one_at_a_time_as_files_or_bytes_give_the_batch_s_sums() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> =
+        (0..6).map(|k| file(dir.path(), &format!("u{k}.ckpt"), &checkpoint(value(k)))).collect();
+    let uploads: Vec<FileUpload> =
+        paths.iter().enumerate().map(|(k, p)| upload(p, &format!("c{k}"), 1.0 + k as f64, 0)).collect();
+    let mut batch = Round::new(layout(), Options::fedavg(), Staleness::default()).unwrap();
+    let batch_words = words(&batch.add_files(&uploads).unwrap());
+    let batch = batch.finish().unwrap();
+    let mut one = Round::new(layout(), Options::fedavg(), Staleness::default()).unwrap();
+    let mut bytes = Round::new(layout(), Options::fedavg(), Staleness::default()).unwrap();
+    for (k, u) in uploads.iter().enumerate() {
+        assert_eq!(words(&one.add_files(std::slice::from_ref(u)).unwrap()), vec![batch_words[k].clone()]);
+        let v = bytes.add_bytes(shared(std::fs::read(&u.path).unwrap()), None, &u.rule, &u.label, None, 0);
+        assert_eq!(words(&[v]), vec![batch_words[k].clone()]);
+    }
+    let (one, bytes) = (one.finish().unwrap(), bytes.finish().unwrap());
+    assert_eq!(one.values, batch.values);
+    assert_eq!(bytes.values, batch.values);
+    // the arithmetic: sum(w * v) / sum(w), in float64
+    let total: f64 = (0..6).map(|k| 1.0 + k as f64).sum();
+    for (lane, got) in batch.values.iter().take(LANES[0]).enumerate() {
+        let want: f64 = (0..6).map(|k| (1.0 + k as f64) * f64::from(value(k)(0, lane))).sum::<f64>() / total;
+        assert!((got - want).abs() <= 1e-12 * want.abs().max(1.0), "lane {lane}: {got} vs {want}");
+    }
+}
+
+#[test]
+fn the_same_upload_twice_counts_once_and_names_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = checkpoint(value(1));
+    let path = file(dir.path(), "a.ckpt", &bytes);
+    std::os::unix::fs::symlink(&path, dir.path().join("link.ckpt")).unwrap();
+    for options in [Options::fedavg(), Options { method: Method::Median, ..Options::fedavg() }] {
+        let mut round = Round::new(layout(), options, Staleness::default()).unwrap();
+        let got = round
+            .add_files(&[
+                upload(&path, "first", 1.0, 0),
+                upload(&dir.path().join("link.ckpt"), "again", 1.0, 0),
+            ])
+            .unwrap();
+        assert_eq!(words(&got), ["accepted 1", "duplicate of first"]);
+        let twice = [
+            round.add_bytes(shared(bytes.clone()), None, &WeightRule::Given(1.0), "b1", None, 0),
+            round.add_bytes(shared(bytes.clone()), None, &WeightRule::Given(1.0), "b2", None, 0),
+        ];
+        assert_eq!(words(&twice), ["accepted 1", "duplicate of b1"]);
+    }
+}
+
+#[test]
+fn staleness_discounts_by_fedbuff_s_formula_and_the_cut_off_rejects() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> =
+        (0..3).map(|k| file(dir.path(), &format!("u{k}.ckpt"), &checkpoint(value(k)))).collect();
+    let rule = Staleness { exponent: 0.5, cutoff: Some(10) };
+    let mut round = Round::new(layout(), Options::fedavg(), rule).unwrap();
+    let got = round
+        .add_files(&[
+            upload(&paths[0], "a", 2.0, 0),
+            upload(&paths[1], "b", 2.0, 3),
+            upload(&paths[2], "c", 2.0, 11),
+        ])
+        .unwrap();
+    assert_eq!(words(&got), ["accepted 2", &format!("accepted {}", 2.0 / 2.0), "stale"]);
+    let other = Staleness { exponent: 1.5, cutoff: None };
+    assert_eq!(other.discount(7).unwrap(), 8f64.powf(-1.5));
+    assert!(Round::new(layout(), Options::fedavg(), Staleness { exponent: f64::NAN, cutoff: None }).is_err());
+}
+
+#[test]
+fn weights_that_overflow_the_total_are_rejected_not_summed() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = |_: usize, _: usize| 0.001f32;
+    let paths: Vec<PathBuf> =
+        (0..3).map(|k| file(dir.path(), &format!("u{k}.ckpt"), &checkpoint(small))).collect();
+    for options in [Options::fedavg(), Options { method: Method::Median, ..Options::fedavg() }] {
+        let mut round = Round::new(layout(), options.clone(), Staleness::default()).unwrap();
+        let got = round
+            .add_files(&[
+                upload(&paths[0], "a", 1e308, 0),
+                upload(&paths[1], "b", 1e308, 0),
+                upload(&paths[2], "c", f64::NAN, 0),
+            ])
+            .unwrap();
+        let kinds: Vec<String> =
+            words(&got).into_iter().map(|w| w.split(' ').next().unwrap_or("").to_string()).collect();
+        assert_eq!(kinds, ["accepted", "weight", "weight"], "{options:?}");
+        let done = round.finish().unwrap();
+        assert!(done.values.iter().all(|v| (v - 0.001f32 as f64).abs() < 1e-9), "{options:?}");
+    }
+}
+
+#[test]
+fn too_few_uploads_for_the_method_is_an_aggregation_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = file(dir.path(), "a.ckpt", &checkpoint(value(0)));
+    let bulyan = Options { method: Method::Bulyan { byzantine: 1 }, ..Options::fedavg() };
+    let mut round = Round::new(layout(), bulyan, Staleness::default()).unwrap();
+    round.add_files(&[upload(&path, "a", 1.0, 0)]).unwrap();
+    let err = round.finish().err().unwrap();
+    assert!(matches!(err, Error::Aggregation { .. }));
+    assert!(err.to_string().contains("4 * byzantine + 3 = 7"), "{err}");
+    let empty = Round::new(layout(), Options::fedavg(), Staleness::default()).unwrap();
+    assert!(matches!(empty.finish(), Err(Error::Aggregation { .. })));
+}
+
+#[test]
+fn partial_rounds_merged_give_the_whole_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let uploads: Vec<FileUpload> = (0..6)
+        .map(|k| upload(&file(dir.path(), &format!("u{k}.ckpt"), &checkpoint(value(k))), "c", 1.0, 0))
+        .collect();
+    let mut whole = Round::new(layout(), Options::fedavg(), Staleness::default()).unwrap();
+    whole.add_files(&uploads).unwrap();
+    let mut first = Round::new(layout(), Options::fedavg(), Staleness::default()).unwrap();
+    first.add_files(&uploads[..2]).unwrap();
+    let mut second = Round::new(layout(), Options::fedavg(), Staleness::default()).unwrap();
+    second.add_files(&uploads[2..]).unwrap();
+    let mut client = Round::new(layout(), Options::fedavg(), Staleness::default()).unwrap();
+    let mut merged = first.into_partial().unwrap();
+    merged.merge(&second.into_partial().unwrap()).unwrap();
+    client.absorb(&merged).unwrap();
+    let (a, b) = (whole.finish().unwrap(), client.finish().unwrap());
+    assert_eq!(a.count, b.count);
+    for (x, y) in a.values.iter().zip(&b.values) {
+        assert!((x - y).abs() <= 1e-12 * x.abs().max(1.0));
+    }
+    let mut huge = Partial { sums: vec![1e308; 2], bounds: vec![1e308], total_weight: 1.0, count: 1 };
+    assert!(matches!(huge.merge(&huge.clone()), Err(Error::Aggregation { .. })));
+}
+
+#[test]
+fn a_cluster_s_screening_admission_and_range_passes_equal_one_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut uploads: Vec<FileUpload> = (0..9)
+        .map(|k| {
+            upload(&file(dir.path(), &format!("u{k}.ckpt"), &checkpoint(value(k))), &format!("c{k}"), 1.0, 0)
+        })
+        .collect();
+    let bad = file(dir.path(), "nan.ckpt", &checkpoint(|t, i| if t == 1 && i == 2 { f32::NAN } else { 1.0 }));
+    uploads.insert(4, upload(&bad, "nan", 1.0, 0));
+    let lanes = layout().slot_lanes();
+    let total: usize = lanes.iter().sum();
+    for method in [
+        Method::Median,
+        Method::TrimmedMean { trim: 0.2 },
+        Method::Krum { byzantine: 1 },
+        Method::Bulyan { byzantine: 1 },
+    ] {
+        for clip in [None, Some(40.0)] {
+            let options = Options { method, clip_norm: clip, chunk_bytes: 256, ..Options::fedavg() };
+            let mut local = Round::new(layout(), options.clone(), Staleness::default()).unwrap();
+            let local_words = words(&local.add_files(&uploads).unwrap());
+            let local = local.finish().unwrap();
+            // two tasks screen half each; the client admits in order; three ranges per pass
+            let mut client = Round::new(layout(), options.clone(), Staleness::default()).unwrap();
+            let mut remote_words = Vec::new();
+            for half in uploads.chunks(5) {
+                let mut task = Round::screening(layout(), options.clone(), Staleness::default()).unwrap();
+                let verdicts = task.add_files(half).unwrap();
+                let mut portables = task.into_portables().into_iter();
+                for v in verdicts {
+                    remote_words.push(match v {
+                        Verdict::Accepted { .. } => client.admit(portables.next().unwrap()).unwrap(),
+                        other => other,
+                    });
+                }
+            }
+            assert_eq!(words(&remote_words), local_words);
+            let spans = [(0, 100), (100, 301), (301, total)];
+            let portables = client.remote().to_vec();
+            let squares = if clip.is_some() {
+                spans
+                    .iter()
+                    .map(|&s| passes::squares(&portables, None, &lanes, s, 256).unwrap())
+                    .fold(vec![0.0; portables.len()], |acc, part| {
+                        acc.iter().zip(part).map(|(a, b)| a + b).collect()
+                    })
+            } else {
+                vec![0.0; portables.len()]
+            };
+            let scale = clip_scale(&squares, clip);
+            let mut d = vec![0.0; portables.len() * portables.len()];
+            if method.uses_distances() {
+                for &s in &spans {
+                    let (part, _) = passes::distances(&portables, None, &lanes, s, 256, &scale).unwrap();
+                    d.iter_mut().zip(part).for_each(|(a, b)| *a += b);
+                }
+            }
+            let weights = portables.iter().map(|p| p.weight).collect();
+            let (plan, scores) = plan_of(&options, weights, scale, &d, 1);
+            let mut values = Vec::new();
+            let mut gaps = vec![0.0; portables.len()];
+            for &s in &spans {
+                let r = passes::reduce(&portables, None, &lanes, s, 256, &plan).unwrap();
+                values.extend(r.values);
+                gaps.iter_mut().zip(r.gaps).for_each(|(a, b)| *a += b);
+            }
+            let reduced = Reduced { values, gaps, squares: Vec::new() };
+            let remote = client.finish_remote(reduced, squares, &plan, scores).unwrap();
+            if clip.is_none() {
+                assert_eq!(remote.values, local.values, "{method:?}");
+            } else {
+                for (x, y) in remote.values.iter().zip(&local.values) {
+                    assert!((x - y).abs() <= 1e-9 * x.abs().max(1.0), "{method:?} clipped: {x} vs {y}");
+                }
+            }
+            let selected = |a: &Aggregate| a.members.iter().map(|m| m.selected).collect::<Vec<_>>();
+            assert_eq!(selected(&remote), selected(&local), "{method:?}");
+        }
+    }
+}
