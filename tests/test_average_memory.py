@@ -165,3 +165,73 @@ def test_streamed_fedavg_memory_holds_no_upload(tmp_path: Path):
     # float64 model: the sums (1 model), their copy (1), the reference and the result (measured:
     # ~194 MiB). Read whole, two uploads in memory at a time push it to ~257 MiB: over the bound.
     assert grown < 3.5 * MEDIAN_MODEL + 16 * MIB, f"peak grew by {grown / MIB:.0f} MiB"
+
+
+ROUND_SCRIPT = MEDIAN_SCRIPT.replace(
+    'report = ortckpt.average(paths, method="median", chunk_bytes=chunk)',
+    "rnd = ortckpt.Round()\n"
+    "for path in paths:  # one at a time, as uploads arrive\n"
+    "    assert rnd.add(path).accepted\n"
+    "report = rnd.result()",
+)
+
+
+def test_a_round_taking_uploads_one_at_a_time_holds_one_model(tmp_path: Path):
+    """``Round.add`` one upload at a time (the way a server takes them as they arrive) over 200
+    uploads of a 64 MiB model: the same bound as the batched FedAvg above."""
+    per, paths = sparse_fleet(tmp_path)
+    grown = peak_growth(ROUND_SCRIPT, "0", per, paths)
+    print(f"Round.add over {MEDIAN_SOURCES} x {MEDIAN_MODEL // MIB} MiB: peak grew by {grown / MIB:.0f} MiB")
+    assert grown < 3.5 * MEDIAN_MODEL + 16 * MIB, f"peak grew by {grown / MIB:.0f} MiB"
+
+
+DASK_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import distributed, numpy, ortckpt
+    from ortckpt import aggregate
+
+    def reset():
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        with open("/proc/self/status") as f:
+            line = next(l for l in f if l.startswith("VmRSS:"))
+        return int(line.split()[1]) * 1024
+
+    def peak():
+        with open("/proc/self/status") as f:
+            line = next(l for l in f if l.startswith("VmHWM:"))
+        return int(line.split()[1]) * 1024
+
+    chunk, paths = int(sys.argv[1]), sys.argv[2:]
+    with distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=True, protocol="tcp://",
+                                  host="127.0.0.1", dashboard_address="127.0.0.1:0", memory_limit=0) as cluster:
+        with distributed.Client(cluster) as client:
+            before = client.run(reset)
+            report = ortckpt.average(paths, method="median", chunk_bytes=chunk, engine=client)
+            after = client.run(peak)
+    w = report.state.parameters["w0"].data
+    grown = max(after[k] - before[k] for k in before)
+    print(json.dumps({"before": 0, "peak": grown, "accepted": len(report.accepted),
+                      "zero": bool((w == 0).all()), "size": int(w.nbytes), "engine": report.engine}))
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_median_on_a_cluster_keeps_each_worker_within_the_chunk_knob(tmp_path: Path):
+    """The median over 200 uploads of a 64 MiB model on three worker processes: each worker reads
+    its lanes of every upload a chunk at a time, so its peak grows by a few chunks and one range
+    of the result, never by uploads or the model."""
+    pytest.importorskip("distributed")
+    from ortckpt._dask import RANGE_LANES
+
+    per, paths = sparse_fleet(tmp_path)
+    grown = peak_growth(DASK_SCRIPT, str(CHUNK), per, paths)
+    print(
+        f"median on 3 workers over {MEDIAN_SOURCES} x {MEDIAN_MODEL // MIB} MiB: worker peak grew by {grown / MIB:.0f} MiB"
+    )
+    # the block of stored values and its float64 tiles (2 chunks), the range's result, squares and
+    # gaps (one range: RANGE_LANES float64 values), the uploads' descriptors, and the transport's
+    # copies of a result on its way out (one more range): not the model (64 MiB) per upload
+    assert grown < 4 * CHUNK + 3 * RANGE_LANES * 8 + 32 * MIB, f"worker peak grew by {grown / MIB:.0f} MiB"

@@ -241,7 +241,9 @@ _Portable = tuple[
     tuple[str, bytes, tuple[int, int, int, int], tuple[int, int, int, int] | None]
     | tuple[str, bytes, bytes | None],
 ]
-_Plan = tuple[str, float, int, int | None, list[int], list[float], list[float], tuple[int, float] | None, bool]
+_Plan = tuple[
+    str, float, int, int | None, list[int], list[float], list[float], tuple[int, float] | None, bool
+]
 _Partial = tuple[NDArray[np.float64], NDArray[np.float64], float, int]
 _MemberReport = tuple[str, float, float, bool, float, float | None, bool]
 

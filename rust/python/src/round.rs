@@ -105,6 +105,7 @@ fn weight_rule(weight: Option<f64>, weight_property: Option<&str>) -> WeightRule
 }
 
 fn method(name: &str, trim: f64, byzantine: usize, keep: Option<usize>) -> PyResult<Method> {
+    aggregate::check_trim(trim).map_err(PyValueError::new_err)?;
     Ok(match name {
         "fedavg" => Method::FedAvg,
         "median" => Method::Median,

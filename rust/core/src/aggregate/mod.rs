@@ -27,9 +27,9 @@ pub use columns::{
 pub use distances::add_pairwise;
 #[cfg(feature = "fs")]
 pub use engine::{
-    add_noise, clip_scale, passes, plan_of, random_seed, segments, Aggregate, FileUpload as RoundFile, Held,
-    Identity, MemberReport, Method, Options, Origin, Partial, Plan, Portable, Reduced, Round, Segment,
-    Shared, Staleness, Stamp, Verdict as RoundVerdict, MIN_CHUNK_BYTES,
+    add_noise, check_trim, clip_scale, passes, plan_of, random_seed, segments, Aggregate,
+    FileUpload as RoundFile, Held, Identity, MemberReport, Method, Options, Origin, Partial, Plan, Portable,
+    Reduced, Round, Segment, Shared, Staleness, Stamp, Verdict as RoundVerdict, MIN_CHUNK_BYTES,
 };
 pub use kernel::{accumulate, add_window, check_values, slot_bytes};
 #[cfg(feature = "fs")]

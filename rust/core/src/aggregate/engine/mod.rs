@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 pub use members::{Held, Origin, Portable, Shared, Stamp};
 pub use noise::add_noise;
-pub use options::{Method, Options, MIN_CHUNK_BYTES};
+pub use options::{check_trim, Method, Options, MIN_CHUNK_BYTES};
 pub use robust::MemberReport;
 pub use robust::{clip_scale, plan_of, random_seed, segments, Plan, Reduced, Segment};
 
@@ -107,10 +107,7 @@ impl Staleness {
 
     fn check(&self) -> Result<(), String> {
         if !(self.exponent.is_finite() && self.exponent >= 0.0) {
-            return Err(format!(
-                "the staleness exponent must be a finite number >= 0; got {}",
-                self.exponent
-            ));
+            return Err(format!("staleness_exponent must be a finite number >= 0; got {}", self.exponent));
         }
         Ok(())
     }

@@ -71,6 +71,15 @@ impl Method {
     }
 }
 
+/// `trim` (the share a trimmed mean cuts at each side) in [0, 0.5); checked whatever the method,
+/// so that a wrong value is found when it is given, not when the method changes.
+pub fn check_trim(trim: f64) -> Result<(), String> {
+    if !(0.0..0.5).contains(&trim) {
+        return Err(format!("trim must be in [0, 0.5) (the share cut at each side); got {trim}"));
+    }
+    Ok(())
+}
+
 /// Everything about a round but its uploads and its reference.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Options {
@@ -112,9 +121,7 @@ impl Options {
     /// Every option in its range: a message naming the option and its value when one is not.
     pub fn check(&self) -> Result<(), String> {
         if let Method::TrimmedMean { trim } = self.method {
-            if !(0.0..0.5).contains(&trim) {
-                return Err(format!("trim must be in [0, 0.5) (the share cut at each side); got {trim}"));
-            }
+            check_trim(trim)?;
         }
         if let Method::MultiKrum { keep: Some(0), .. } = self.method {
             return Err("keep must be >= 1; got 0".into());

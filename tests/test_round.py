@@ -1,0 +1,158 @@
+"""``ortckpt.Round``: uploads added one at a time, each answered at once, give what ``average``
+gives over all of them, for every method, with hostile uploads among them; staleness as FedBuff
+defines it; every option checked on entry; too few uploads for the method is an
+``AggregationError`` with the report, never an ``IndexError`` or a silent result."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ortckpt
+from ortckpt import CheckpointState
+
+SHAPES = {"fc.weight": (12, 9), "fc.bias": (9,)}
+
+
+def fleet(folder: Path, n: int = 10) -> tuple[list[Any], str]:
+    """Uploads as files, bytes and states around a global model, and hostile ones: NaN values,
+    garbage, a missing file, the same file twice, a wrong shape."""
+    rng = np.random.default_rng(5)
+    base = {k: rng.standard_normal(s).astype(np.float32) for k, s in SHAPES.items()}
+    global_path = folder / "global.ckpt"
+    ortckpt.save(CheckpointState(base, properties={"n": 1}), global_path)
+    sources: list[Any] = []
+    for i in range(n):
+        values = {k: (v + 0.1 * rng.standard_normal(v.shape)).astype(np.float32) for k, v in base.items()}
+        if i == 2:
+            values = {k: v * 30 for k, v in values.items()}
+        state = CheckpointState(values, properties={"n": i + 1})
+        path = folder / f"dev{i}.ckpt"
+        ortckpt.save(state, path)
+        sources.append(str(path) if i % 3 else state.to_bytes() if i % 2 else state)
+    nan = CheckpointState({k: np.full(s, np.nan, np.float32) for k, s in SHAPES.items()}, properties={"n": 1})
+    wrong = CheckpointState(
+        {k: np.zeros((2, *s), np.float32) for k, s in SHAPES.items()}, properties={"n": 1}
+    )
+    hostile = [nan.to_bytes(), b"garbage", str(folder / "missing.ckpt"), sources[1], wrong]
+    return sources[:4] + hostile + sources[4:], str(global_path)
+
+
+METHODS: list[dict[str, Any]] = [
+    {"method": "fedavg", "weights": "n"},
+    {"method": "median"},
+    {"method": "trimmed_mean", "trim": 0.2},
+    {"method": "krum", "byzantine": 1},
+    {"method": "multi_krum", "byzantine": 1, "keep": 4},
+    {"method": "bulyan", "byzantine": 1},
+    {"method": "fedavg", "relative_to": "GLOBAL", "clip_norm": 1.0, "weights": "n"},
+    {"method": "median", "relative_to": "GLOBAL", "clip_norm": 1.0, "noise_multiplier": 0.3, "seed": 4},
+]
+
+
+@pytest.mark.parametrize("options", METHODS, ids=lambda o: "-".join(str(v) for v in o.values()))
+def test_uploads_one_at_a_time_equal_average(tmp_path: Path, options: dict[str, Any]):
+    sources, global_path = fleet(tmp_path)
+    kw = {k: (global_path if v == "GLOBAL" else v) for k, v in options.items()}
+    weights = kw.pop("weights", None)
+    batch = ortckpt.average(sources, weights=weights, **kw)
+    rnd = ortckpt.Round(**kw)
+    answers = [rnd.add(s, weight=weights, client=r.client) for s, r in zip(sources, batch.sources)]
+    assert [(a.client, a.accepted, a.kind, a.weight) for a in answers] == [
+        (r.client, r.accepted, r.kind, r.weight) for r in batch.sources
+    ]
+    assert rnd.accepted == len(batch.accepted)
+    one = rnd.result()
+    assert [(r.kind, r.selected, r.clipped) for r in one.sources] == [
+        (r.kind, r.selected, r.clipped) for r in batch.sources
+    ]
+    for name in SHAPES:
+        np.testing.assert_array_equal(one.state.parameters[name].data, batch.state.parameters[name].data)
+    assert sorted(r.kind or "" for r in one.rejected) == [
+        "duplicate",
+        "non-finite",
+        "shape",
+        "unreadable",
+        "unreadable",
+    ]
+    with pytest.raises(ValueError, match="given its result"):
+        rnd.add(sources[0])
+    with pytest.raises(ValueError, match="given its result"):
+        rnd.result()
+
+
+def test_staleness_discounts_each_upload_as_fedbuff_and_the_cut_off_rejects(tmp_path: Path):
+    """FedBuff's discount: weight * (1 + s) ** -exponent (default 0.5, i.e. 1 / sqrt(1 + s))."""
+    sources, _ = fleet(tmp_path, n=4)
+    good = sources[:4]
+    rnd = ortckpt.Round(max_staleness=20)
+    reports = [rnd.add(s, weight=6.0, staleness=a) for s, a in zip(good, (0, 3, 8, 21))]
+    assert [r.kind for r in reports] == [None, None, None, "stale"]
+    assert [r.weight for r in reports[:3]] == [6.0, 6.0 / 2.0, 6.0 / 3.0]
+    assert [r.staleness for r in reports] == [None, 3, 8, 21]
+    result = rnd.result()
+    assert math.isclose(result.total_weight, 6.0 + 3.0 + 2.0)
+    steep = ortckpt.Round(staleness_exponent=1.0)
+    assert steep.add(good[0], weight=2.0, staleness=3).weight == 2.0 / 4.0
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("trim", float("nan")),
+        ("trim", 0.5),
+        ("clip_norm", float("inf")),
+        ("clip_norm", -1.0),
+        ("clip_norm", float("nan")),
+        ("byzantine", -1),
+        ("keep", 0),
+        ("chunk_bytes", 4),
+        ("max_bytes", 0),
+        ("staleness_exponent", float("nan")),
+        ("staleness_exponent", -0.5),
+        ("max_staleness", -1),
+        ("seed", -3),
+        ("method", "mean"),
+    ],
+)
+def test_every_option_is_checked_when_the_round_starts(option: str, value: Any):
+    with pytest.raises(ValueError, match=option if option != "method" else "method must be one of"):
+        ortckpt.Round(**{option: value})
+    with pytest.raises(ValueError):
+        ortckpt.Round(clip_norm=1.0, noise_multiplier=float("nan"))
+
+
+@pytest.mark.parametrize("weight", [float("nan"), float("inf"), -1.0, 0.0])
+def test_a_reply_s_bad_weight_is_its_rejection_not_an_exception(tmp_path: Path, weight: float):
+    sources, _ = fleet(tmp_path, n=3)
+    rnd = ortckpt.Round()
+    assert rnd.add(sources[1], weight=2.0).accepted
+    bad = rnd.add(sources[2], weight=weight)
+    assert (bad.accepted, bad.kind) == (False, "weight")
+    assert rnd.result().total_weight == 2.0
+
+
+@pytest.mark.parametrize(
+    ("options", "want"),
+    [
+        ({"method": "bulyan", "byzantine": 1}, "4 \\* byzantine \\+ 3 = 7"),
+        ({"method": "multi_krum", "byzantine": 5}, "needs at least 6"),
+        ({"method": "multi_krum", "keep": 9}, "keep = 9"),
+    ],
+)
+def test_too_few_uploads_for_the_method_is_an_aggregation_error_with_the_report(
+    tmp_path: Path, options: dict[str, Any], want: str
+):
+    sources, _ = fleet(tmp_path, n=4)
+    rnd = ortckpt.Round(**options)
+    for s in sources[:6]:
+        rnd.add(s)
+    with pytest.raises(ortckpt.AggregationError, match=want) as caught:
+        rnd.result()
+    assert len(caught.value.report.sources) == 6
+    with pytest.raises(ortckpt.AggregationError, match=want):
+        ortckpt.average(sources[:6], **options)
