@@ -20,7 +20,6 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use super::engine::admit_weight;
 use super::kernel::{accumulate, add_window, largest_of, slot_bytes};
 use super::located_data;
 use super::structure::{Layout, Located, WeightRule};
@@ -133,12 +132,10 @@ fn flush(
 }
 
 /// Checks every upload of `items` against `layout` and adds the accepted ones (weighted) into
-/// `sums` and `bounds` (as [`accumulate`]) and their weights into `total_weight` (an upload that
-/// would make it infinite is rejected, kind `weight`); `seen` holds the identities of uploads already
+/// `sums` and `bounds` (as [`accumulate`]); `seen` holds the identities of uploads already
 /// counted this round (and receives every upload read here). Returns one verdict per item, in
 /// order; `Err` only when `keep_going` asks to stop. Large models are streamed
 /// (`stream.rs`), the others read whole into memory: the same verdicts and sums either way.
-#[allow(clippy::too_many_arguments)] // the round's state, passed apart: see `engine::Tally`
 pub fn add_files(
     items: &[FileItem],
     layout: &Layout,
@@ -146,14 +143,13 @@ pub fn add_files(
     seen: &mut HashSet<(u64, u64)>,
     sums: &mut [&mut [f64]],
     bounds: &mut [f64],
-    total_weight: &mut f64,
     keep_going: &mut dyn FnMut() -> bool,
 ) -> Result<Vec<Verdict>, Error> {
     let lanes = layout.slot_lanes();
     if lanes != sums.iter().map(|s| s.len()).collect::<Vec<_>>() || bounds.len() != lanes.len() {
         return Err(Error::Internal { detail: "the sums do not match the reference's layout".into() });
     }
-    let round = FileRound { items, layout, max_bytes, seen, sums, bounds, total_weight, keep_going };
+    let round = FileRound { items, layout, max_bytes, seen, sums, bounds, keep_going };
     if super::stream::streams(layout, &lanes) {
         return super::stream::add_files_streamed(round);
     }
@@ -168,13 +164,12 @@ pub(crate) struct FileRound<'r, 's> {
     pub(crate) seen: &'r mut HashSet<(u64, u64)>,
     pub(crate) sums: &'r mut [&'s mut [f64]],
     pub(crate) bounds: &'r mut [f64],
-    pub(crate) total_weight: &'r mut f64,
     pub(crate) keep_going: &'r mut dyn FnMut() -> bool,
 }
 
 /// [`add_files`] for models whose uploads are read whole into memory (see the module note).
 pub(crate) fn add_files_in_memory(round: FileRound<'_, '_>) -> Result<Vec<Verdict>, Error> {
-    let FileRound { items, layout, max_bytes, seen, sums, bounds, total_weight, keep_going } = round;
+    let FileRound { items, layout, max_bytes, seen, sums, bounds, keep_going } = round;
     let lanes = layout.slot_lanes();
     let window = window_of(layout, &lanes);
     let mut verdicts: Vec<Option<Verdict>> = Vec::with_capacity(items.len());
@@ -213,29 +208,20 @@ pub(crate) fn add_files_in_memory(round: FileRound<'_, '_>) -> Result<Vec<Verdic
                     continue;
                 }
             };
-            let pending: f64 = group.iter().map(|(_, g)| g.weight).sum();
-            if group_bounds_finite(&group, bounds, &c) && (*total_weight + pending + c.weight).is_finite() {
+            if group_bounds_finite(&group, bounds, &c) {
                 group.push((i, c));
                 continue;
             }
-            // the sums (or the total weight) could overflow: add what is pending, then this
-            // upload alone, checked exactly
+            // the sums could overflow: add what is pending, then this upload alone, checked exactly
             raise_bounds(&group, bounds);
-            *total_weight += pending;
             flush(&mut group, layout, &lanes, sums, &mut verdicts);
             let data = data_of(&c, layout, &lanes);
-            let added = admit_weight(*total_weight, c.weight)
-                .and_then(|()| accumulate(layout, &c.located, &data, c.weight, sums, bounds));
-            verdicts[i] = Some(match added {
-                Ok(()) => {
-                    *total_weight += c.weight;
-                    Verdict::Added { weight: c.weight, identity }
-                }
+            verdicts[i] = Some(match accumulate(layout, &c.located, &data, c.weight, sums, bounds) {
+                Ok(()) => Verdict::Added { weight: c.weight, identity },
                 Err(rejection) => Verdict::Rejected { rejection, identity: Some(identity) },
             });
         }
         raise_bounds(&group, bounds);
-        *total_weight += group.iter().map(|(_, g)| g.weight).sum::<f64>();
         flush(&mut group, layout, &lanes, sums, &mut verdicts);
     }
     Ok(verdicts
@@ -279,9 +265,8 @@ pub enum Screened {
 
 /// [`add_files`]' checks without the addition, for the robust methods (which read the values
 /// again later): the same verdicts, `bounds` raised as `add_files` raises them, and each accepted
-/// upload's files kept open, its weight added into `total_weight`. Stops before the first upload
-/// whose bounds (or the total weight) would become infinite (only FedAvg's sums can tell whether
-/// it overflows): the verdicts returned are then fewer than
+/// upload's files kept open. Stops before the first upload whose bounds would become infinite
+/// (only FedAvg's sums can tell whether it overflows): the verdicts returned are then fewer than
 /// `items`, and the caller goes on from there its own way. `Err` only when `keep_going` asks to
 /// stop.
 pub fn check_files(
@@ -290,7 +275,6 @@ pub fn check_files(
     max_bytes: Option<u64>,
     seen: &mut HashSet<(u64, u64)>,
     bounds: &mut [f64],
-    total_weight: &mut f64,
     keep_going: &mut dyn FnMut() -> bool,
 ) -> Result<Vec<Screened>, Error> {
     let lanes = layout.slot_lanes();
@@ -337,11 +321,10 @@ pub fn check_files(
                 .enumerate()
                 .map(|(slot, b)| b + c.weight * c.largest.get(slot).copied().unwrap_or(0.0))
                 .collect();
-            if !grown.iter().all(|g| g.is_finite()) || !(*total_weight + c.weight).is_finite() {
+            if !grown.iter().all(|g| g.is_finite()) {
                 return Ok(verdicts);
             }
             bounds.copy_from_slice(&grown);
-            *total_weight += c.weight;
             seen.insert(identity);
             let Screen { files, located, weight, .. } = c;
             verdicts.push(Screened::Accepted { weight, identity, files, located });

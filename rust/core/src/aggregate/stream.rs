@@ -23,7 +23,6 @@
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::engine::admit_weight;
 use super::kernel::accumulate;
 use super::located_data;
 use super::round::{FileItem, FileRound, Screen, Screening, Verdict};
@@ -277,8 +276,6 @@ struct Round<'a, 'k> {
     max_bytes: Option<u64>,
     copy: Vec<Vec<f64>>,
     verdicts: Vec<Option<Verdict>>,
-    /// The round's total weight (an upload that would make it infinite is rejected).
-    total: f64,
     keep_going: &'k mut dyn FnMut() -> bool,
 }
 
@@ -310,16 +307,14 @@ impl Round<'_, '_> {
                             .fold(*b, |acc, ((_, s), l)| acc + s.weight * l.get(slot).copied().unwrap_or(0.0))
                     })
                     .collect();
-                let weights: f64 = members.iter().map(|(_, s)| s.weight).sum();
-                if grown.iter().all(|g| g.is_finite()) && (self.total + weights).is_finite() {
+                if grown.iter().all(|g| g.is_finite()) {
                     bounds.copy_from_slice(&grown);
-                    self.total += weights;
                     for (i, s) in members {
                         self.set(i, Verdict::Added { weight: s.weight, identity: s.files.identity() });
                     }
                     return Ok(());
                 }
-                // the sums (or the total weight) could overflow: one by one, exactly
+                // the sums could overflow: one by one, exactly
                 restore(sums, &self.copy);
                 for (i, s) in members {
                     let verdict = self.add_exactly(i, s.files.identity(), sums, bounds);
@@ -356,7 +351,7 @@ impl Round<'_, '_> {
     /// The exact path for an upload whose sums could overflow: read into memory again (the
     /// same file, by identity), checked and added alone by the kernel ([`accumulate`]).
     fn add_exactly(
-        &mut self,
+        &self,
         i: usize,
         identity: (u64, u64),
         sums: &mut [&mut [f64]],
@@ -379,17 +374,12 @@ impl Round<'_, '_> {
             Err(e) => return Verdict::Unreadable(e),
         };
         let (layout, lanes) = (self.layout, self.lanes);
-        let total = self.total;
         let outcome = located_data(layout, &index, upload.checkpoint.bytes(), ext, lanes, &item.rule)
             .and_then(|(located, data, weight)| {
-                admit_weight(total, weight)?;
                 accumulate(layout, &located, &data, weight, sums, bounds).map(|()| weight)
             });
         match outcome {
-            Ok(weight) => {
-                self.total += weight;
-                Verdict::Added { weight, identity }
-            }
+            Ok(weight) => Verdict::Added { weight, identity },
             Err(rejection) => Verdict::Rejected { rejection, identity: Some(identity) },
         }
     }
@@ -398,7 +388,7 @@ impl Round<'_, '_> {
 /// [`super::add_files`] for models that are streamed ([`streams`]): the same checks, verdicts,
 /// order of additions and overflow rule.
 pub(crate) fn add_files_streamed(call: FileRound<'_, '_>) -> Result<Vec<Verdict>, Error> {
-    let FileRound { items, layout, max_bytes, seen, sums, bounds, total_weight, keep_going } = call;
+    let FileRound { items, layout, max_bytes, seen, sums, bounds, keep_going } = call;
     let lanes = layout.slot_lanes();
     let mut round = Round {
         items,
@@ -407,7 +397,6 @@ pub(crate) fn add_files_streamed(call: FileRound<'_, '_>) -> Result<Vec<Verdict>
         max_bytes,
         copy: vec![Vec::new(); lanes.len()],
         verdicts: Vec::with_capacity(items.len()),
-        total: *total_weight,
         keep_going,
     };
     round.verdicts.resize_with(items.len(), || None);
@@ -448,7 +437,6 @@ pub(crate) fn add_files_streamed(call: FileRound<'_, '_>) -> Result<Vec<Verdict>
         }
     }
     round.flush(&mut group, sums, bounds)?;
-    *total_weight = round.total;
     Ok(round
         .verdicts
         .into_iter()
@@ -531,7 +519,6 @@ mod tests {
             seen: &mut HashSet::new(),
             sums: &mut slices,
             bounds: &mut bounds,
-            total_weight: &mut 0.0,
             keep_going: &mut || true,
         };
         let verdicts = add(round).unwrap();
@@ -688,7 +675,6 @@ mod tests {
                 max_bytes: None,
                 copy: vec![Vec::new(); lanes.len()],
                 verdicts: vec![None, None, None],
-                total: 0.0,
                 keep_going: &mut || true,
             };
             let mut sums: Vec<Vec<f64>> = lanes.iter().map(|&n| vec![0.0; n]).collect();

@@ -31,7 +31,6 @@ use super::upload::{index_upload, open_files, read_file, HeldFiles, UploadError}
 use super::{located_data, Rejection};
 use crate::Error;
 use members::Member;
-pub(crate) use tally::admit_weight;
 use tally::Tally;
 
 /// What tells the same upload given twice.
@@ -380,13 +379,13 @@ impl Round {
                     self.options.max_bytes,
                     &mut seen,
                     &mut self.tally.bounds,
-                    &mut self.tally.total_weight,
                     &mut || true,
                 )?;
                 next += screened.len();
                 for (s, label) in screened.into_iter().zip(rest_labels) {
                     let verdict = match s {
                         Screened::Accepted { weight, identity, files, located } => {
+                            self.tally.total_weight += weight;
                             self.seen.insert(Identity::File(identity.0, identity.1), (*label).to_string());
                             self.keep(label, weight, Held::Files(Box::new(files)), located)
                         }

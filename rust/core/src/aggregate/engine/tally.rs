@@ -1,7 +1,7 @@
 //! The FedAvg sums of a round and the overflow rule, in one place: float64 sums of
 //! `weight × value` per averaged tensor, a bound on each sum's magnitude (see `kernel.rs`), and
-//! the total weight, which must stay finite too (two replies claiming 1e308 examples each would
-//! otherwise make every mean zero).
+//! the total weight (finite whatever the number of uploads: every weight is at most 2^64, see
+//! `structure::weight_problem`).
 
 use std::collections::HashSet;
 
@@ -21,20 +21,6 @@ pub(super) struct Tally {
     pub(super) bounds: Vec<f64>,
     /// The sum of the accepted weights.
     pub(super) total_weight: f64,
-}
-
-/// `Err` when adding `weight` makes the round's total weight pass float64's limit.
-pub(crate) fn admit_weight(total: f64, weight: f64) -> Result<(), Rejection> {
-    if (total + weight).is_finite() {
-        return Ok(());
-    }
-    Err(Rejection::new(
-        "weight",
-        format!(
-            "its weight {weight:e} would make the round's total weight pass float64's limit (the weights \
-             so far add up to {total:e})"
-        ),
-    ))
 }
 
 /// Per-slot mutable views of a flat vector.
@@ -95,14 +81,18 @@ impl Tally {
         seen: &mut HashSet<(u64, u64)>,
     ) -> Result<Vec<Verdict>, Error> {
         let lanes = self.lanes.clone();
-        let mut total = self.total_weight;
         let mut bounds = std::mem::take(&mut self.bounds);
         let flat = self.sums_mut();
         let mut views = slot_views(flat, &lanes);
-        let verdicts =
-            add_files(items, layout, max_bytes, seen, &mut views, &mut bounds, &mut total, &mut || true);
+        let verdicts = add_files(items, layout, max_bytes, seen, &mut views, &mut bounds, &mut || true);
         self.bounds = bounds;
-        self.total_weight = total;
+        if let Ok(verdicts) = &verdicts {
+            for v in verdicts {
+                if let Verdict::Added { weight, .. } = v {
+                    self.total_weight += weight;
+                }
+            }
+        }
         verdicts
     }
 
@@ -114,7 +104,6 @@ impl Tally {
         data: &[&[u8]],
         weight: f64,
     ) -> Result<(), Rejection> {
-        admit_weight(self.total_weight, weight)?;
         let lanes = self.lanes.clone();
         let mut bounds = std::mem::take(&mut self.bounds);
         let flat = self.sums_mut();
@@ -135,9 +124,6 @@ impl Tally {
         data: &[&[u8]],
         weight: f64,
     ) -> Result<bool, Rejection> {
-        if !(self.total_weight + weight).is_finite() {
-            return Ok(false); // the exact path rejects it, with the sums made
-        }
         let fits = check_values(layout, located, data, weight, &mut self.bounds)?;
         if fits {
             self.total_weight += weight;
@@ -153,7 +139,7 @@ impl Tally {
             return false;
         }
         let grown: Vec<f64> = self.bounds.iter().zip(largest).map(|(b, l)| b + weight * l).collect();
-        if !grown.iter().all(|g| g.is_finite()) || !(self.total_weight + weight).is_finite() {
+        if !grown.iter().all(|g| g.is_finite()) {
             return false;
         }
         self.bounds = grown;
