@@ -104,11 +104,5 @@ impl UploadBytes {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AggregationLayout>()?;
     m.add_class::<UploadBytes>()?;
-    m.add_class::<crate::round::Round>()?;
-    m.add_class::<crate::round::RoundVerdict>()?;
-    m.add_class::<crate::round::ReadUpload>()?;
-    m.add_function(wrap_pyfunction!(crate::round::read_upload, m)?)?;
-    m.add_function(wrap_pyfunction!(crate::round::merge_partials, m)?)?;
-    m.add_function(wrap_pyfunction!(crate::round::range_pass, m)?)?;
     Ok(())
 }

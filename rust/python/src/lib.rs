@@ -139,6 +139,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
     m.add_class::<TensorRecord>()?;
     aggregate::register(m)?;
+    round::register(m)?;
     m.add_function(wrap_pyfunction!(index_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(convert::is_unchanging, m)?)?;
     m.add_function(wrap_pyfunction!(serialize_checkpoint, m)?)?;

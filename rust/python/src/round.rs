@@ -719,3 +719,13 @@ pub(crate) fn range_pass<'py>(
         other => Err(PyValueError::new_err(format!("no pass named {other:?}"))),
     }
 }
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Round>()?;
+    m.add_class::<RoundVerdict>()?;
+    m.add_class::<ReadUpload>()?;
+    m.add_function(wrap_pyfunction!(read_upload, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_partials, m)?)?;
+    m.add_function(wrap_pyfunction!(range_pass, m)?)?;
+    Ok(())
+}

@@ -9,7 +9,7 @@ use super::super::rows::{read_rows, RowSource};
 use super::super::structure::Located;
 use super::super::upload::HeldFiles;
 use super::tally::slot_views;
-use super::Identity;
+use super::identity::Identity;
 use crate::dir::FileId;
 use crate::mapped::FileStamp;
 use crate::Error;

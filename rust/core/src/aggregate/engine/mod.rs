@@ -9,6 +9,7 @@
 //! directly; the robust methods and update hygiene keep each accepted upload (its files held open,
 //! or its bytes) and read them again, chunk by chunk, when the round finishes ([`robust`]).
 
+mod identity;
 mod members;
 mod noise;
 mod options;
@@ -19,6 +20,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use identity::Identity;
 pub use members::{Held, Origin, Portable, Shared, Stamp};
 pub use noise::add_noise;
 pub use options::{check_trim, Method, Options, MIN_CHUNK_BYTES};
@@ -32,30 +34,6 @@ use super::{located_data, Rejection};
 use crate::Error;
 use members::Member;
 use tally::Tally;
-
-/// What tells the same upload given twice.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Identity {
-    /// A local file: (device, inode).
-    File(u64, u64),
-    /// Bytes: the BLAKE3 hash of the checkpoint (and of its external data, when given).
-    Content([u8; 32]),
-    /// A name the caller vouches for (a URL).
-    Named(String),
-}
-
-impl Identity {
-    /// The identity of an upload given as bytes.
-    pub fn of_bytes(checkpoint: &[u8], external: Option<&[u8]>) -> Identity {
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(&(checkpoint.len() as u64).to_le_bytes());
-        hasher.update(checkpoint);
-        if let Some(external) = external {
-            hasher.update(external);
-        }
-        Identity::Content(*hasher.finalize().as_bytes())
-    }
-}
 
 /// What became of one upload.
 #[derive(Debug)]
