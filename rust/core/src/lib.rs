@@ -75,6 +75,7 @@ mod shape;
 mod spec;
 #[cfg(feature = "fs")]
 mod target;
+mod versions;
 mod writer;
 
 pub use adapter::{
