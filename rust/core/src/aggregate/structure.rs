@@ -4,8 +4,8 @@
 
 use std::ops::Range;
 
-use super::values::Lanes;
-use super::Rejection;
+use super::rejection::Rejection;
+use crate::values::Lanes;
 use crate::{CheckpointIndex, DataType, PropertyValue, Storage, TensorRef};
 
 /// A parameter of the reference.
