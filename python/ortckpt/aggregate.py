@@ -36,10 +36,11 @@ from ._fedavg import (
     visit,
     visit_files,
 )
+from ._paths import StrPath
 from ._progress import progress as progress_bar
 from ._robust import DEFAULT_CHUNK_BYTES, Member, Options
 from ._sources import local_output
-from ._types import CheckpointSource, StrPath
+from ._types import CheckpointSource
 from .errors import AggregationError
 from .io import load_bytes, save
 from .state import CheckpointState, OptimizerGroup, Parameter
