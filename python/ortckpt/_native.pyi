@@ -12,6 +12,7 @@ from typing_extensions import Buffer
 
 __all__ = [
     "CRASH_STEPS",
+    "DATA_TYPES",
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",
     "NETWORK_UP_TO",
     "NPZ_BUDGET_RATIO",
@@ -337,6 +338,8 @@ WRITABLE_VERSIONS: list[int]
 SUPPORTED_VERSIONS: list[int]
 DEFAULT_EXTERNAL_DATA_THRESHOLD: int
 CRASH_STEPS: list[str]
+# the core's table of data types: (code, numpy name, ORT name, bytes per element, 0 for strings)
+DATA_TYPES: list[tuple[int, str, str, int]]
 NPZ_BUDGET_RATIO: int
 NPZ_MIN_BUDGET: int
 NETWORK_UP_TO: int

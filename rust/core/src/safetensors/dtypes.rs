@@ -1,5 +1,7 @@
 //! The safetensors dtypes an ONNX Runtime checkpoint can hold, with their numpy names.
 
+use crate::DataType;
+
 /// One safetensors dtype an ONNX Runtime checkpoint can hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SafetensorsDtype {
@@ -11,30 +13,36 @@ pub struct SafetensorsDtype {
     pub itemsize: u8,
 }
 
-const fn dtype(code: &'static str, name: &'static str, itemsize: u8) -> SafetensorsDtype {
-    SafetensorsDtype { code, name, itemsize }
+/// The dtype `code` holding values of `data_type`: its name and size are the core's
+/// ([`DataType::numpy_name`], [`DataType::element_size`]).
+const fn dtype(code: &'static str, data_type: DataType) -> SafetensorsDtype {
+    let itemsize = match data_type.element_size() {
+        Some(size) => size as u8,
+        None => 0,
+    };
+    SafetensorsDtype { code, name: data_type.numpy_name(), itemsize }
 }
 
 /// Every safetensors dtype read and written: the ones whose ONNX Runtime checkpoint type exists.
 pub const SAFETENSORS_DTYPES: &[SafetensorsDtype] = &[
-    dtype("BOOL", "bool", 1),
-    dtype("U8", "uint8", 1),
-    dtype("I8", "int8", 1),
-    dtype("U16", "uint16", 2),
-    dtype("I16", "int16", 2),
-    dtype("U32", "uint32", 4),
-    dtype("I32", "int32", 4),
-    dtype("U64", "uint64", 8),
-    dtype("I64", "int64", 8),
-    dtype("F16", "float16", 2),
-    dtype("F32", "float32", 4),
-    dtype("F64", "float64", 8),
-    dtype("C64", "complex64", 8),
-    dtype("BF16", "bfloat16", 2),
-    dtype("F8_E4M3", "float8_e4m3fn", 1),
-    dtype("F8_E4M3FNUZ", "float8_e4m3fnuz", 1),
-    dtype("F8_E5M2", "float8_e5m2", 1),
-    dtype("F8_E5M2FNUZ", "float8_e5m2fnuz", 1),
+    dtype("BOOL", DataType::Bool),
+    dtype("U8", DataType::Uint8),
+    dtype("I8", DataType::Int8),
+    dtype("U16", DataType::Uint16),
+    dtype("I16", DataType::Int16),
+    dtype("U32", DataType::Uint32),
+    dtype("I32", DataType::Int32),
+    dtype("U64", DataType::Uint64),
+    dtype("I64", DataType::Int64),
+    dtype("F16", DataType::Float16),
+    dtype("F32", DataType::Float),
+    dtype("F64", DataType::Double),
+    dtype("C64", DataType::Complex64),
+    dtype("BF16", DataType::Bfloat16),
+    dtype("F8_E4M3", DataType::Float8E4M3Fn),
+    dtype("F8_E4M3FNUZ", DataType::Float8E4M3Fnuz),
+    dtype("F8_E5M2", DataType::Float8E5M2),
+    dtype("F8_E5M2FNUZ", DataType::Float8E5M2Fnuz),
 ];
 
 pub(super) fn dtype_of(code: &str) -> Option<&'static SafetensorsDtype> {
