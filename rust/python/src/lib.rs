@@ -126,6 +126,13 @@ fn external_data_location(path: &Bound<'_, PyAny>) -> PyResult<OsString> {
     Ok(ortckpt_core::external_data_location(&path_arg(path)?).into_os_string())
 }
 
+/// The SIMD level the core's hot loops run at in this process: "plain", "avx2" or "avx512" (what
+/// the CPU has, capped by the `ORTCKPT_SIMD` environment variable; decided on first use).
+#[pyfunction]
+fn simd_level() -> &'static str {
+    ortckpt_core::simd_level().name()
+}
+
 /// The core's table of data types, one `(code, numpy name, ORT name, bytes per element)` each
 /// (0 bytes for strings), in code order: what `ortckpt._dtypes` builds on.
 fn data_types() -> Vec<(i32, &'static str, &'static str, u64)> {
@@ -159,6 +166,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(legacy::tensor_proto_values, m)?)?;
     m.add_function(wrap_pyfunction!(npz::read_npz, m)?)?;
     m.add_function(wrap_pyfunction!(safetensors::read_safetensors, m)?)?;
+    m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add("CRASH_STEPS", ortckpt_core::CRASH_STEPS.to_vec())?;
     m.add("DATA_TYPES", data_types())?;
     m.add("NPZ_BUDGET_RATIO", ortckpt_core::NPZ_BUDGET_RATIO)?;
