@@ -89,7 +89,8 @@ aggregate_median(results)
 helper = WeightedAggregationHelper()
 for i, (p, n) in enumerate(zip(npzs, weights)):
     with np.load(p) as z:
-        helper.add(data={k: z[k] for k in z.files}, weight=n, contributor_name=f"site-{i}", contribution_round=0)
+        data = {k: z[k] for k in z.files}
+        helper.add(data=data, weight=n, contributor_name=f"site-{i}", contribution_round=0)
 helper.get_result()
 """,
     ),
@@ -141,7 +142,9 @@ def run(python: str, row: str, args: str) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--uploads", type=int, default=12)
     parser.add_argument("--mib", type=int, default=32)
     parser.add_argument("--tensors", type=int, default=64)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Runs every check and test: the lints (scripts/lint.sh); the Rust tests; a short fuzzing run of the Rust core;
+# Runs every check and test: the lints (scripts/lint.sh); the Rust tests (the aggregation's twice: the
+# second time on the plain loops, ORTCKPT_SIMD=plain); a short fuzzing run of the Rust core;
 # Python lints and types; the docs site (mkdocs --strict); the portable wheels (built, glibc floor
 # checked, installed across every available CPython x lowest/newest NumPy; the aarch64 ones tested
 # under QEMU by scripts/test_arm64.sh); the lowest-direct
-# dependencies run; and the Python tests (including the ones against the real ONNX Runtime 1.19.2
-# in its side virtualenv), last. Arguments go to pytest.
+# dependencies run; the aggregation's Python tests on the plain loops; and the Python tests
+# (including the ones against the real ONNX Runtime 1.19.2 in its side virtualenv), last. Arguments
+# go to the last pytest.
 # ORTCKPT_SKIP_WHEELS=1 skips the wheel build, the wheel matrix and the lowest-direct run (for a
 # quick local loop; CI runs them).
 set -euo pipefail
@@ -30,6 +32,10 @@ export PATH="$repo/.venv/bin:$PATH"
 bash scripts/lint.sh
 echo "== cargo test"
 cargo test -p ortckpt-core
+# The core's SIMD level is the CPU's unless capped (rust/core/src/simd.rs); the aggregation's Rust
+# tests run once more on the plain loops, whatever this machine has.
+echo "== cargo test: aggregation on the plain loops (ORTCKPT_SIMD=plain)"
+ORTCKPT_SIMD=plain cargo test -p ortckpt-core -- aggregate simd values
 echo "== fuzz harness: oracle tests on the seeds and past findings"
 cargo test --manifest-path fuzz/Cargo.toml
 # A short coverage-guided fuzzing run of the core (libFuzzer + ASan; ORTCKPT_FUZZ_SECONDS=0 skips).
@@ -56,5 +62,7 @@ if [ "${ORTCKPT_SKIP_WHEELS:-0}" != 1 ]; then
   echo "== lowest direct dependencies: declared floors, whole test suite (scripts/test_lowest.sh)"
   DIST=dist bash scripts/test_lowest.sh
 fi
+echo "== pytest: the aggregation tests on the plain loops (ORTCKPT_SIMD=plain)"
+ORTCKPT_SIMD=plain python -m pytest -q tests/test_average*.py tests/test_simd_levels.py
 echo "== pytest"  # last, so its summary closes the output
 python -m pytest -q "$@"

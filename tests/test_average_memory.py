@@ -204,8 +204,11 @@ DASK_SCRIPT = textwrap.dedent(
         return int(line.split()[1]) * 1024
 
     chunk, paths = int(sys.argv[1]), sys.argv[2:]
-    with distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=True, protocol="tcp://",
-                                  host="127.0.0.1", dashboard_address="127.0.0.1:0", memory_limit=0) as cluster:
+    cluster = distributed.LocalCluster(
+        n_workers=3, threads_per_worker=1, processes=True, protocol="tcp://", host="127.0.0.1",
+        dashboard_address="127.0.0.1:0", memory_limit=0,
+    )
+    with cluster:
         with distributed.Client(cluster) as client:
             before = client.run(reset)
             report = ortckpt.average(paths, method="median", chunk_bytes=chunk, engine=client)
@@ -229,7 +232,8 @@ def test_a_median_on_a_cluster_keeps_each_worker_within_the_chunk_knob(tmp_path:
     per, paths = sparse_fleet(tmp_path)
     grown = peak_growth(DASK_SCRIPT, str(CHUNK), per, paths)
     print(
-        f"median on 3 workers over {MEDIAN_SOURCES} x {MEDIAN_MODEL // MIB} MiB: worker peak grew by {grown / MIB:.0f} MiB"
+        f"median on 3 workers over {MEDIAN_SOURCES} x {MEDIAN_MODEL // MIB} MiB: "
+        f"worker peak grew by {grown / MIB:.0f} MiB"
     )
     # the block of stored values and its float64 tiles (2 chunks), the range's result, squares and
     # gaps (one range: RANGE_LANES float64 values), the uploads' descriptors, and the transport's

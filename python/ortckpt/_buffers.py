@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     import onnx
     from numpy.typing import ArrayLike, NDArray
 
-    from ._types import StrPath
+    from ._paths import StrPath
 
 __all__ = ["parameters_from_buffer", "parameters_to_buffer"]
 

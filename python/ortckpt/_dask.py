@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 
 from . import _native
+from ._paths import StrPath
 from ._progress import progress as progress_bar
 from ._reference import ModelSpec, layout_of
 from ._reports import AggregationReport, SourceReport
 from ._round import Round
-from ._types import StrPath
 from ._uploads import Item, Payload, local_file, read_source, rejection
 from .state import CheckpointState
 

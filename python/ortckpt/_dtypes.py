@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _native
+
 UNDEFINED = 0
 FLOAT = 1
 UINT8 = 2
@@ -36,33 +38,19 @@ FLOAT8E5M2FNUZ = 20
 
 _OBJECT = np.dtype(object)
 
-# code -> (numpy dtype, short name used in reprs / the CLI, ORT enum name)
-_TABLE: dict[int, tuple[np.dtype[Any], str, str]] = {
-    FLOAT: (np.dtype("<f4"), "float32", "FLOAT"),
-    UINT8: (np.dtype("u1"), "uint8", "UINT8"),
-    INT8: (np.dtype("i1"), "int8", "INT8"),
-    UINT16: (np.dtype("<u2"), "uint16", "UINT16"),
-    INT16: (np.dtype("<i2"), "int16", "INT16"),
-    INT32: (np.dtype("<i4"), "int32", "INT32"),
-    INT64: (np.dtype("<i8"), "int64", "INT64"),
-    STRING: (_OBJECT, "string", "STRING"),
-    BOOL: (np.dtype("?"), "bool", "BOOL"),
-    FLOAT16: (np.dtype("<f2"), "float16", "FLOAT16"),
-    DOUBLE: (np.dtype("<f8"), "float64", "DOUBLE"),
-    UINT32: (np.dtype("<u4"), "uint32", "UINT32"),
-    UINT64: (np.dtype("<u8"), "uint64", "UINT64"),
-    COMPLEX64: (np.dtype("<c8"), "complex64", "COMPLEX64"),
-    COMPLEX128: (np.dtype("<c16"), "complex128", "COMPLEX128"),
-}
+# code -> (numpy name, ORT enum name): the core's one table of data types (``_native.DATA_TYPES``,
+# also what the browser viewer and the core's messages spell)
+_NAMES: dict[int, tuple[str, str]] = {code: (name, ort) for code, name, ort, _ in _native.DATA_TYPES}
 
-# The ml_dtypes types (bfloat16, float8): code -> (ml_dtypes attribute, short name, ORT enum name).
-# ml_dtypes takes long to import, so it is imported on first use of one of these types.
-_ML_NAMES: dict[int, tuple[str, str, str]] = {
-    BFLOAT16: ("bfloat16", "bfloat16", "BFLOAT16"),
-    FLOAT8E4M3FN: ("float8_e4m3fn", "float8_e4m3fn", "FLOAT8E4M3FN"),
-    FLOAT8E4M3FNUZ: ("float8_e4m3fnuz", "float8_e4m3fnuz", "FLOAT8E4M3FNUZ"),
-    FLOAT8E5M2: ("float8_e5m2", "float8_e5m2", "FLOAT8E5M2"),
-    FLOAT8E5M2FNUZ: ("float8_e5m2fnuz", "float8_e5m2fnuz", "FLOAT8E5M2FNUZ"),
+# The ml_dtypes types (bfloat16, float8): ml_dtypes takes long to import, so it is imported on first
+# use of one of these types; their ml_dtypes attribute is their numpy name.
+_ML_CODES: frozenset[int] = frozenset({BFLOAT16, FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ})
+
+# code -> numpy dtype for the builtin types: every number little-endian, as stored; strings as objects
+_TABLE: dict[int, np.dtype[Any]] = {
+    code: _OBJECT if code == STRING else np.dtype(name).newbyteorder("<")
+    for code, (name, _) in _NAMES.items()
+    if code not in _ML_CODES
 }
 
 
@@ -70,7 +58,7 @@ _ML_NAMES: dict[int, tuple[str, str, str]] = {
 def _ml_dtype(code: int) -> np.dtype[Any]:
     import ml_dtypes
 
-    dtype: np.dtype[Any] = np.dtype(getattr(ml_dtypes, _ML_NAMES[code][0]))
+    dtype: np.dtype[Any] = np.dtype(getattr(ml_dtypes, _NAMES[code][0]))
     return dtype
 
 
@@ -92,9 +80,9 @@ _BY_KIND: dict[tuple[str, int], int] = {
     ("c", 16): COMPLEX128,
 }
 
-_ML_DTYPES: tuple[int, ...] = tuple(_ML_NAMES)
+_ML_DTYPES: tuple[int, ...] = tuple(sorted(_ML_CODES))
 
-DATA_TYPES: frozenset[int] = frozenset(_TABLE) | frozenset(_ML_NAMES)
+DATA_TYPES: frozenset[int] = frozenset(_NAMES)
 """Every data type code this package can read and write."""
 
 
@@ -106,22 +94,22 @@ def to_numpy(code: int) -> np.dtype[Any]:
     """The numpy dtype for an ORT data type code (object dtype for STRING)."""
     entry = _TABLE.get(code)
     if entry is not None:
-        return entry[0]
-    if code in _ML_NAMES:
+        return entry
+    if code in _ML_CODES:
         return _ml_dtype(code)
     raise ValueError(f"unknown ORT tensor data type {code}")
 
 
 def type_name(code: int) -> str:
     """Short lower-case name (``float32``, ``bfloat16``, ``string``, ...); ``type<N>`` when unknown."""
-    entry = _TABLE.get(code) or _ML_NAMES.get(code)
-    return entry[1] if entry is not None else f"type{code}"
+    entry = _NAMES.get(code)
+    return entry[0] if entry is not None else f"type{code}"
 
 
 def ort_name(code: int) -> str:
     """The ORT ``TensorDataType`` enum name (``FLOAT``, ``BFLOAT16``, ...)."""
-    entry = _TABLE.get(code) or _ML_NAMES.get(code)
-    return entry[2] if entry is not None else f"UNDEFINED({code})"
+    entry = _NAMES.get(code)
+    return entry[1] if entry is not None else f"UNDEFINED({code})"
 
 
 def element_size(code: int) -> int:

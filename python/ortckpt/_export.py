@@ -36,9 +36,10 @@ from ._onnx_external import ExternalFiles, external_tensor
 from ._onnx_import import require_onnx
 from ._onnx_write import Initializer, data_path, full_protos, write_model
 from ._parameter import Parameter, tensor_of
+from ._paths import StrPath, path_str
 from ._sources import open_state
 from ._tensor import Tensor
-from ._types import CheckpointSource, StrPath, path_str
+from ._types import CheckpointSource
 from .errors import CheckpointError, TensorDataError
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from . import _dtypes
 
 if TYPE_CHECKING:
-    from .state import CheckpointState
+    from ._state_view import StateView
 
 #: Parameters shown before "... and N more".
 MAX_ROWS = 40
@@ -32,7 +32,7 @@ def _row(cells: list[str], tag: str = "td") -> str:
     return "<tr>" + "".join(f"<{tag}>{cell}</{tag}>" for cell in cells) + "</tr>"
 
 
-def state_html(state: CheckpointState) -> str:
+def state_html(state: StateView) -> str:
     """The HTML ``CheckpointState._repr_html_`` returns."""
     params = list(state.parameters.values())
     trainable = sum(1 for p in params if p.trainable)

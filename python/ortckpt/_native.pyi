@@ -12,6 +12,7 @@ from typing_extensions import Buffer
 
 __all__ = [
     "CRASH_STEPS",
+    "DATA_TYPES",
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",
     "NPZ_BUDGET_RATIO",
     "NPZ_MIN_BUDGET",
@@ -58,6 +59,7 @@ __all__ = [
     "save_checkpoint",
     "serialize_adapter",
     "serialize_checkpoint",
+    "simd_level",
     "tensor_proto_values",
 ]
 
@@ -206,6 +208,7 @@ def save_checkpoint(
     external_momentums: bool = False,
 ) -> None: ...
 def recover(path: PathArg) -> str: ...
+def simd_level() -> Literal["plain", "avx2", "avx512"]: ...
 def external_data_path(path: PathArg) -> str: ...
 def external_data_location(path: PathArg) -> str: ...
 def read_legacy_folder(path: PathArg) -> Index | None: ...
@@ -370,6 +373,8 @@ WRITABLE_VERSIONS: list[int]
 SUPPORTED_VERSIONS: list[int]
 DEFAULT_EXTERNAL_DATA_THRESHOLD: int
 CRASH_STEPS: list[str]
+# the core's table of data types: (code, numpy name, ORT name, bytes per element, 0 for strings)
+DATA_TYPES: list[tuple[int, str, str, int]]
 NPZ_BUDGET_RATIO: int
 NPZ_MIN_BUDGET: int
 

@@ -13,8 +13,8 @@ import os
 from typing import TYPE_CHECKING
 
 from . import _dtypes, _native
+from ._paths import StrPath, path_str
 from ._tensor import MappedTensor
-from ._types import StrPath, path_str
 from .errors import ExternalDataError, TensorDataError
 
 if TYPE_CHECKING:

@@ -1,6 +1,7 @@
 """What ``io`` and ``CheckpointState``'s own methods share: opening a checkpoint into the core's
-index, and writing a state through the core. It never imports ``state`` at run time, so ``state``
-can use it at import time and ``io`` builds on both: imports run one way (no cycle).
+index, and writing a state through the core. It never imports ``state`` (a state is a
+``_state_view.StateView`` here), so ``state`` can use it and ``io`` builds on both: imports run one
+way (no cycle).
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import _native
+from ._paths import StrPath, path_str
 from ._spec import build_spec
-from ._types import StrPath, path_str
 
 if TYPE_CHECKING:
-    from .state import CheckpointState
+    from ._state_view import StateView
 
 #: The source name of a checkpoint given as bytes, in messages.
 BYTES_SOURCE = "<bytes>"
@@ -49,7 +50,7 @@ def open_index(path: StrPath, mmap: bool) -> _native.Index:
 
 
 def save_state(
-    state: CheckpointState,
+    state: StateView,
     path: StrPath,
     *,
     include_optimizer_state: bool,
@@ -65,6 +66,6 @@ def save_state(
     _native.save_checkpoint(path, spec, threshold, bool(external_momentums))
 
 
-def serialize_state(state: CheckpointState, *, include_optimizer_state: bool, format_version: int) -> bytes:
+def serialize_state(state: StateView, *, include_optimizer_state: bool, format_version: int) -> bytes:
     """``io.serialize`` once its argument is known to be a state."""
     return _native.serialize_checkpoint(build_spec(state, include_optimizer_state, format_version))

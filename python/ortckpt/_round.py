@@ -16,10 +16,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import _native
+from ._paths import StrPath
 from ._reference import ModelSpec, default_limit, layout_of, result_state, spec_of
 from ._reports import AggregationReport, SourceReport
 from ._sources import local_output
-from ._types import CheckpointSource, StrPath
+from ._types import CheckpointSource
 from ._uploads import Item, Payload, local_file, prefetched, read_source, rejection
 from .errors import AggregationError
 from .io import load_bytes, save

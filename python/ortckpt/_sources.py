@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._types import CheckpointSource, StrPath
+from ._paths import StrPath
+from ._types import CheckpointSource
 from .errors import CheckpointError
 from .errors import SourceTooLargeError as SourceTooLargeError  # (its home before errors.py)
 from .io import external_data_path, load_bytes

@@ -20,11 +20,11 @@ from ._tensor import ArrayTensor
 
 if TYPE_CHECKING:
     from ._native import CheckpointSpec, OptimizerGroupSpec, TensorSpec
+    from ._state_view import StateView
     from ._tensor import SpecData, Tensor
-    from .state import CheckpointState
 
 
-def build_spec(state: CheckpointState, include_optimizer_state: bool, format_version: int) -> CheckpointSpec:
+def build_spec(state: StateView, include_optimizer_state: bool, format_version: int) -> CheckpointSpec:
     """The native spec of ``state``: tensor data are borrowed (no copies), in state order."""
     gc_was_enabled = gc.isenabled()
     gc.disable()
@@ -49,7 +49,7 @@ def _data(tensor: Tensor, name: str) -> SpecData:
     return tensor.spec_data(name)
 
 
-def _build(state: CheckpointState, include_optimizer_state: bool, format_version: int) -> CheckpointSpec:
+def _build(state: StateView, include_optimizer_state: bool, format_version: int) -> CheckpointSpec:
     trainable: list[TensorSpec] = []
     frozen: list[TensorSpec] = []
     add_trainable = trainable.append

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from . import _atomic, _dtypes, _native
+from ._paths import StrPath, path_str
 from ._sources import open_state
 from ._tensor import check_numpy_shape
-from ._types import StrPath, path_str
 from .state import CheckpointState
 
 __all__ = ["ADAPTER_VERSION_PROPERTY", "MODEL_VERSION_PROPERTY", "from_adapter", "to_adapter"]

@@ -14,10 +14,11 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ._paths import StrPath
 from ._progress import progress as progress_bar
 from ._reports import AggregationReport, SourceReport
 from ._round import DEFAULT_CHUNK_BYTES, Round, _label
-from ._types import CheckpointSource, StrPath
+from ._types import CheckpointSource
 from ._uploads import Item
 from .errors import AggregationError
 

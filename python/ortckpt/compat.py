@@ -32,8 +32,8 @@ from numpy.typing import NDArray
 
 from . import io as _io
 from . import state as _state
+from ._paths import StrPath
 from ._scalars import INT64_MAX, INT64_MIN, PropertyValue
-from ._types import StrPath
 from .errors import CheckpointError, CompatError
 
 __all__ = ["CheckpointState", "CompatError", "Parameter", "Parameters", "Properties"]

@@ -33,8 +33,9 @@ import numpy as np
 
 from . import _native, _npz, _safetensors
 from ._flat_layout import array_of, build_state, momentum_key, tensors_of
+from ._paths import StrPath
 from ._sources import is_url, load, local_input, local_output, open_state
-from ._types import CheckpointSource, StrPath
+from ._types import CheckpointSource
 from .errors import ConversionError
 from .io import load_bytes, save
 from .state import CheckpointState

@@ -10,7 +10,7 @@ import os
 from typing import TYPE_CHECKING, Literal, cast
 
 from . import _native, _persist
-from ._types import StrPath
+from ._paths import StrPath
 from .state import CheckpointState
 
 if TYPE_CHECKING:

@@ -26,9 +26,9 @@ from . import _dtypes, _native
 from ._onnx_external import ExternalFiles
 from ._onnx_import import require_onnx
 from ._parameter import Parameter, tensor_of
+from ._paths import StrPath, path_str
 from ._proto_decode import as_proto, proto_name, tensor_from_proto
 from ._scalars import check_name
-from ._types import StrPath, path_str
 from .errors import CheckpointError, DuplicateNameError
 from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, check_threshold, load
 from .state import CheckpointState

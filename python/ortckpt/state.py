@@ -18,9 +18,9 @@ from ._containers import OptimizerGroups, ParameterMap, ParameterStore, Paramete
 from ._html import state_html
 from ._optimizer import Momentums, MomentumStates, OptimizerGroup
 from ._parameter import Parameter
+from ._paths import StrPath
 from ._properties import PropertyBag, PropertyInput
 from ._scalars import PropertyValue, check_name
-from ._types import StrPath
 from .errors import DuplicateNameError
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import TextIO
 from .._onnx_import import require_onnx
 from ..adapters import ADAPTER_VERSION_PROPERTY, MODEL_VERSION_PROPERTY, from_adapter, to_adapter
 from ._format import JsonValue, file_size, human_size
-from ._inspect import _head, _json_values, _parameters, _text_values
+from ._listing import head_values, json_values, parameters_in_order, text_values
 from ._onnx import _model_error, _onnx_errors
 from ._output import emit, verb, written
 
@@ -41,7 +41,7 @@ def run_export_adapter(args: argparse.Namespace, out: TextIO) -> int:
 def run_inspect_adapter(args: argparse.Namespace, out: TextIO) -> int:
     path = os.fsdecode(args.path)
     state = from_adapter(path)
-    params = _parameters(state)
+    params = parameters_in_order(state)
     versions = {k: state.properties[k] for k in (ADAPTER_VERSION_PROPERTY, MODEL_VERSION_PROPERTY)}
     entries: list[JsonValue] = []
     lines = [
@@ -58,10 +58,10 @@ def run_inspect_adapter(args: argparse.Namespace, out: TextIO) -> int:
             "nbytes": p.nbytes,
         }
         lines.append(f"  {p.name}  {p.dtype}  {list(p.shape)}  {human_size(p.nbytes)}")
-        head = _head(p, args.values)
+        head = head_values(p, args.values)
         if head is not None:
-            entry["values"] = _json_values(head)
-            lines.append(f"    values: {_text_values(head, p.size)}")
+            entry["values"] = json_values(head)
+            lines.append(f"    values: {text_values(head, p.size)}")
         entries.append(entry)
     report: dict[str, JsonValue] = {"path": path, "file_size": file_size(path), "format": "onnx_adapter"}
     report.update(versions)

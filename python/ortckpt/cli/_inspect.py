@@ -4,57 +4,25 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, TextIO
-
-import numpy as np
+from typing import TextIO
 
 from .. import _dtypes, _native
 from .._optimizer import momentum_tensors
 from ..io import load
-from ..state import CheckpointState, Parameter
+from ..state import CheckpointState
 from ._format import (
     JsonValue,
     f32,
     file_size,
     human_size,
     json_float,
-    natural_key,
     natural_sorted,
     shorten,
     typed_value,
     yes_no,
 )
+from ._listing import head_values, json_values, parameters_in_order, text_values
 from ._output import emit
-
-
-def _head(param: Parameter, n: int) -> np.ndarray[Any, Any] | None:
-    if n <= 0 or param.is_nominal:
-        return None
-    return param.data.reshape(-1)[:n]
-
-
-def _json_values(values: np.ndarray[Any, Any]) -> list[JsonValue]:
-    kind = values.dtype.kind
-    if kind == "O":
-        return [str(v) for v in values]
-    if kind == "b":
-        return [bool(v) for v in values]
-    if kind in "iu":
-        return [int(v) for v in values]
-    if kind == "c":
-        return [[json_float(float(v.real)), json_float(float(v.imag))] for v in values]
-    return [json_float(float(v)) for v in values.astype(np.float64)]
-
-
-def _text_values(values: np.ndarray[Any, Any], total: int) -> str:
-    items = [repr(v) if isinstance(v, str) else str(v) for v in values]
-    more = ", ..." if total > len(items) else ""
-    return "[" + ", ".join(items) + more + "]"
-
-
-def _parameters(state: CheckpointState) -> list[Parameter]:
-    """The parameters in natural name order (``layer2`` before ``layer10``)."""
-    return sorted(state.parameters.values(), key=lambda p: natural_key(p.name))
 
 
 def _sizes(state: CheckpointState, path: str) -> dict[str, JsonValue]:
@@ -74,7 +42,7 @@ def _sizes(state: CheckpointState, path: str) -> dict[str, JsonValue]:
 
 def to_json(state: CheckpointState, path: str, values: int = 0) -> dict[str, JsonValue]:
     params: list[dict[str, JsonValue]] = []
-    for param in _parameters(state):
+    for param in parameters_in_order(state):
         entry: dict[str, JsonValue] = {
             "name": param.name,
             "trainable": param.trainable,
@@ -83,9 +51,9 @@ def to_json(state: CheckpointState, path: str, values: int = 0) -> dict[str, Jso
             "shape": list(param.shape),
             "nbytes": param.nbytes,
         }
-        head = _head(param, values)
+        head = head_values(param, values)
         if head is not None:
-            entry["values"] = _json_values(head)
+            entry["values"] = json_values(head)
         params.append(entry)
 
     optimizer: list[dict[str, JsonValue]] | None = None
@@ -145,7 +113,7 @@ def print_text(state: CheckpointState, path: str, values: int, out: TextIO) -> N
         external += f" ({sizes['external_data_path']})"
     print(f"nominal: {yes_no(state.is_nominal)}, external data: {external}", file=out)
 
-    params = _parameters(state)
+    params = parameters_in_order(state)
     n_train = sum(1 for p in params if p.trainable)
     total = sum(p.nbytes for p in params)
     print(
@@ -168,9 +136,9 @@ def print_text(state: CheckpointState, path: str, values: int, out: TextIO) -> N
         for row, param in zip(rows, params):
             cells = [cell.ljust(width) for cell, width in zip(row, widths)]
             print(f"  {'  '.join(cells)}  {row[4]}", file=out)
-            head = _head(param, values)
+            head = head_values(param, values)
             if head is not None:
-                print(f"    values: {_text_values(head, param.size)}", file=out)
+                print(f"    values: {text_values(head, param.size)}", file=out)
         if any(shorten(p.name) != p.name for p in params):
             print("  (long names shortened with …; --json prints them whole)", file=out)
 

@@ -7,10 +7,8 @@
 use crate::index::{CheckpointIndex, Kind, OptimizerGroupIndex, ParameterStateIndex, TensorEntry};
 use crate::names::{ensure_unique, ensure_unique_sorted};
 use crate::shape::{byte_size, element_count};
+use crate::versions::SUPPORTED_VERSIONS;
 use crate::{DataType, Error, Property, PropertyValue, Result};
-
-/// Checkpoint versions this library reads.
-pub const SUPPORTED_VERSIONS: [i32; 2] = [1, 2];
 
 /// A tensor's fields as read from the file (absent fields as their schema defaults).
 pub(crate) struct TensorFields<'f> {
@@ -91,7 +89,7 @@ impl Assembler {
     /// flatbuffer file may have, inline values only.
     #[cfg(feature = "fs")]
     pub(crate) fn for_legacy_folder() -> Assembler {
-        let index = CheckpointIndex::empty(crate::legacy::LEGACY_FOLDER_VERSION);
+        let index = CheckpointIndex::empty(crate::versions::LEGACY_FOLDER_VERSION);
         Assembler { index, group: None, state: None }
     }
 

@@ -1,4 +1,6 @@
-//! ORT's `TensorDataType` enum as a closed Rust enum with element sizes.
+//! ORT's `TensorDataType` enum as a closed Rust enum: the one table of the types, their codes,
+//! ORT's and numpy's names and their element sizes, which the Python binding (`DATA_TYPES`) and
+//! the browser viewer read rather than keep their own.
 
 /// A tensor element type, numbered as ORT's `TensorDataType` (and ONNX's `TensorProto.DataType`).
 /// `UNDEFINED` (0) is not a valid tensor type and has no variant.
@@ -85,7 +87,7 @@ impl DataType {
     }
 
     /// Bytes per element, or `None` for strings (stored as `string_data`, not `raw_data`).
-    pub fn element_size(self) -> Option<u64> {
+    pub const fn element_size(self) -> Option<u64> {
         use DataType::*;
         match self {
             String => None,
@@ -97,8 +99,37 @@ impl DataType {
         }
     }
 
+    /// The type's name as numpy spells it (ml_dtypes for bfloat16 and the float8 types), what the
+    /// Python API and the viewer show: `float32`, `bfloat16`, `float8_e4m3fn`; `string` for strings
+    /// (which numpy holds as objects).
+    pub const fn numpy_name(self) -> &'static str {
+        use DataType::*;
+        match self {
+            Float => "float32",
+            Uint8 => "uint8",
+            Int8 => "int8",
+            Uint16 => "uint16",
+            Int16 => "int16",
+            Int32 => "int32",
+            Int64 => "int64",
+            String => "string",
+            Bool => "bool",
+            Float16 => "float16",
+            Double => "float64",
+            Uint32 => "uint32",
+            Uint64 => "uint64",
+            Complex64 => "complex64",
+            Complex128 => "complex128",
+            Bfloat16 => "bfloat16",
+            Float8E4M3Fn => "float8_e4m3fn",
+            Float8E4M3Fnuz => "float8_e4m3fnuz",
+            Float8E5M2 => "float8_e5m2",
+            Float8E5M2Fnuz => "float8_e5m2fnuz",
+        }
+    }
+
     /// ORT's spelling of the type, as in the schema.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         use DataType::*;
         match self {
             Float => "FLOAT",
@@ -144,6 +175,17 @@ mod tests {
             assert_eq!(t.code() as usize, i + 1);
             assert_eq!(DataType::from_code(t.code()), Some(*t));
         }
+    }
+
+    #[test]
+    fn numpy_names_are_unique_and_lower_case() {
+        let names: std::collections::HashSet<&str> = DataType::ALL.iter().map(|t| t.numpy_name()).collect();
+        assert_eq!(names.len(), DataType::ALL.len());
+        for t in DataType::ALL {
+            assert_eq!(t.numpy_name(), t.numpy_name().to_ascii_lowercase());
+        }
+        assert_eq!(DataType::Double.numpy_name(), "float64");
+        assert_eq!(DataType::Float8E5M2Fnuz.numpy_name(), "float8_e5m2fnuz");
     }
 
     #[test]

@@ -380,7 +380,7 @@ impl fmt::Display for Error {
                 f,
                 "checkpoint version {found} is not supported (this ortckpt reads versions {}); \
                  upgrade ortckpt if the file comes from a newer ONNX Runtime",
-                crate::reader::SUPPORTED_VERSIONS.map(|v| v.to_string()).join(", ")
+                crate::versions::SUPPORTED_VERSIONS.map(|v| v.to_string()).join(", ")
             ),
             MissingField { what } => write!(f, "corrupt checkpoint: {what} is missing"),
             UnknownDataType { tensor, code } => {
@@ -479,7 +479,7 @@ impl fmt::Display for Error {
                 f,
                 "adapter format version {found} is not supported (ONNX Runtime 1.20 and later and \
                  ortckpt read version {})",
-                crate::ADAPTER_FORMAT_VERSION
+                crate::versions::ADAPTER_FORMAT_VERSION
             ),
         }
     }

@@ -72,9 +72,12 @@ mod safetensors;
 mod save;
 mod schema;
 mod shape;
+mod simd;
 mod spec;
 #[cfg(feature = "fs")]
 mod target;
+pub mod values;
+mod versions;
 mod writer;
 
 pub use adapter::{
@@ -124,6 +127,7 @@ pub use safetensors::{
 pub use save::{
     external_data_location, external_data_path, save_checkpoint, save_checkpoint_interruptible, SaveSummary,
 };
+pub use simd::{simd_level, SimdLevel, SIMD_ENV};
 pub use spec::{
     CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec, TensorPayload, TensorSpec, WRITABLE_VERSIONS,
     WRITTEN_VERSION,

@@ -26,7 +26,7 @@
 //! `[int64]` dims need only the 4-byte alignment of their length prefix, as ORT 1.19.2 writes them
 //! (its nominal checkpoints have them) and ORT's C++ verifier accepts.
 
-pub use crate::assemble::SUPPORTED_VERSIONS;
+pub use crate::versions::SUPPORTED_VERSIONS;
 use std::ops::{Deref, DerefMut};
 
 use crate::assemble::{Assembler, RawData, Role, TensorFields};

@@ -14,30 +14,27 @@
 
 //!
 //! One job per module: [`pieces`] (the file as owned and borrowed runs), [`meta`] (the metadata
-//! buffer: tables, vtables, strings, vectors), [`tables`] (the checkpoint, module state and tensor
-//! tables, and the data tail), [`optimizer`] and [`properties`] (their tables), [`estimate`] (the
-//! metadata buffer's initial size). Field positions come from the generated code's `VT_*`
-//! constants (`schema.rs`), never from hand-written numbers.
+//! buffer: tables, vtables, strings, vectors), [`tables`] (the checkpoint and module state tables,
+//! and the data tail), [`tensors`] (one table per tensor, the checkpoint's and the optimizer's),
+//! [`optimizer`] and [`properties`] (their tables), [`estimate`] (the metadata buffer's initial
+//! size), [`limits`] (the alignment and size the layout keeps to). Field positions come from the
+//! generated code's `VT_*` constants (`schema.rs`), never from hand-written numbers.
 
 mod estimate;
+mod limits;
 mod meta;
 mod optimizer;
 mod pieces;
 mod properties;
 mod tables;
+mod tensors;
 
+pub use limits::DATA_ALIGNMENT;
 pub(crate) use pieces::Pieces;
 
 use crate::placement::{plan, Place, SaveOptions};
 use crate::spec::{tensors_in_file_order, validate, CheckpointSpec, TensorPayload, TensorSpec};
 use crate::{Error, Result};
-
-/// Byte alignment of every tensor's `raw_data` in files this library writes: enough for any
-/// element type, so memory-mapped readers get aligned views.
-pub const DATA_ALIGNMENT: usize = 16;
-
-/// The largest buffer a flatbuffer can address with its 32-bit signed offsets.
-const MAX_FLATBUFFER_BYTES: u64 = (1 << 31) - 1;
 
 /// Both files of a save, laid out: the checkpoint, and the external data file (empty when the
 /// plan put nothing there).

@@ -16,7 +16,7 @@ mod safetensors;
 
 use std::ffi::OsString;
 
-use ortckpt_core::LoadedCheckpoint;
+use ortckpt_core::{DataType, LoadedCheckpoint};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
@@ -127,6 +127,22 @@ fn external_data_location(path: &Bound<'_, PyAny>) -> PyResult<OsString> {
     Ok(ortckpt_core::external_data_location(&path_arg(path)?).into_os_string())
 }
 
+/// The SIMD level the core's hot loops run at in this process: "plain", "avx2" or "avx512" (what
+/// the CPU has, capped by the `ORTCKPT_SIMD` environment variable; decided on first use).
+#[pyfunction]
+fn simd_level() -> &'static str {
+    ortckpt_core::simd_level().name()
+}
+
+/// The core's table of data types, one `(code, numpy name, ORT name, bytes per element)` each
+/// (0 bytes for strings), in code order: what `ortckpt._dtypes` builds on.
+fn data_types() -> Vec<(i32, &'static str, &'static str, u64)> {
+    DataType::ALL
+        .iter()
+        .map(|t| (t.code(), t.numpy_name(), t.name(), t.element_size().unwrap_or(0)))
+        .collect()
+}
+
 // Every class is frozen and every function works on its arguments alone, so the module is safe
 // without the GIL (free-threaded CPython); work on file bytes runs with the GIL released.
 #[pymodule(gil_used = false)]
@@ -152,7 +168,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(legacy::tensor_proto_values, m)?)?;
     m.add_function(wrap_pyfunction!(npz::read_npz, m)?)?;
     m.add_function(wrap_pyfunction!(safetensors::read_safetensors, m)?)?;
+    m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add("CRASH_STEPS", ortckpt_core::CRASH_STEPS.to_vec())?;
+    m.add("DATA_TYPES", data_types())?;
     m.add("NPZ_BUDGET_RATIO", ortckpt_core::NPZ_BUDGET_RATIO)?;
     m.add("NPZ_MIN_BUDGET", ortckpt_core::NPZ_MIN_BUDGET)?;
     m.add("SAFETENSORS_DTYPES", safetensors::dtypes())?;

@@ -8,39 +8,16 @@ use wasm_bindgen::JsValue;
 /// The largest integer a JavaScript number holds exactly (`Number.MAX_SAFE_INTEGER`).
 pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 
-/// Data type names as numpy / ml_dtypes spell them (what the Python API shows), one per type.
-pub const DTYPE_NAMES: [(DataType, &str); 20] = [
-    (DataType::Float, "float32"),
-    (DataType::Uint8, "uint8"),
-    (DataType::Int8, "int8"),
-    (DataType::Uint16, "uint16"),
-    (DataType::Int16, "int16"),
-    (DataType::Int32, "int32"),
-    (DataType::Int64, "int64"),
-    (DataType::String, "string"),
-    (DataType::Bool, "bool"),
-    (DataType::Float16, "float16"),
-    (DataType::Double, "float64"),
-    (DataType::Uint32, "uint32"),
-    (DataType::Uint64, "uint64"),
-    (DataType::Complex64, "complex64"),
-    (DataType::Complex128, "complex128"),
-    (DataType::Bfloat16, "bfloat16"),
-    (DataType::Float8E4M3Fn, "float8_e4m3fn"),
-    (DataType::Float8E4M3Fnuz, "float8_e4m3fnuz"),
-    (DataType::Float8E5M2, "float8_e5m2"),
-    (DataType::Float8E5M2Fnuz, "float8_e5m2fnuz"),
-];
-
-/// The name of `data_type` (see [`DTYPE_NAMES`]).
+/// The name of `data_type` as numpy / ml_dtypes spell it (what the Python API shows): the core's
+/// table ([`DataType::numpy_name`]).
 pub fn dtype_name(data_type: DataType) -> &'static str {
-    DTYPE_NAMES.iter().find(|(t, _)| *t == data_type).map_or("?", |(_, n)| n)
+    data_type.numpy_name()
 }
 
-/// The type named `name` (ours, or ORT's upper-case spelling such as `FLOAT`).
+/// The type named `name` (numpy's spelling, or ORT's upper-case one such as `FLOAT`).
 pub fn dtype_from_name(name: &str) -> Result<DataType, JsValue> {
-    DTYPE_NAMES.iter().find(|(t, n)| *n == name || t.name() == name).map(|(t, _)| *t).ok_or_else(|| {
-        let known: Vec<&str> = DTYPE_NAMES.iter().map(|(_, n)| *n).collect();
+    DataType::ALL.into_iter().find(|t| t.numpy_name() == name || t.name() == name).ok_or_else(|| {
+        let known: Vec<&str> = DataType::ALL.iter().map(|t| t.numpy_name()).collect();
         error(&format!("unknown data type {name:?}; use one of {}", known.join(", ")), "InvalidSpec")
     })
 }

@@ -1,10 +1,10 @@
 //! A tensor's little-endian element bytes as float64 numbers, for statistics and diffs.
 //!
-//! Floating types go through the core's exact conversions (`aggregate::values`: float16, bfloat16
+//! Floating types go through the core's exact conversions (`ortckpt_core::values`: float16, bfloat16
 //! and float8 are float64 values exactly); integers and booleans are converted here (64-bit
 //! integers beyond 2^53 round to the nearest float64, which statistics and diffs accept).
 
-use ortckpt_core::aggregate::{decode_into, Lanes};
+use ortckpt_core::values::{decode_into, Lanes};
 use ortckpt_core::DataType;
 
 /// Whether `data_type` has numbers to summarize (every type but strings and complex numbers).

@@ -11,36 +11,16 @@
 #[cfg(any(test, feature = "test-support"))]
 pub mod oracle;
 mod read;
+mod rules;
 mod schema;
 mod write;
 
-use crate::{DataType, Error, Result};
-
+pub use crate::versions::ADAPTER_FORMAT_VERSION;
 pub use read::{index_adapter, AdapterIndex, AdapterParameter};
 #[cfg(feature = "fs")]
 pub use read::{read_adapter_file, AdapterFile};
+pub use rules::ADAPTER_FILE_IDENTIFIER;
 pub use write::{serialize_adapter, AdapterParameterSpec};
-
-/// The flatbuffer file identifier of ORT adapter files.
-pub const ADAPTER_FILE_IDENTIFIER: &[u8; 4] = b"TORT";
-
-/// The adapter format version ORT writes and the only one it reads (ORT 1.20 to today).
-pub const ADAPTER_FORMAT_VERSION: i32 = 1;
-
-/// The rules ONNX Runtime applies to each adapter parameter beyond its structure (checked by
-/// ORT 1.32 when it loads one): one shared check for the reader and the writer, so ortckpt writes
-/// no adapter ORT refuses and accepts none.
-fn check_parameter(name: &str, data_type: DataType, dims: &[i64]) -> Result<()> {
-    let detail = match data_type {
-        DataType::String => "holds strings, which an adapter cannot store (raw_data only)",
-        DataType::Bool | DataType::Complex64 | DataType::Complex128 => {
-            "has a data type ONNX Runtime refuses in adapters (bool, complex64 and complex128 are refused)"
-        }
-        _ if dims.is_empty() => "is a scalar, which ONNX Runtime refuses in adapters; give it the shape [1]",
-        _ => return Ok(()),
-    };
-    Err(Error::WrongStorage { tensor: name.to_owned(), detail })
-}
 
 #[cfg(test)]
 mod tests;

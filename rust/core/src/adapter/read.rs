@@ -16,11 +16,12 @@
 #[cfg(feature = "fs")]
 use std::path::Path;
 
+use super::rules::{check_parameter, ADAPTER_FILE_IDENTIFIER};
 use super::schema::fbs;
-use super::{check_parameter, ADAPTER_FILE_IDENTIFIER, ADAPTER_FORMAT_VERSION};
 use crate::flatbuf::{self, Walker, OUTSIDE};
 use crate::input::Input;
 use crate::shape::byte_size;
+use crate::versions::ADAPTER_FORMAT_VERSION;
 #[cfg(feature = "fs")]
 use crate::MappedFile;
 use crate::{DataType, Error, Result};

@@ -8,9 +8,10 @@
 
 use std::collections::HashSet;
 
+use super::rules::{check_parameter, ADAPTER_FILE_IDENTIFIER};
 use super::schema::fbs;
-use super::{check_parameter, ADAPTER_FILE_IDENTIFIER, ADAPTER_FORMAT_VERSION};
 use crate::shape::byte_size;
+use crate::versions::ADAPTER_FORMAT_VERSION;
 use crate::{DataType, Error, Result};
 
 /// One tensor to write into an adapter.

@@ -14,10 +14,10 @@
 
 use std::ops::Range;
 
+use super::rejection::Rejection;
 use super::structure::{Layout, Located};
-use super::values::{add_scaled, for_each, scan, Lanes};
-use super::Rejection;
 use crate::parallel::in_parallel;
+use crate::values::{add_scaled, for_each, scan, Lanes};
 
 /// Lanes per piece of work: 512 KiB of float64 accumulators, so a piece's data and sums stay in
 /// the core's cache between reading and adding.

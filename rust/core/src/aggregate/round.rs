@@ -18,14 +18,15 @@
 //! The file access is [`read_file`]'s (the upload module): this module only orders the work.
 
 use std::collections::HashSet;
-use std::path::PathBuf;
 
+use super::checks::located_data;
 use super::kernel::{accumulate, add_window, largest_of, slot_bytes};
-use super::located_data;
-use super::structure::{Layout, Located, WeightRule};
+use super::rejection::Rejection;
+use super::structure::{Layout, Located};
 use super::upload::{index_upload, read_file, FileUpload, HeldFiles, UploadError};
-use super::Rejection;
+use super::verdict::{FileItem, FileRound, Screen, Screening, Verdict};
 use crate::parallel::in_parallel;
+use crate::values::Lanes;
 use crate::Error;
 
 /// Bytes of uploads checked together (at least one per core): enough to keep both cores busy
@@ -34,40 +35,6 @@ use crate::Error;
 const WINDOW_BYTES: usize = 6 << 20;
 /// At most this many uploads per window.
 const WINDOW_MAX: usize = 16;
-
-/// One upload of the round: its path and how its weight is chosen.
-pub struct FileItem {
-    /// The checkpoint's path (its external data file is `path.data`).
-    pub path: PathBuf,
-    /// Its weight.
-    pub rule: WeightRule,
-}
-
-/// What became of one upload.
-#[derive(Debug)]
-pub enum Verdict {
-    /// Added into the sums with this weight.
-    Added {
-        /// The weight used.
-        weight: f64,
-        /// (device, inode) of the checkpoint file.
-        identity: (u64, u64),
-    },
-    /// The same file as an earlier upload (identity given): counted once.
-    Duplicate {
-        /// (device, inode) of the checkpoint file.
-        identity: (u64, u64),
-    },
-    /// Refused by the checks; `identity` when the file was read.
-    Rejected {
-        /// Why.
-        rejection: Rejection,
-        /// (device, inode) of the checkpoint file, when it was read.
-        identity: Option<(u64, u64)>,
-    },
-    /// The reader's or the operating system's error (the kind `unreadable`).
-    Unreadable(Error),
-}
 
 /// An upload that passed every check but overflow: ready to be added.
 struct Checked {
@@ -156,17 +123,6 @@ pub fn add_files(
     add_files_in_memory(round)
 }
 
-/// One call of [`add_files`], its arguments checked, for the path that adds the uploads.
-pub(crate) struct FileRound<'r, 's> {
-    pub(crate) items: &'r [FileItem],
-    pub(crate) layout: &'r Layout,
-    pub(crate) max_bytes: Option<u64>,
-    pub(crate) seen: &'r mut HashSet<(u64, u64)>,
-    pub(crate) sums: &'r mut [&'s mut [f64]],
-    pub(crate) bounds: &'r mut [f64],
-    pub(crate) keep_going: &'r mut dyn FnMut() -> bool,
-}
-
 /// [`add_files`] for models whose uploads are read whole into memory (see the module note).
 pub(crate) fn add_files_in_memory(round: FileRound<'_, '_>) -> Result<Vec<Verdict>, Error> {
     let FileRound { items, layout, max_bytes, seen, sums, bounds, keep_going } = round;
@@ -233,12 +189,8 @@ pub(crate) fn add_files_in_memory(round: FileRound<'_, '_>) -> Result<Vec<Verdic
 /// Uploads per window for `layout`'s model: about [`WINDOW_BYTES`], at least one per core, at
 /// most [`WINDOW_MAX`].
 fn window_of(layout: &Layout, lanes: &[usize]) -> usize {
-    let model: usize = layout
-        .slot_types()
-        .iter()
-        .zip(lanes)
-        .map(|(t, n)| n * super::Lanes::of(*t).map_or(8, |l| l.width()))
-        .sum();
+    let model: usize =
+        layout.slot_types().iter().zip(lanes).map(|(t, n)| n * Lanes::of(*t).map_or(8, |l| l.width())).sum();
     let threads = crate::parallel::threads();
     // one large upload per core, not more: a window of 4 x 64 MiB ran faster alone but 2x slower
     // after other work had freed and touched gigabytes (fresh memory is what costs then: the
@@ -332,18 +284,6 @@ pub fn check_files(
     }
     Ok(verdicts)
 }
-
-/// What [`check_files`] keeps of an upload that passed its checks: its files (open, to be read
-/// again), where its tensors are, its weight and each tensor's largest magnitude.
-pub(crate) struct Screen {
-    pub(crate) files: HeldFiles,
-    pub(crate) located: Vec<Located>,
-    pub(crate) weight: f64,
-    pub(crate) largest: Vec<f64>,
-}
-
-/// An upload's identity (device, inode) and the outcome of [`check_files`]' checks after its index.
-pub(crate) type Screening = ((u64, u64), Result<Screen, Rejection>);
 
 /// [`check_files`]' checks of one upload: read whole into memory, or, for a streamed model, its
 /// values read piece by piece from its files (`stream.rs`), never held whole.

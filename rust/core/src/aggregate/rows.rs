@@ -4,11 +4,12 @@
 //! [`HeldFiles::confirm_unchanged`] when its reads are done) or from an upload's bytes: never a
 //! mapping.
 
-use super::columns::{reduce_few_rows, reduce_stored_block, Statistic, NETWORK_UP_TO};
+use super::block::Statistic;
+use super::columns::{reduce_few_rows, reduce_stored_block, NETWORK_UP_TO};
 use super::structure::Located;
 use super::upload::HeldFiles;
-use super::values::decode_into;
 use crate::parallel::{in_parallel, threads};
+use crate::values::decode_into;
 use crate::Error;
 
 /// Where one upload's values are read from.

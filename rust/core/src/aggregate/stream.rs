@@ -23,14 +23,14 @@
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::checks::located_data;
 use super::kernel::accumulate;
-use super::located_data;
-use super::round::{FileItem, FileRound, Screen, Screening, Verdict};
+use super::rejection::Rejection;
 use super::structure::{check_structure, weight_of, Layout, Located};
 use super::upload::{index_upload, open_files, read_file, HeldFiles, UploadError};
-use super::values::{add_scaled, scan, Lanes};
-use super::Rejection;
+use super::verdict::{FileItem, FileRound, Screen, Screening, Verdict};
 use crate::parallel::in_parallel;
+use crate::values::{add_scaled, scan, Lanes};
 use crate::Error;
 
 /// Lanes per piece: 256 KiB of float64 sums and at most as much of stored values, so a piece and

@@ -4,8 +4,8 @@
 
 use std::ops::Range;
 
-use super::values::Lanes;
-use super::Rejection;
+use super::rejection::Rejection;
+use crate::values::Lanes;
 use crate::{CheckpointIndex, DataType, PropertyValue, Storage, TensorRef};
 
 /// A parameter of the reference.
@@ -131,19 +131,9 @@ fn py_tuple(dims: &[i64]) -> String {
     }
 }
 
-/// numpy's name of a type (`float32`, `bfloat16`, ...).
+/// numpy's name of a type (`float32`, `bfloat16`, ...): [`DataType::numpy_name`].
 pub fn type_name(data_type: DataType) -> String {
-    use DataType::*;
-    match data_type {
-        Float => "float32".into(),
-        Float16 => "float16".into(),
-        Double => "float64".into(),
-        Float8E4M3Fn => "float8_e4m3fn".into(),
-        Float8E4M3Fnuz => "float8_e4m3fnuz".into(),
-        Float8E5M2 => "float8_e5m2".into(),
-        Float8E5M2Fnuz => "float8_e5m2fnuz".into(),
-        other => other.name().to_ascii_lowercase(),
-    }
+    data_type.numpy_name().into()
 }
 
 fn first_of(names: &[&str], what: &str) -> String {

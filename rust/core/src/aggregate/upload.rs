@@ -9,12 +9,12 @@ use std::sync::Mutex;
 
 use memmap2::MmapMut;
 
+use super::rejection::Rejection;
 use super::structure::Located;
-use super::values::{decode_into, scan};
-use super::Rejection;
 use crate::files::open_regular;
 use crate::mapped::{anonymous, read_whole, FileStamp};
 use crate::paged::index_file;
+use crate::values::{decode_into, scan};
 use crate::{check_external_ranges, external_data_path, index_checkpoint, CheckpointIndex, Error};
 
 /// Why an upload could not be used: a rejection of its own kind, or an error of the reader (the

@@ -22,14 +22,10 @@ use crate::assemble::{Assembler, RawData, Role, TensorFields};
 use crate::files::open_regular;
 use crate::{CheckpointIndex, DataType, Error, PropertyValue, Result, Storage};
 
-/// The `CheckpointIndex::version` of a checkpoint read from an ORT 1.15 folder: the folder format
-/// predates the flatbuffer format, whose versions start at 1.
-pub const LEGACY_FOLDER_VERSION: i32 = 0;
-
 /// An ORT 1.15 checkpoint folder, read: its index, whose inline tensors are ranges of `values`.
 #[derive(Debug)]
 pub struct LegacyCheckpoint {
-    /// What the folder holds (version [`LEGACY_FOLDER_VERSION`]; every tensor inline or strings).
+    /// What the folder holds (version [`crate::LEGACY_FOLDER_VERSION`]; every tensor inline or strings).
     pub index: CheckpointIndex,
     /// The tensors' values, decoded from their TensorProtos.
     pub values: Vec<u8>,

@@ -13,10 +13,8 @@ mod names;
 mod stream;
 mod tensor_proto;
 
-pub use folder::{
-    read_legacy_files, read_legacy_folder, LegacyCheckpoint, LegacyInput, OpenLegacyFile,
-    LEGACY_FOLDER_VERSION,
-};
+pub use crate::versions::LEGACY_FOLDER_VERSION;
+pub use folder::{read_legacy_files, read_legacy_folder, LegacyCheckpoint, LegacyInput, OpenLegacyFile};
 pub use names::{classify_legacy_file, LegacyFile, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY};
 pub use stream::MAX_PBSEQ_MESSAGE_BYTES;
 pub use tensor_proto::tensor_proto_values;

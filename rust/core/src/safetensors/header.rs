@@ -9,8 +9,15 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::{dtype_of, SafetensorsDtype, SafetensorsError, SafetensorsErrorKind, METADATA_KEY};
-use super::{SafetensorsError as Error, SAFETENSORS_MAX_RANK};
+use super::dtypes::{dtype_of, SafetensorsDtype};
+use super::error::SafetensorsError as Error;
+use super::error::{SafetensorsError, SafetensorsErrorKind};
+
+/// The most dimensions a tensor may have: numpy 1.x's limit (numpy 2 allows 64), so that every
+/// tensor read can become a numpy array.
+pub const SAFETENSORS_MAX_RANK: usize = 32;
+
+const METADATA_KEY: &str = "__metadata__";
 
 /// One tensor entry as read (its range not yet checked).
 pub(super) struct Entry {

@@ -12,100 +12,18 @@
 //! itself bounded by the file's size and [`SAFETENSORS_MAX_HEADER_BYTES`]. Ranks are capped at
 //! [`SAFETENSORS_MAX_RANK`] (numpy's limit, where every tensor ends up).
 
+mod dtypes;
+mod error;
 mod header;
 
+pub use dtypes::{SafetensorsDtype, SAFETENSORS_DTYPES};
+pub use error::{SafetensorsError, SafetensorsErrorKind};
+pub use header::SAFETENSORS_MAX_RANK;
+
 use std::collections::HashSet;
-use std::fmt;
 
 /// The longest JSON header read (the reference implementation's own limit).
 pub const SAFETENSORS_MAX_HEADER_BYTES: u64 = 100_000_000;
-
-/// The most dimensions a tensor may have: numpy 1.x's limit (numpy 2 allows 64), so that every
-/// tensor read can become a numpy array.
-pub const SAFETENSORS_MAX_RANK: usize = 32;
-
-const METADATA_KEY: &str = "__metadata__";
-
-/// One safetensors dtype an ONNX Runtime checkpoint can hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SafetensorsDtype {
-    /// Its safetensors code (`"F32"`).
-    pub code: &'static str,
-    /// Its numpy (or ml_dtypes, for bfloat16 and float8) name (`"float32"`).
-    pub name: &'static str,
-    /// Bytes per element.
-    pub itemsize: u8,
-}
-
-const fn dtype(code: &'static str, name: &'static str, itemsize: u8) -> SafetensorsDtype {
-    SafetensorsDtype { code, name, itemsize }
-}
-
-/// Every safetensors dtype read and written: the ones whose ONNX Runtime checkpoint type exists.
-pub const SAFETENSORS_DTYPES: &[SafetensorsDtype] = &[
-    dtype("BOOL", "bool", 1),
-    dtype("U8", "uint8", 1),
-    dtype("I8", "int8", 1),
-    dtype("U16", "uint16", 2),
-    dtype("I16", "int16", 2),
-    dtype("U32", "uint32", 4),
-    dtype("I32", "int32", 4),
-    dtype("U64", "uint64", 8),
-    dtype("I64", "int64", 8),
-    dtype("F16", "float16", 2),
-    dtype("F32", "float32", 4),
-    dtype("F64", "float64", 8),
-    dtype("C64", "complex64", 8),
-    dtype("BF16", "bfloat16", 2),
-    dtype("F8_E4M3", "float8_e4m3fn", 1),
-    dtype("F8_E4M3FNUZ", "float8_e4m3fnuz", 1),
-    dtype("F8_E5M2", "float8_e5m2", 1),
-    dtype("F8_E5M2FNUZ", "float8_e5m2fnuz", 1),
-];
-
-fn dtype_of(code: &str) -> Option<&'static SafetensorsDtype> {
-    SAFETENSORS_DTYPES.iter().find(|d| d.code == code)
-}
-
-/// What kind of problem a [`SafetensorsError`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SafetensorsErrorKind {
-    /// The file breaks the format.
-    Malformed,
-    /// A valid file holding a dtype ONNX Runtime checkpoints cannot hold.
-    UnsupportedDtype,
-}
-
-/// Why a safetensors file cannot be read; `tensor` names the entry at fault, if one is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SafetensorsError {
-    /// What kind of problem it is.
-    pub kind: SafetensorsErrorKind,
-    /// The tensor whose entry is at fault, if one is.
-    pub tensor: Option<String>,
-    /// What is wrong, as a sentence fragment.
-    pub detail: String,
-}
-
-impl SafetensorsError {
-    fn malformed(tensor: Option<String>, detail: impl Into<String>) -> SafetensorsError {
-        SafetensorsError { kind: SafetensorsErrorKind::Malformed, tensor, detail: detail.into() }
-    }
-}
-
-impl fmt::Display for SafetensorsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.kind == SafetensorsErrorKind::Malformed {
-            f.write_str("not a valid safetensors file: ")?;
-        }
-        match &self.tensor {
-            Some(t) => write!(f, "tensor {t:?}: {}", self.detail),
-            None => f.write_str(&self.detail),
-        }
-    }
-}
-
-impl std::error::Error for SafetensorsError {}
 
 /// One tensor of a checked file.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 
 use flatbuffers::VOffsetT;
 
-use super::MAX_FLATBUFFER_BYTES;
+use super::limits::MAX_FLATBUFFER_BYTES;
 use crate::schema::{field_count, field_id};
 use crate::{Error, Result};
 

@@ -1,7 +1,7 @@
 //! The optimizer state's tables: groups, parameter states and their momentum tensors.
 
 use super::meta::{f32_unless_zero, unless_default, Field, Meta};
-use super::tables::tensor_tables;
+use super::tensors::tensor_tables;
 use crate::placement::Place;
 use crate::schema::fbs;
 use crate::spec::{sorted_by_name, OptimizerGroupSpec, TensorSpec};

@@ -1,7 +1,7 @@
 //! A file being written as a list of runs: owned bytes (metadata, length prefixes, padding) and
 //! borrowed slices of the caller's tensors, which are never copied.
 
-use super::DATA_ALIGNMENT;
+use super::limits::DATA_ALIGNMENT;
 
 /// One run of bytes of a file being written.
 #[derive(Clone, Copy, Debug)]

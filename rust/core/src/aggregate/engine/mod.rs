@@ -27,10 +27,12 @@ pub use options::{check_trim, Method, Options, MIN_CHUNK_BYTES};
 pub use robust::MemberReport;
 pub use robust::{clip_scale, plan_of, random_seed, segments, Plan, Reduced, Segment};
 
-use super::round::{check_files, FileItem, Screened, Verdict as FileVerdict};
+use super::round::{check_files, Screened};
+use super::verdict::{FileItem, Verdict as FileVerdict};
 use super::structure::{check_structure, Layout, Located, WeightRule};
 use super::upload::{index_upload, open_files, read_file, HeldFiles, UploadError};
-use super::{located_data, Rejection};
+use super::checks::located_data;
+use super::Rejection;
 use crate::Error;
 use members::Member;
 use tally::Tally;

@@ -9,7 +9,8 @@
 //! reduced as the files store them (`rows.rs`), without a float64 block. Definitions follow
 //! Flower's `flwr.server.strategy.aggregate` functions; the tests compare against them.
 
-use super::super::columns::{median_columns, reduce_block, reduce_stored_block, Statistic, NETWORK_UP_TO};
+use super::super::block::Statistic;
+use super::super::columns::{median_columns, reduce_block, reduce_stored_block, NETWORK_UP_TO};
 use super::super::distances::add_pairwise;
 use super::super::rows::{read_rows, read_stored_rows, reduce_rows, RowSource, MIN_CHUNK_LANES};
 use super::super::structure::Located;

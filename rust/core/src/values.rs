@@ -1,11 +1,12 @@
-//! Reading tensor elements of every averaged type as float64, and telling finite values apart.
+//! Reading tensor elements of every floating type as float64, and telling finite values apart:
+//! the aggregation kernels and the browser viewer's statistics decode through here.
 //!
 //! Every conversion is exact: float16, bfloat16, float8 and float32 values are all float64 values.
 //! Bytes are little-endian and need no alignment (`from_le_bytes` on each element).
 
 use std::sync::OnceLock;
 
-use super::simd::avx2_dispatch;
+use crate::simd::avx2_dispatch;
 use crate::DataType;
 
 /// How an averaged tensor's elements are stored: the element kind, and how many float64 lanes each
@@ -124,7 +125,7 @@ pub fn f8_table(format: F8) -> &'static [f64; 256] {
 /// Calls `each(i, value)` for every lane of `bytes` (whole lanes only; `bytes.len()` is a multiple
 /// of the width: the reader guarantees it for tensor ranges).
 #[inline]
-pub fn for_each(lanes: Lanes, bytes: &[u8], mut each: impl FnMut(usize, f64)) {
+pub(crate) fn for_each(lanes: Lanes, bytes: &[u8], mut each: impl FnMut(usize, f64)) {
     match lanes {
         Lanes::F32 => {
             for (i, c) in bytes.chunks_exact(4).enumerate() {
@@ -163,7 +164,7 @@ avx2_dispatch! {
 /// (infinities, NaN) are exactly those at or above that exponent's pattern. So one integer
 /// maximum tells both (the loop is integer-only and vectorizes); the largest pattern is decoded
 /// once at the end.
-pub fn scan / scan_avx2 (lanes: Lanes, bytes: &[u8]) -> (bool, f64) {
+pub(crate) fn scan / scan_avx2 (lanes: Lanes, bytes: &[u8]) -> (bool, f64) {
     macro_rules! top_bits {
         ($t:ty, $n:expr) => {{
             let mut top: $t = 0;
@@ -230,7 +231,7 @@ pub fn decode_into / decode_into_avx2 (lanes: Lanes, bytes: &[u8], out: &mut [f6
 
 avx2_dispatch! {
 /// `acc[i] += weight × lane i of bytes` for every lane (`acc` and `bytes` cover the same lanes).
-pub fn add_scaled / add_scaled_avx2 (lanes: Lanes, bytes: &[u8], acc: &mut [f64], weight: f64) {
+pub(crate) fn add_scaled / add_scaled_avx2 (lanes: Lanes, bytes: &[u8], acc: &mut [f64], weight: f64) {
     match lanes {
         Lanes::F32 => {
             for (a, c) in acc.iter_mut().zip(bytes.chunks_exact(4)) {
