@@ -40,7 +40,7 @@ impl RoundVerdict {
     }
 
     fn rejection(r: Rejection) -> RoundVerdict {
-        RoundVerdict::rejected(r.kind, r.message)
+        RoundVerdict::rejected(r.kind.code(), r.message)
     }
 
     /// A reader's error as the kind `unreadable`: the exception class it would raise, and its

@@ -12,6 +12,7 @@
 //! it infinite, that upload's sums are tried element by element first, and it is rejected
 //! (`overflow`) if one of them would not be finite.
 
+use super::rejection::RejectionKind;
 use std::ops::Range;
 
 use super::rejection::Rejection;
@@ -41,7 +42,7 @@ pub fn slot_bytes<'a>(
             match bytes {
                 Some(b) if b.len() == n * loc.lanes.width() => Ok(b),
                 _ => Err(Rejection::new(
-                    "unreadable",
+                    RejectionKind::Unreadable,
                     format!("the bytes of {} lie outside the upload", layout.slot_label(slot)),
                 )),
             }
@@ -106,7 +107,7 @@ pub(crate) fn largest_of(
     }
     match bad {
         Some(slot) => Err(Rejection::new(
-            "non-finite",
+            RejectionKind::NonFinite,
             format!("{} holds NaN or infinite values", layout.slot_label(slot)),
         )),
         None => Ok(largest),
@@ -164,7 +165,7 @@ pub fn accumulate(
         });
         if !fits {
             return Err(Rejection::new(
-                "overflow",
+                RejectionKind::Overflow,
                 format!(
                     "{} overflows: added to the other uploads (weight {weight}) its values give sums beyond \
                      float64 (largest magnitude {:e})",

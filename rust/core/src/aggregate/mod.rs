@@ -25,7 +25,6 @@ mod upload;
 mod verdict;
 
 pub use block::Statistic;
-pub use checks::{add_upload, check_upload};
 pub use columns::{median_columns, reduce_block, reduce_stored_block, trimmed_mean_columns, NETWORK_UP_TO};
 pub use distances::add_pairwise;
 #[cfg(feature = "fs")]
@@ -35,7 +34,7 @@ pub use engine::{
     Reduced, Round, Segment, Shared, Staleness, Stamp, Verdict as RoundVerdict, MIN_CHUNK_BYTES,
 };
 pub use kernel::{accumulate, add_window, check_values, slot_bytes};
-pub use rejection::Rejection;
+pub use rejection::{Rejection, RejectionKind};
 #[cfg(feature = "fs")]
 pub use round::{add_files, check_files, Screened};
 #[cfg(feature = "fs")]

@@ -20,6 +20,7 @@
 //! pass noted) is undone as well and its uploads are added one by one by the kernel's exact
 //! check, read into memory as the in-memory path reads them.
 
+use super::rejection::RejectionKind;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -94,7 +95,7 @@ fn open(
             let expected = (n as u64).saturating_mul(loc.lanes.width() as u64);
             if loc.bytes.end.checked_sub(loc.bytes.start) != Some(expected) {
                 return Err(Rejection::new(
-                    "unreadable",
+                    RejectionKind::Unreadable,
                     format!("the bytes of {} lie outside the upload", layout.slot_label(slot)),
                 ));
             }
@@ -142,7 +143,7 @@ fn largest_of(upload: &Opened, layout: &Layout) -> Result<Result<Vec<f64>, Rejec
                 let (finite, top) = scan(loc.lanes, buf);
                 if !finite {
                     return Ok(Err(Rejection::new(
-                        "non-finite",
+                        RejectionKind::NonFinite,
                         format!("{} holds NaN or infinite values", layout.slot_label(slot)),
                     )));
                 }
@@ -327,7 +328,7 @@ impl Round<'_, '_> {
             for (u, (i, s)) in members.into_iter().enumerate() {
                 if let Some(slot) = pass.non_finite.get(u).copied().flatten() {
                     let rejection = Rejection::new(
-                        "non-finite",
+                        RejectionKind::NonFinite,
                         format!("{} holds NaN or infinite values", self.layout.slot_label(slot)),
                     );
                     self.set(i, Verdict::Rejected { rejection, identity: Some(s.files.identity()) });
@@ -527,7 +528,9 @@ mod tests {
             .map(|v| match v {
                 Verdict::Added { weight, .. } => format!("added {weight}"),
                 Verdict::Duplicate { .. } => "duplicate".into(),
-                Verdict::Rejected { rejection, .. } => format!("{}: {}", rejection.kind, rejection.message),
+                Verdict::Rejected { rejection, .. } => {
+                    format!("{}: {}", rejection.kind.code(), rejection.message)
+                }
                 Verdict::Unreadable(e) => format!("unreadable: {e}"),
             })
             .collect();
@@ -606,7 +609,7 @@ mod tests {
                 let largest: Vec<u64> = s.largest.iter().map(|v| v.to_bits()).collect();
                 format!("{:?} {} {largest:?} {}", s.located, s.weight, s.files.path().display())
             }
-            Ok((_, Err(r))) => format!("{}: {}", r.kind, r.message),
+            Ok((_, Err(r))) => format!("{}: {}", r.kind.code(), r.message),
             Err(e) => format!("{e:?}"),
         };
         for path in paths {

@@ -2,6 +2,7 @@
 //! against it. Messages use Python's spelling (`'name'`, `(5, 6)`, `float32`): they reach users of
 //! the Python API as they are.
 
+use super::rejection::RejectionKind;
 use std::ops::Range;
 
 use super::rejection::Rejection;
@@ -146,7 +147,7 @@ fn range_of(tensor: &TensorRef<'_>, label: impl Fn() -> String) -> Result<(Range
     match tensor.storage {
         Storage::Inline { offset, len, .. } => Ok((offset as u64..(offset + len) as u64, false)),
         Storage::External { offset, len } => Ok((offset..offset + len, true)),
-        _ => Err(Rejection::new("nominal", format!("{} has no values", label()))),
+        _ => Err(Rejection::new(RejectionKind::Nominal, format!("{} has no values", label()))),
     }
 }
 
@@ -155,7 +156,10 @@ fn range_of(tensor: &TensorRef<'_>, label: impl Fn() -> String) -> Result<(Range
 /// each averaged tensor's bytes are, in slot order.
 pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<Located>, Rejection> {
     if index.is_nominal {
-        return Err(Rejection::new("nominal", "the checkpoint is nominal (names and types only, no values)"));
+        return Err(Rejection::new(
+            RejectionKind::Nominal,
+            "the checkpoint is nominal (names and types only, no values)",
+        ));
     }
     // the layout's parameters are in name order (a state's), as `find_parameter_ranked` hopes
     let positions: Vec<Option<usize>> =
@@ -169,7 +173,7 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
         .collect();
     missing.sort_unstable();
     if !missing.is_empty() {
-        return Err(Rejection::new("missing-parameter", first_of(&missing, "is missing")));
+        return Err(Rejection::new(RejectionKind::MissingParameter, first_of(&missing, "is missing")));
     }
     if index.parameter_count() != layout.params.len() {
         let known: std::collections::HashSet<&str> = layout.params.iter().map(|p| p.name.as_str()).collect();
@@ -179,25 +183,28 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
             .filter(|n| !known.contains(n))
             .collect();
         extra.sort_unstable();
-        return Err(Rejection::new("extra-parameter", first_of(&extra, "is not in the reference")));
+        return Err(Rejection::new(
+            RejectionKind::ExtraParameter,
+            first_of(&extra, "is not in the reference"),
+        ));
     }
     let mut located = Vec::with_capacity(layout.slot_count());
     for (p, at) in layout.params.iter().zip(&positions) {
         let position = at.unwrap_or(usize::MAX);
         let (Some(tensor), Some(kind)) = (index.tensor(position), index.param_kind(position)) else {
-            return Err(Rejection::new("missing-parameter", first_of(&[&p.name], "is missing")));
+            return Err(Rejection::new(RejectionKind::MissingParameter, first_of(&[&p.name], "is missing")));
         };
         let name = || py_repr(&p.name);
         if (kind == crate::ParamKind::Trainable) != p.trainable {
             let want = if p.trainable { "trainable" } else { "frozen" };
             return Err(Rejection::new(
-                "trainable-flag",
+                RejectionKind::TrainableFlag,
                 format!("parameter {} should be {want}, as in the reference", name()),
             ));
         }
         if tensor.data_type != p.data_type {
             return Err(Rejection::new(
-                "dtype",
+                RejectionKind::Dtype,
                 format!(
                     "parameter {} is {}; the reference has {}",
                     name(),
@@ -208,7 +215,7 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
         }
         if tensor.dims != p.dims.as_slice() {
             return Err(Rejection::new(
-                "shape",
+                RejectionKind::Shape,
                 format!(
                     "parameter {} has shape {}; the reference has {}",
                     name(),
@@ -219,8 +226,9 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
         }
         if p.trainable {
             let (bytes, external) = range_of(&tensor, || format!("parameter {}", name()))?;
-            let lanes = Lanes::of(p.data_type)
-                .ok_or_else(|| Rejection::new("dtype", format!("parameter {} cannot be averaged", name())))?;
+            let lanes = Lanes::of(p.data_type).ok_or_else(|| {
+                Rejection::new(RejectionKind::Dtype, format!("parameter {} cannot be averaged", name()))
+            })?;
             located.push(Located { lanes, bytes, external });
         }
     }
@@ -233,13 +241,13 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
             .and_then(|g| g.states.iter().find(|s| s.param_name == m.param))
             .and_then(|s| index.momentums(s).find(|t| t.name == m.momentum));
         let Some(tensor) = found else {
-            return Err(Rejection::new("optimizer", format!("momentum {} is missing", label())));
+            return Err(Rejection::new(RejectionKind::Optimizer, format!("momentum {} is missing", label())));
         };
         if tensor.data_type != m.data_type || tensor.dims != m.dims.as_slice() {
             let list =
                 |d: &[i64]| format!("[{}]", d.iter().map(i64::to_string).collect::<Vec<_>>().join(", "));
             return Err(Rejection::new(
-                "optimizer",
+                RejectionKind::Optimizer,
                 format!(
                     "momentum {} is {}{}; the reference has {}{}",
                     label(),
@@ -251,8 +259,9 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
             ));
         }
         let (bytes, external) = range_of(&tensor, || format!("momentum {}", label()))?;
-        let lanes = Lanes::of(m.data_type)
-            .ok_or_else(|| Rejection::new("optimizer", format!("momentum {} cannot be averaged", label())))?;
+        let lanes = Lanes::of(m.data_type).ok_or_else(|| {
+            Rejection::new(RejectionKind::Optimizer, format!("momentum {} cannot be averaged", label()))
+        })?;
         located.push(Located { lanes, bytes, external });
     }
     Ok(located)
@@ -275,7 +284,7 @@ pub fn weight_of(index: &CheckpointIndex, rule: &WeightRule) -> Result<f64, Reje
         WeightRule::Given(w) if w.is_finite() && *w > 0.0 => return Ok(*w),
         WeightRule::Given(w) => {
             return Err(Rejection::new(
-                "weight",
+                RejectionKind::Weight,
                 format!("the weight {} is not a positive finite number", py_float(*w)),
             ))
         }
@@ -283,7 +292,10 @@ pub fn weight_of(index: &CheckpointIndex, rule: &WeightRule) -> Result<f64, Reje
         WeightRule::PropertyTimes(name, factor) => (name, *factor),
     };
     let Some(property) = index.properties.iter().find(|p| &p.name == name) else {
-        return Err(Rejection::new("weight", format!("property {} (the weight) is missing", py_repr(name))));
+        return Err(Rejection::new(
+            RejectionKind::Weight,
+            format!("property {} (the weight) is missing", py_repr(name)),
+        ));
     };
     let (value, shown) = match &property.value {
         PropertyValue::Int(v) => (*v as f64, v.to_string()),
@@ -294,7 +306,7 @@ pub fn weight_of(index: &CheckpointIndex, rule: &WeightRule) -> Result<f64, Reje
         let weight = value * factor;
         if !(weight.is_finite() && weight > 0.0) {
             return Err(Rejection::new(
-                "weight",
+                RejectionKind::Weight,
                 format!(
                     "property {} = {shown} discounted by {factor} is not a positive number",
                     py_repr(name)
@@ -303,7 +315,10 @@ pub fn weight_of(index: &CheckpointIndex, rule: &WeightRule) -> Result<f64, Reje
         }
         return Ok(weight);
     }
-    Err(Rejection::new("weight", format!("property {} = {shown} is not a positive number", py_repr(name))))
+    Err(Rejection::new(
+        RejectionKind::Weight,
+        format!("property {} = {shown} is not a positive number", py_repr(name)),
+    ))
 }
 
 fn py_float(v: f64) -> String {

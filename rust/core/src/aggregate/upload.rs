@@ -1,6 +1,7 @@
 //! Reading one upload for aggregation: into private memory (never a shared mapping, which a
 //! truncation by another process turns into SIGBUS), within a size limit, and indexed.
 
+use super::rejection::RejectionKind;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -130,7 +131,7 @@ pub struct FileUpload {
 
 fn too_large(path: &Path, size: &str, limit: u64) -> Rejection {
     Rejection::new(
-        "too-large",
+        RejectionKind::TooLarge,
         format!(
             "{}: {size} bytes exceed the size limit of {limit} bytes (raise max_bytes if it is legitimate)",
             path.display()

@@ -16,6 +16,7 @@ mod options;
 mod robust;
 mod tally;
 
+use super::rejection::RejectionKind;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,11 +28,11 @@ pub use options::{check_trim, Method, Options, MIN_CHUNK_BYTES};
 pub use robust::MemberReport;
 pub use robust::{clip_scale, plan_of, random_seed, segments, Plan, Reduced, Segment};
 
+use super::checks::located_data;
 use super::round::{check_files, Screened};
-use super::verdict::{FileItem, Verdict as FileVerdict};
 use super::structure::{check_structure, Layout, Located, WeightRule};
 use super::upload::{index_upload, open_files, read_file, HeldFiles, UploadError};
-use super::checks::located_data;
+use super::verdict::{FileItem, Verdict as FileVerdict};
 use super::Rejection;
 use crate::Error;
 use members::Member;
@@ -77,7 +78,7 @@ impl Staleness {
     pub fn discount(&self, staleness: u64) -> Result<f64, Rejection> {
         if let Some(cutoff) = self.cutoff.filter(|&c| staleness > c) {
             return Err(Rejection::new(
-                "stale",
+                RejectionKind::Stale,
                 format!("trained from a global model {staleness} versions old; the cut-off is {cutoff}"),
             ));
         }
@@ -282,7 +283,7 @@ impl Round {
             };
             if loc.bytes.end.checked_sub(loc.bytes.start) != Some(expected) || loc.bytes.end > size {
                 return Err(Rejection::new(
-                    "unreadable",
+                    RejectionKind::Unreadable,
                     format!("the bytes of {} lie outside the global model", self.layout.slot_label(slot)),
                 ));
             }
@@ -595,7 +596,7 @@ impl Round {
         let size = ((*checkpoint).as_ref().len() as u64).saturating_add(ext.map_or(0, |e| e.len() as u64));
         if let Some(limit) = self.options.max_bytes.filter(|&l| size > l) {
             return Verdict::Rejected(Rejection::new(
-                "too-large",
+                RejectionKind::TooLarge,
                 format!("upload of {size} bytes exceeds the size limit of {limit} bytes"),
             ));
         }

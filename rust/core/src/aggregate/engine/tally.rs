@@ -7,8 +7,8 @@ use std::collections::HashSet;
 
 use super::super::kernel::{accumulate, check_values};
 use super::super::round::add_files;
-use super::super::verdict::{FileItem, Verdict};
 use super::super::structure::{Layout, Located};
+use super::super::verdict::{FileItem, Verdict};
 use super::super::Rejection;
 use crate::Error;
 

@@ -61,7 +61,7 @@ fn words(verdicts: &[Verdict]) -> Vec<String> {
         .map(|v| match v {
             Verdict::Accepted { weight } => format!("accepted {weight}"),
             Verdict::Duplicate { first } => format!("duplicate of {first}"),
-            Verdict::Rejected(r) => r.kind.to_string(),
+            Verdict::Rejected(r) => r.kind.code().to_string(),
             Verdict::Unreadable(_) => "unreadable".into(),
         })
         .collect()
