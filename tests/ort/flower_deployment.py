@@ -132,6 +132,30 @@ class Deployment:
             timeout=timeout,
         )
 
+    def start_run(self, app: Path, run_config: str) -> subprocess.Popen[str]:
+        """``run`` without waiting: the ``flwr run`` process (its output piped)."""
+        return subprocess.Popen(
+            [str(BIN / "flwr"), "run", str(app), "loopback", "--stream", "--run-config", run_config],
+            cwd=self.root,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+    def serverapps(self) -> list[psutil.Process]:
+        """The ServerApp processes running under the SuperLink (``flwr-serverapp``)."""
+        found = []
+        for proc in self.procs:
+            try:
+                for p in psutil.Process(proc.pid).children(recursive=True):
+                    if any("flwr-serverapp" in part for part in p.cmdline()):
+                        found.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        return found
+
     def stop(self) -> None:
         """SIGTERM every process and its descendants, then SIGKILL what is left after 5 s."""
         family: list[psutil.Process] = []
