@@ -122,25 +122,24 @@ class Deployment:
 
     def run(self, app: Path, run_config: str, timeout: float) -> subprocess.CompletedProcess[str]:
         """``flwr run APP loopback --stream``: submit the app and follow its logs to the end."""
-        return subprocess.run(
-            [str(BIN / "flwr"), "run", str(app), "loopback", "--stream", "--run-config", run_config],
-            cwd=self.root,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        proc = self.start_run(app, run_config)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def start_run(self, app: Path, run_config: str) -> subprocess.Popen[str]:
-        """``run`` without waiting: the ``flwr run`` process (its output piped)."""
+        """``run`` without waiting: the ``flwr run`` process (its output and errors piped)."""
         return subprocess.Popen(
             [str(BIN / "flwr"), "run", str(app), "loopback", "--stream", "--run-config", run_config],
             cwd=self.root,
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.PIPE,
             text=True,
         )
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,15 +23,6 @@ from tests.ort.test_ort_flower_round import APP, device
 pytest.importorskip("flwr.serverapp.strategy", reason="needs flwr (ortckpt[flower])")
 
 pytestmark = pytest.mark.ort
-
-
-@pytest.fixture
-def deployment(tmp_path: Path) -> Iterator[Deployment]:
-    d = Deployment(tmp_path)
-    try:
-        yield d
-    finally:
-        d.stop()
 
 
 def test_fedadam_run_survives_its_serverapp_being_killed(
