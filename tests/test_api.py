@@ -827,9 +827,9 @@ def test_external_data_errors_name_both_files(tmp_path: pathlib.Path) -> None:
 def test_error_hierarchy_reexported() -> None:
     from ortckpt import compat, errors
 
-    python_defined = {
-        "CompatError"
-    }  # ORT's type (AggregationError is the core's: it decides when a round fails)
+    # ORT's type, and the server state's (read in Python); AggregationError is the core's: it
+    # decides when a round fails
+    python_defined = {"CompatError", "ServerStateError"}
     for name in errors.__all__:
         if name in python_defined:
             assert getattr(errors, name).__module__ == "ortckpt.errors"
@@ -839,6 +839,8 @@ def test_error_hierarchy_reexported() -> None:
     assert errors.AggregationError is ortckpt.AggregationError
     assert issubclass(errors.AggregationError, errors.CheckpointError)
     assert errors.CompatError is compat.CompatError and issubclass(errors.CompatError, RuntimeError)
+    assert errors.ServerStateError is ortckpt.ServerStateError
+    assert issubclass(errors.ServerStateError, errors.CheckpointError)
     assert ortckpt.__version__ and ortckpt.__version__ != "0+unknown"
 
 

@@ -24,6 +24,7 @@ from .errors import (
     ExternalDataError,
     InterruptedSaveError,
     InvalidCheckpointError,
+    ServerStateError,
     SourceTooLargeError,
     TensorDataError,
     UnsupportedVersionError,
@@ -34,6 +35,10 @@ from .state import CheckpointState, OptimizerGroup, Parameter, PropertyBag
 if _typing.TYPE_CHECKING:
     from ._buffers import parameters_from_buffer, parameters_to_buffer
     from ._export import export_for_inference
+    from ._privacy import AdaptiveClipping, PrivacyAccountant
+    from ._server_opt import FedAdagrad, FedAdam, FedAvgM, FedYogi
+    from ._server_round import ServerReport
+    from ._server_state import ServerState, server_state, strip_server_state
     from .adapters import from_adapter, to_adapter
     from .aggregate import AggregationError, AggregationReport, Round, SourceReport, average
     from .conversions import (
@@ -58,6 +63,10 @@ if _typing.TYPE_CHECKING:
 _LAZY = {
     **dict.fromkeys(("parameters_from_buffer", "parameters_to_buffer"), "_buffers"),
     "export_for_inference": "_export",
+    **dict.fromkeys(("AdaptiveClipping", "PrivacyAccountant"), "_privacy"),
+    **dict.fromkeys(("FedAdagrad", "FedAdam", "FedAvgM", "FedYogi"), "_server_opt"),
+    "ServerReport": "_server_round",
+    **dict.fromkeys(("ServerState", "server_state", "strip_server_state"), "_server_state"),
     **dict.fromkeys(("from_adapter", "to_adapter"), "adapters"),
     **dict.fromkeys(
         ("AggregationError", "AggregationReport", "Round", "SourceReport", "average"), "aggregate"
@@ -100,6 +109,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",
+    "AdaptiveClipping",
     "AggregationError",
     "AggregationReport",
     "CheckpointChangedError",
@@ -108,12 +118,20 @@ __all__ = [
     "ConversionError",
     "DuplicateNameError",
     "ExternalDataError",
+    "FedAdagrad",
+    "FedAdam",
+    "FedAvgM",
+    "FedYogi",
     "InterruptedSaveError",
     "InvalidCheckpointError",
     "OptimizerGroup",
     "Parameter",
+    "PrivacyAccountant",
     "PropertyBag",
     "Round",
+    "ServerReport",
+    "ServerState",
+    "ServerStateError",
     "SourceReport",
     "SourceTooLargeError",
     "TensorDataError",
@@ -139,6 +157,8 @@ __all__ = [
     "save_from_onnx",
     "save_tensor_protos",
     "serialize",
+    "server_state",
+    "strip_server_state",
     "to_adapter",
     "to_nominal",
     "to_npz",

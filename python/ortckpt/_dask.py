@@ -255,6 +255,7 @@ def local_round(rnd_args: dict[str, Any], items: list[Item], out_state: bool = T
         report.total_weight,
         report.state.to_bytes(include_optimizer_state=True),
         report.reference,
+        report.server,
     )
 
 
@@ -289,7 +290,7 @@ def _robust_on_dask(
         batches,
         spec=rnd._spec,
         method=rnd.method,
-        options=rnd._options,
+        options=rnd._core_options,
         max_bytes=rnd._limit,
         storage_options=rnd._storage,
         pure=False,
@@ -363,10 +364,11 @@ def _exact_on_one_worker(
         "max_bytes": rnd._max_bytes,
         "storage_options": rnd._storage,
         "relative_to": None if rnd._relative_to is None else _shippable(rnd._relative_to),
+        **dict(zip(("server_optimizer", "adaptive_clipping", "privacy"), rnd._server_args, strict=True)),
         **rnd._options,
     }
     shipped = [(i, c, _shippable(s), r, a) for i, c, s, r, a in items]
-    sources, total_weight, state_bytes, reference = client.submit(
+    sources, total_weight, state_bytes, reference, server = client.submit(
         local_round, args, shipped, pure=False
     ).result()
     from .io import load_bytes
@@ -379,6 +381,8 @@ def _exact_on_one_worker(
 
         written = os.fsdecode(os.fspath(out))
         with local_output(out, rnd._storage) as path:
-            save_state(state, path, include_optimizer_state=rnd._include)
+            save_state(state, path, include_optimizer_state=True)
     rnd._done = True
-    return AggregationReport(written, reference, list(sources), total_weight, state, "dask", rnd.method)
+    return AggregationReport(
+        written, reference, list(sources), total_weight, state, "dask", rnd.method, server
+    )

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import _dtypes, _native
+from ._server_state import GROUP as SERVER_GROUP
 from .errors import AggregationError
 from .state import CheckpointState, OptimizerGroup, Parameter
 
@@ -82,7 +83,7 @@ def spec_of(state: CheckpointState, include_optimizer_state: bool) -> ModelSpec:
             raise Rejected(
                 "optimizer", "include_optimizer_state=True but the checkpoint has no optimizer state"
             )
-        for group_name, group in state.optimizer.items():
+        for group_name, group in _device_groups(state):
             for param, moms in group.states.items():
                 for momentum, array in moms.items():
                     code = _dtypes.from_numpy(array.dtype, momentum)
@@ -93,6 +94,12 @@ def spec_of(state: CheckpointState, include_optimizer_state: bool) -> ModelSpec:
                         )
                     momentums[(group_name, param, momentum)] = (code, tuple(array.shape))
     return ModelSpec(params, momentums, include_optimizer_state)
+
+
+def _device_groups(state: CheckpointState) -> list[tuple[str, OptimizerGroup]]:
+    """The devices' optimizer groups (the server's own group, the server optimizer's state, is
+    never averaged: docs/federated.md)."""
+    return [(k, g) for k, g in (state.optimizer or {}).items() if k != SERVER_GROUP]
 
 
 def layout_of(spec: ModelSpec) -> _native.AggregationLayout:
@@ -120,8 +127,7 @@ def _wanted(reference: CheckpointState, spec: ModelSpec) -> list[tuple[str, np.d
         if trainable
     ]
     if spec.include_optimizer_state:
-        assert reference.optimizer is not None
-        for group_name, group in reference.optimizer.items():
+        for group_name, group in _device_groups(reference):
             for param, states in group.states.items():
                 for m, arr in states.items():
                     wanted.append((f"momentum '{group_name}/{param}/{m}'", arr.dtype, tuple(arr.shape)))
@@ -178,13 +184,12 @@ def result_state(
         )
     optimizer = None
     if spec.include_optimizer_state:
-        assert reference.optimizer is not None
         optimizer = {
             group_name: OptimizerGroup(
                 group.step,
                 group.initial_learning_rate,
                 {param: {m: next(means) for m in states} for param, states in group.states.items()},
             )
-            for group_name, group in reference.optimizer.items()
+            for group_name, group in _device_groups(reference)
         }
     return CheckpointState(params, properties=reference.properties, optimizer=optimizer)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ._server_round import ServerReport
     from .state import CheckpointState
 
 
@@ -39,6 +40,7 @@ class AggregationReport:
     state: CheckpointState
     engine: str
     method: str = "fedavg"
+    server: ServerReport | None = None  # rounds with server state: optimizer, clipping norm, privacy
 
     @property
     def accepted(self) -> list[SourceReport]:
@@ -63,6 +65,8 @@ class AggregationReport:
             lines.append(f"  {'client':<{width}}  {'problem':<{kind_width}}  reason")
             for s in rejected:
                 lines.append(f"  {s.client:<{width}}  {s.kind or '':<{kind_width}}  {s.reason}")
+        if self.server is not None:
+            lines.append(self.server.summary())
         if self.output is not None:
             lines.append(f"wrote {self.output}")
         return "\n".join(lines)

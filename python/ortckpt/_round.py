@@ -17,9 +17,13 @@ from typing import Any
 
 from . import _native
 from ._paths import StrPath
+from ._privacy import AdaptiveClipping, PrivacyAccountant
 from ._reference import ModelSpec, default_limit, layout_of, result_state, spec_of
 from ._reports import AggregationReport, SourceReport
-from ._sources import local_output
+from ._server_opt import ServerOptimizer
+from ._server_round import ServerRound
+from ._server_state import GROUP, PREFIX, strip_server_state, with_server_state
+from ._sources import local_output, open_state
 from ._types import CheckpointSource
 from ._uploads import Item, Payload, local_file, prefetched, read_source, rejection
 from .errors import AggregationError
@@ -70,6 +74,13 @@ class Round:
     each checked here. Staleness (asynchronous FL, as FedBuff defines it): an upload trained from a
     global model ``s`` versions old weighs ``weight * (1 + s) ** -staleness_exponent`` (default
     0.5: ``1 / sqrt(1 + s)``); one older than ``max_staleness`` is rejected (kind ``stale``).
+
+    Server state (docs/federated.md, "Server optimizers and resuming a server"): with
+    ``relative_to`` the global model the round starts from, ``server_optimizer`` (``FedAvgM``,
+    ``FedAdagrad``, ``FedAdam``, ``FedYogi``) steps the global model by the aggregated update,
+    ``adaptive_clipping`` (``AdaptiveClipping``) sets the clipping norm, ``privacy``
+    (``PrivacyAccountant``) counts the privacy spent; each reads its state from ``relative_to``'s
+    checkpoint and ``result()`` writes the new state into the global checkpoint it returns.
     """
 
     def __init__(
@@ -90,6 +101,9 @@ class Round:
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         staleness_exponent: float = 0.5,
         max_staleness: int | None = None,
+        server_optimizer: ServerOptimizer | None = None,
+        adaptive_clipping: AdaptiveClipping | None = None,
+        privacy: PrivacyAccountant | None = None,
     ) -> None:
         if method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
@@ -106,11 +120,20 @@ class Round:
             "max_staleness": _whole("max_staleness", max_staleness),
         }
         self._max_bytes = _whole("max_bytes", max_bytes, minimum=1)
-        # every option is checked by the core now, not when the first upload arrives
-        _native.Round(_native.AggregationLayout([], []), method, **self._options)
         self._include = include_optimizer_state
         self._storage = dict(storage_options) if storage_options is not None else None
         self._relative_to = relative_to
+        self._server_args = (server_optimizer, adaptive_clipping, privacy)
+        self._server: ServerRound | None = None
+        self._base: Payload | None = None  # the global model's bytes, read once, when state is kept
+        if any(a is not None for a in self._server_args):
+            self._server = self._server_round()
+        elif relative_to is not None:
+            self._refuse_lost_state(relative_to)
+        # the options the core runs with (adaptive clipping's norm, the round's seed)
+        self._core_options = self._options if self._server is None else self._server.core_options
+        # every option is checked by the core now, not when the first upload arrives
+        _native.Round(_native.AggregationLayout([], []), method, **self._core_options)
         self._given_reference = reference
         self._limit = self._max_bytes
         self._native: _native.Round | None = None
@@ -131,14 +154,39 @@ class Round:
                 "<bytes>" if is_bytes else _label(-1, reference),
             )
 
+    # -- the server state ------------------------------------------------------------------------
+
+    def _server_round(self) -> ServerRound:
+        if self._relative_to is None:
+            raise ValueError(
+                "server_optimizer, adaptive_clipping and privacy need relative_to: the global model "
+                "the round starts from, whose checkpoint carries the server's state"
+            )
+        self._base = read_source(self._relative_to, None, self._storage)
+        state = load_bytes(self._base.data, external_data=self._base.external)
+        return ServerRound(state, *self._server_args, self._options)
+
+    def _refuse_lost_state(self, relative_to: CheckpointSource) -> None:
+        """A round without server options must not drop the state its global model carries."""
+        props = open_state(relative_to, storage_options=self._storage).properties
+        if any(k.startswith(PREFIX) for k in props):
+            what = props.get(PREFIX + "optimizer", "adaptive clipping or privacy accounting")
+            raise ValueError(
+                f"relative_to carries a server state ({what}, round {props.get(PREFIX + 'round')}): pass "
+                "the same server_optimizer / adaptive_clipping / privacy to continue the run, or "
+                "relative_to=ortckpt.strip_server_state(global) to leave it"
+            )
+
     # -- the reference ---------------------------------------------------------------------------
 
     def _start(self, state: CheckpointState, spec: ModelSpec, label: str) -> None:
         """Starts the native round over ``state``'s structure (and the global model of ``relative_to``)."""
         if self._max_bytes is None:
             self._limit = default_limit(state)
-        native = _native.Round(layout_of(spec), self.method, max_bytes=self._limit, **self._options)
-        if self._relative_to is not None:
+        native = _native.Round(layout_of(spec), self.method, max_bytes=self._limit, **self._core_options)
+        if self._base is not None:
+            native.set_base_bytes(self._base.data, self._base.external)
+        elif self._relative_to is not None:
             base = self._relative_to
             path = local_file(base)
             if path is not None:
@@ -364,11 +412,18 @@ class Round:
         weight, count, members)``."""
         assert self._reference is not None and self._spec is not None
         self._done = True
+        server = None
         try:
             values, total_weight, _, members = finish()
+            if self._server is not None:
+                values, kept, server = self._server.apply(values, self._spec, members)
             state = result_state(self._reference, self._spec, values)
         except AggregationError as exc:
             raise self._failure(f"no aggregate: {exc}", engine) from None
+        if self._server is not None:
+            state = with_server_state(state, kept)
+        elif any(k.startswith(PREFIX) for k in state.properties):  # a reference's stale server state
+            state = strip_server_state(state)
         for position, (_, _, norm, clipped, distance, krum_score, selected) in zip(self._accepted, members):
             r = self._reports[position]
             self._reports[position] = SourceReport(
@@ -386,9 +441,10 @@ class Round:
         written: str | None = None
         if out is not None:
             written = os.fsdecode(os.fspath(out))
+            keep = self._include or (state.optimizer is not None and GROUP in state.optimizer)
             with local_output(out, self._storage) as path:
-                save(state, path, include_optimizer_state=self._include)
+                save(state, path, include_optimizer_state=keep)
         reports = sorted(self._reports, key=lambda r: r.index)
         return AggregationReport(
-            written, self.reference_label, reports, total_weight, state, engine, self.method
+            written, self.reference_label, reports, total_weight, state, engine, self.method, server
         )

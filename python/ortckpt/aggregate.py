@@ -15,9 +15,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ._paths import StrPath
+from ._privacy import AdaptiveClipping, PrivacyAccountant
 from ._progress import progress as progress_bar
 from ._reports import AggregationReport, SourceReport
 from ._round import DEFAULT_CHUNK_BYTES, Round, _label
+from ._server_opt import ServerOptimizer
 from ._types import CheckpointSource
 from ._uploads import Item
 from .errors import AggregationError
@@ -83,6 +85,9 @@ def average(
     noise_multiplier: float | None = None,
     seed: int | None = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    server_optimizer: ServerOptimizer | None = None,
+    adaptive_clipping: AdaptiveClipping | None = None,
+    privacy: PrivacyAccountant | None = None,
 ) -> AggregationReport:
     """Weighted average (FedAvg) of device checkpoints, validated upload by upload.
 
@@ -128,6 +133,11 @@ def average(
     store them, and over at most 32 uploads need less: each core reads and reduces about 1 MiB of
     them at a time). The report's sources then carry
     diagnostics (``norm``, ``clipped``, ``distance``, ``krum_score``, ``selected``).
+
+    Server state (with ``relative_to``): ``server_optimizer`` (``ortckpt.FedAdam(...)`` etc.),
+    ``adaptive_clipping`` and ``privacy``, as ``ortckpt.Round`` takes them: the state is read from
+    ``relative_to``'s checkpoint and the new one written into the result (``report.server`` says
+    what the round did).
     """
     rnd = Round(
         reference,
@@ -143,6 +153,9 @@ def average(
         noise_multiplier=noise_multiplier,
         seed=seed,
         chunk_bytes=chunk_bytes,
+        server_optimizer=server_optimizer,
+        adaptive_clipping=adaptive_clipping,
+        privacy=privacy,
     )
     items = _items(sources, weights)
     total = len(sources) if isinstance(sources, (Sequence, Mapping)) else None

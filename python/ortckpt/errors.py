@@ -1,5 +1,5 @@
 """Every exception ortckpt raises (the checkpoint errors are defined by the native module and
-re-exported here; the two that carry Python state are defined here).
+re-exported here; the two that carry Python state, and the server state's, are defined here).
 
 ::
 
@@ -14,8 +14,10 @@ re-exported here; the two that carry Python state are defined here).
     ├── SourceTooLargeError         an input is larger than the max_bytes it was read with
     ├── ConversionError             a safetensors/npz file is malformed, or a checkpoint cannot be
     │                               converted without losing data the caller did not agree to lose
-    └── AggregationError            a round gave no aggregate: no upload accepted, fewer than the
-                                    method needs, or not finite (``.report`` says why)
+    ├── AggregationError            a round gave no aggregate: no upload accepted, fewer than the
+    │                               method needs, or not finite (``.report`` says why)
+    └── ServerStateError            a global checkpoint's server state (optimizer moments, clipping
+                                    norm, privacy ledger) is malformed or does not match its model
     CompatError(RuntimeError)       ortckpt.compat's failures, raised as ORT raises RuntimeError
 
 Operating-system failures (missing file, permissions, a path that is not a regular file) stay
@@ -38,6 +40,12 @@ from ._native import (
     UnsupportedVersionError,
 )
 
+
+class ServerStateError(CheckpointError):
+    """The server state a global checkpoint carries (group ``ortckpt.server``, properties
+    ``ortckpt.server.*``; docs/federated.md) is malformed or does not match the checkpoint's model."""
+
+
 __all__ = [
     "AggregationError",
     "CheckpointChangedError",
@@ -48,6 +56,7 @@ __all__ = [
     "ExternalDataError",
     "InterruptedSaveError",
     "InvalidCheckpointError",
+    "ServerStateError",
     "SourceTooLargeError",
     "TensorDataError",
     "UnsupportedVersionError",

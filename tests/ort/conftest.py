@@ -8,9 +8,13 @@ Helpers and the oracle driver live in tests/helpers/ort.py; shared checkpoint co
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from tests.helpers.ort import Oracle, ort_venv_python, venv_dir
+from tests.ort.flower_deployment import Deployment
 
 
 @pytest.fixture(scope="session")
@@ -22,3 +26,14 @@ def ort_python() -> str:
 @pytest.fixture(scope="session")
 def oracle(ort_python: str, tmp_path_factory: pytest.TempPathFactory) -> Oracle:
     return Oracle(ort_python, tmp_path_factory.mktemp("ort_oracle"))
+
+
+@pytest.fixture
+def deployment(tmp_path: Path) -> Iterator[Deployment]:
+    """A loopback Flower deployment (tests/ort/flower_deployment.py), stopped with every process it
+    started when the test ends, pass or fail."""
+    d = Deployment(tmp_path)
+    try:
+        yield d
+    finally:
+        d.stop()

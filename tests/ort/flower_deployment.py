@@ -122,15 +122,38 @@ class Deployment:
 
     def run(self, app: Path, run_config: str, timeout: float) -> subprocess.CompletedProcess[str]:
         """``flwr run APP loopback --stream``: submit the app and follow its logs to the end."""
-        return subprocess.run(
+        proc = self.start_run(app, run_config)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    def start_run(self, app: Path, run_config: str) -> subprocess.Popen[str]:
+        """``run`` without waiting: the ``flwr run`` process (its output and errors piped)."""
+        return subprocess.Popen(
             [str(BIN / "flwr"), "run", str(app), "loopback", "--stream", "--run-config", run_config],
             cwd=self.root,
             env=self.env,
             stdin=subprocess.DEVNULL,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout,
         )
+
+    def serverapps(self) -> list[psutil.Process]:
+        """The ServerApp processes running under the SuperLink (``flwr-serverapp``)."""
+        found = []
+        for proc in self.procs:
+            try:
+                for p in psutil.Process(proc.pid).children(recursive=True):
+                    if any("flwr-serverapp" in part for part in p.cmdline()):
+                        found.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        return found
 
     def stop(self) -> None:
         """SIGTERM every process and its descendants, then SIGKILL what is left after 5 s."""

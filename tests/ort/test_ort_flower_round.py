@@ -12,7 +12,6 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -41,15 +40,6 @@ def device(ort_python: str, *args: str) -> dict[str, float]:
     )
     result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
-
-
-@pytest.fixture
-def deployment(tmp_path: Path) -> Iterator[Deployment]:
-    d = Deployment(tmp_path)
-    try:
-        yield d
-    finally:
-        d.stop()  # also when the test fails: no server is left running
 
 
 @pytest.mark.parametrize("setup", sorted(SETUPS))

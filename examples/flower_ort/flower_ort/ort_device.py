@@ -6,6 +6,7 @@ Nothing here imports ortckpt or flwr: it is what a phone or browser runs.
     python ort_device.py train DIR IN.ckpt OUT.ckpt --partition P --steps N --lr LR
         [--buffer-in IN.bin]    IN.ckpt is nominal: load every parameter from this float32 buffer
         [--buffer-out OUT.bin]  also write get_contiguous_parameters(trainable_only=True)
+        [--keep-optimizer]      save OUT.ckpt with the optimizer's state (AdamW's momentums)
     python ort_device.py loss DIR CKPT                       # mean training loss on held-out data
 
 Each prints one JSON object on stdout.
@@ -112,6 +113,7 @@ def train(
     batch: int,
     buffer_in: str | None = None,
     buffer_out: str | None = None,
+    keep_optimizer: bool = False,
 ) -> dict[str, object]:
     import onnxruntime
 
@@ -137,7 +139,7 @@ def train(
     # what the server weighs and reports by: properties the device sets before saving
     state.properties["samples"] = samples
     state.properties["loss"] = float(np.mean(losses))
-    api.CheckpointState.save_checkpoint(state, out, include_optimizer_state=False)
+    api.CheckpointState.save_checkpoint(state, out, include_optimizer_state=keep_optimizer)
     if buffer_out is not None:  # what ORT's federated-learning design uploads instead of a checkpoint
         module.get_contiguous_parameters(trainable_only=True).numpy().astype("<f4").tofile(buffer_out)
     return {
@@ -168,6 +170,7 @@ def main() -> None:
     t.add_argument("--batch", type=int, default=16)
     t.add_argument("--buffer-in")
     t.add_argument("--buffer-out")
+    t.add_argument("--keep-optimizer", action="store_true")
     e = sub.add_parser("loss")
     e.add_argument("folder")
     e.add_argument("ckpt")
@@ -185,6 +188,7 @@ def main() -> None:
             args.batch,
             args.buffer_in,
             args.buffer_out,
+            args.keep_optimizer,
         )
     else:
         result = loss(args.folder, args.ckpt)

@@ -348,6 +348,7 @@ def _add_server_commands(parser: Parser, commands: Any) -> None:
         help="reject larger uploads (default: 4x the reference's tensor bytes + 1 MiB)",
     )
     add_method_options(average)
+    add_server_options(average)
     add_output_options(average, writes=False)
 
 
@@ -501,6 +502,42 @@ def add_method_options(command: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help="streamed methods: memory per chunk",
     )
+
+
+_SERVER_OPTIMIZERS = ("fedavgm", "fedadagrad", "fedadam", "fedyogi")  # as ortckpt's server optimizers
+
+
+def add_server_options(command: argparse.ArgumentParser) -> None:
+    """The server's state kept in the global checkpoint (docs/federated.md, "Server optimizers and
+    resuming a server"). Every hyperparameter omitted is the one GLOBAL's state was made with,
+    else Flower's default."""
+    group = command.add_argument_group(
+        "server state (needs --relative-to GLOBAL: read from GLOBAL, written into OUT)"
+    )
+    group.add_argument("--server-optimizer", choices=_SERVER_OPTIMIZERS, help="step by the aggregated update")
+    for flag, what in (
+        ("--eta", "fedadagrad/fedadam/fedyogi: server learning rate (default 0.1; fedyogi 0.01)"),
+        ("--eta-l", "the devices' learning rate, recorded (default 0.1; fedyogi 0.0316)"),
+        ("--beta-1", "fedadam/fedyogi: first moment decay (default 0.9)"),
+        ("--beta-2", "fedadam/fedyogi: second moment decay (default 0.99)"),
+        ("--tau", "adaptivity (default 0.001)"),
+        ("--server-learning-rate", "fedavgm: server learning rate (default 1.0)"),
+        ("--server-momentum", "fedavgm: server momentum (default 0.0)"),
+        ("--initial-clipping-norm", "adaptive clipping: the first round's norm (default 0.1)"),
+        ("--target-quantile", "adaptive clipping: share of updates left unclipped (default 0.5)"),
+        ("--clip-norm-lr", "adaptive clipping: learning rate of the norm (default 0.2)"),
+        ("--clipped-count-stddev", "adaptive clipping: noise on the count (default N / 20)"),
+        ("--dp-delta", "account the privacy spent: epsilon at this delta"),
+        ("--sampling-rate", "privacy: the share of devices a round samples (default 1.0)"),
+    ):
+        group.add_argument(flag, type=float, metavar="X", help=what)
+    group.add_argument(
+        "--adaptive-clipping",
+        type=int,
+        metavar="N",
+        help="adaptive clipping with N devices sampled a round (replaces --clip-norm)",
+    )
+    group.add_argument("--accountant", choices=("rdp", "pld"), help="privacy accountant (default rdp)")
 
 
 def _positive(text: str) -> int:

@@ -8,7 +8,9 @@
 * a whole checkpoint's bytes, or a flat parameter buffer (ORT's ``get_contiguous_parameters``), in
   an ``ArrayRecord``: ``checkpoint_record``, ``checkpoint_bytes``, ``buffer_record``, ``buffer_values``;
 * ``OrtFedAvg``: Flower's FedAvg (Message API) that validates every device reply with
-  ``ortckpt.average``, drops and reports bad ones, and sends devices checkpoints.
+  ``ortckpt.average``, drops and reports bad ones, and sends devices checkpoints;
+* ``OrtFedOpt``: ``OrtFedAvg`` with a server optimizer (FedAvgM, FedAdagrad, FedAdam, FedYogi),
+  adaptive clipping and privacy accounting whose state rides in the global checkpoint.
 
 See docs/flower.md. ``import ortckpt`` does not import this module (nor flwr).
 """
@@ -31,6 +33,7 @@ from ._records import (
     to_ndarrays,
     to_parameters,
 )
+from ._server import OrtFedOpt
 from ._strategy import PAYLOAD_CONFIG_KEY, PAYLOADS, OrtFedAvg, Rejection, RoundReport
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "PAYLOADS",
     "PAYLOAD_CONFIG_KEY",
     "OrtFedAvg",
+    "OrtFedOpt",
     "Rejection",
     "RoundReport",
     "buffer_record",
