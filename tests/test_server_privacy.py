@@ -83,6 +83,38 @@ def test_adaptive_clipping_norms_equal_flowers(noise: float, target: float) -> N
     assert len(set(norms)) == 6 or target == 0.5  # the norm moved every round (unless at the target)
 
 
+@pytest.mark.parametrize("noise", [0.0, 0.3])
+@pytest.mark.parametrize("target", [0.2, 0.5, 0.9])
+def test_counting_the_clipped_updates_reproduces_a_flower_run(noise: float, target: float) -> None:
+    """``count="clipped"``: Flower 1.42's rule, bit for bit over six rounds whatever share of the
+    updates is clipped (norms 1..4 from a norm of 0.5: every round but the first clips some)."""
+    seed, norms = 5, [1.0, 2.0, 3.0, 4.0]
+    clipping = ortckpt.AdaptiveClipping(
+        4, initial_clipping_norm=0.5, target_quantile=target, clip_norm_lr=0.3, count="clipped"
+    )
+    dp = DifferentialPrivacyServerSideAdaptiveClipping(
+        FedAvg(), noise, 4, initial_clipping_norm=0.5, target_clipped_quantile=target, clip_norm_lr=0.3
+    )
+    glob, flower_start = initial_model(), initial_model()
+    seen = []
+    for t in range(1, 7):
+        report = ortckpt.average(
+            with_update_norms(glob, norms, seed=t),
+            relative_to=glob,
+            adaptive_clipping=clipping,
+            noise_multiplier=noise or None,
+            seed=seed,
+        )
+        assert report.server is not None
+        _flower_round(dp, t, flower_start, seed, norms)
+        assert report.server.next_clipping_norm == dp.clipping_norm, t  # bit for bit
+        seen.append(report.server.unclipped)
+        glob = report.state
+    assert any(u != 2 for u in seen), seen  # not only the half-clipped case, where both rules agree
+    with pytest.raises(ValueError, match="count must be"):
+        ortckpt.AdaptiveClipping(4, count="both")
+
+
 def test_the_norm_moves_to_the_target_quantile_where_flowers_moves_away() -> None:
     """Updates of norms 1, 2, 3, 4 and a target of 0.5: the norm settles between 2 and 3 (half the
     updates unclipped); Flower 1.42 counts the clipped ones, and its norm runs away from them."""

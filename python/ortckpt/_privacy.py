@@ -31,18 +31,27 @@ class AdaptiveClipping:
     the round as a whole is as private as the Gaussian mechanism with z (Flower's
     ``compute_adaptive_noise_params``).
 
-    Flower's ``DifferentialPrivacyServerSideAdaptiveClipping`` takes the same parameters
-    (``target_clipped_quantile``) but counts the clipped updates where the paper counts the
-    unclipped ones, which moves its norm away from the target; both give the same norms when half
-    of the updates are clipped (docs/federated.md)."""
+    ``count``: ``"unclipped"`` (the default: Andrew et al., "Differentially Private Learning with
+    Adaptive Clipping", NeurIPS 2021: the norm settles where ``target_quantile`` of the updates are
+    unclipped) or ``"clipped"``: Flower 1.42's ``DifferentialPrivacyServerSideAdaptiveClipping``,
+    which takes the same parameters (``target_clipped_quantile``) but counts the clipped updates in
+    the same formula, so that its norm moves away from the target — chosen to reproduce a Flower
+    run exactly (the tests compare both against Flower: equal norms bit for bit with
+    ``"clipped"`` always, and with ``"unclipped"`` when half the updates are clipped;
+    docs/federated.md)."""
 
     num_sampled_clients: int
     initial_clipping_norm: float = 0.1
     target_quantile: float = 0.5
     clip_norm_lr: float = 0.2
     clipped_count_stddev: float | None = None
+    count: str = "unclipped"
 
     def __post_init__(self) -> None:
+        if self.count not in ("unclipped", "clipped"):
+            raise ValueError(
+                f"count must be 'unclipped' (the paper's rule) or 'clipped' (Flower's); got {self.count!r}"
+            )
         n = self.num_sampled_clients
         if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
             raise ValueError(f"num_sampled_clients must be a whole number > 0; got {n!r}")
@@ -77,11 +86,11 @@ class AdaptiveClipping:
     def next_norm(
         self, norm: float, unclipped: int, total: int, noise_multiplier: float, seed: int | None
     ) -> float:
-        """The clipping norm of the next round, from this round's count of unclipped updates."""
+        """The clipping norm of the next round, from this round's count of unclipped updates (or,
+        with ``count="clipped"``, of the clipped ones, as Flower 1.42 counts)."""
         stddev = self.count_stddev(noise_multiplier)
-        count = (
-            float(np.random.RandomState(seed).normal(unclipped, stddev)) if stddev > 0 else float(unclipped)
-        )
+        counted = unclipped if self.count == "unclipped" else total - unclipped
+        count = float(np.random.RandomState(seed).normal(counted, stddev)) if stddev > 0 else float(counted)
         return norm * math.exp(-self.clip_norm_lr * (count / float(total) - self.target_quantile))
 
 
