@@ -278,7 +278,7 @@ def _robust_on_dask(
         rnd._reports.pop()
         pending.insert(0, items[tried - 1])
     rnd._accepted = []
-    rnd._start(rnd._reference, rnd._spec, rnd.reference_label)
+    rnd._start(rnd._reference, rnd._spec, rnd.reference_label, rnd._limit)
     assert rnd._native is not None
     native = rnd._native
     shipped = [(i, c, _shippable(s), r, a) for i, c, s, r, a in pending]

@@ -119,40 +119,54 @@ def default_limit(reference: CheckpointState) -> int:
     return 4 * tensors + _SLACK
 
 
-def _wanted(reference: CheckpointState, spec: ModelSpec) -> list[tuple[str, np.dtype[Any], tuple[int, ...]]]:
+def slim(state: CheckpointState) -> CheckpointState:
+    """What a round keeps of its reference: the frozen parameters (copied out of the upload's
+    memory, which can then be freed), the properties and the optimizer groups' steps and learning
+    rates; the averaged tensors' dtypes and shapes are the spec's. A round whose reference is a
+    3 GB upload holds its frozen parameters, not 3 GB."""
+    params = [
+        Parameter(name, np.array(p.data, copy=True), trainable=False)
+        for name, p in state.parameters.items()
+        if not p.trainable
+    ]
+    optimizer = None
+    if state.optimizer is not None:
+        optimizer = {
+            g: OptimizerGroup(group.step, group.initial_learning_rate, {})
+            for g, group in state.optimizer.items()
+        }
+    return CheckpointState(params, properties=dict(state.properties), optimizer=optimizer)
+
+
+def _wanted(spec: ModelSpec) -> list[tuple[str, np.dtype[Any], tuple[int, ...]]]:
     """Per slot (the core's order: trainable parameters, then momentums): a label, its dtype, its shape."""
     wanted = [
-        (f"parameter {name!r}", reference.parameters[name].dtype, shape)
-        for name, (trainable, _, shape) in spec.params.items()
+        (f"parameter {name!r}", _dtypes.to_numpy(code), shape)
+        for name, (trainable, code, shape) in spec.params.items()
         if trainable
     ]
-    if spec.include_optimizer_state:
-        for group_name, group in _device_groups(reference):
-            for param, states in group.states.items():
-                for m, arr in states.items():
-                    wanted.append((f"momentum '{group_name}/{param}/{m}'", arr.dtype, tuple(arr.shape)))
+    for (group, param, m), (code, shape) in spec.momentums.items():
+        wanted.append((f"momentum '{group}/{param}/{m}'", _dtypes.to_numpy(code), shape))
     return wanted
 
 
-def _rounded(
-    values: np.ndarray[Any, Any], wanted: list[tuple[str, np.dtype[Any], tuple[int, ...]]]
-) -> list[Any]:
-    """Each slot's float64 values rounded once to its dtype. The results of one dtype share one
-    allocation (numpy asks for huge pages above 4 MiB: 512x fewer page faults than one array per
-    small tensor); they are read-only views of a base that owns its data, so a state keeps them
-    without a copy. ``AggregationError`` names a tensor whose values pass its dtype's range."""
+def _rounded(values: list[Any], wanted: list[tuple[str, np.dtype[Any], tuple[int, ...]]]) -> list[Any]:
+    """Each slot's float64 values rounded once to its dtype, slot by slot, each slot's float64
+    array dropped from ``values`` once rounded (so a 3 GB model never holds its 6 GB of float64
+    values and its rounded copy at once). The results of one dtype share one allocation (numpy
+    asks for huge pages above 4 MiB: 512x fewer page faults than one array per small tensor); they
+    are read-only views of a base that owns its data, so a state keeps them without a copy.
+    ``AggregationError`` names a tensor whose values pass its dtype's range."""
     sizes: dict[np.dtype[Any], int] = {}
     for _, dtype, shape in wanted:
         sizes[dtype] = sizes.get(dtype, 0) + math.prod(shape)
     flats = {dtype: np.empty(size, dtype) for dtype, size in sizes.items()}
     used = dict.fromkeys(flats, 0)
     out: list[Any] = []
-    start = 0
-    for label, dtype, shape in wanted:
+    for slot, (label, dtype, shape) in enumerate(wanted):
         count = math.prod(shape)
-        lanes = 2 * count if dtype.kind == "c" else count
-        part = values[start : start + lanes]
-        start += lanes
+        part = values[slot]
+        values[slot] = None  # dropped as soon as it is rounded
         if dtype.kind == "c":
             part = part.view(np.complex128)
         at = used[dtype]
@@ -171,12 +185,11 @@ def _rounded(
     return out
 
 
-def result_state(
-    reference: CheckpointState, spec: ModelSpec, values: np.ndarray[Any, Any]
-) -> CheckpointState:
-    """The global state: the aggregate's values (one float64 vector, slot order) rounded to each
-    tensor's dtype, around the reference's frozen parameters, properties and optimizer groups."""
-    means = iter(_rounded(values, _wanted(reference, spec)))
+def result_state(reference: CheckpointState, spec: ModelSpec, values: list[Any]) -> CheckpointState:
+    """The global state: the aggregate's values (one float64 array per slot, in slot order: each
+    is dropped from the list once rounded) rounded to each tensor's dtype, around the reference's
+    frozen parameters, properties and optimizer groups."""
+    means = iter(_rounded(values, _wanted(spec)))
     params: list[Parameter] = []
     for name, (is_trainable, _, _) in spec.params.items():
         params.append(
@@ -184,12 +197,12 @@ def result_state(
         )
     optimizer = None
     if spec.include_optimizer_state:
+        # the momentums in the spec's order (the slots'), grouped by group and parameter again
+        states: dict[str, dict[str, dict[str, Any]]] = {}
+        for group_name, param, m in spec.momentums:
+            states.setdefault(group_name, {}).setdefault(param, {})[m] = next(means)
         optimizer = {
-            group_name: OptimizerGroup(
-                group.step,
-                group.initial_learning_rate,
-                {param: {m: next(means) for m in states} for param, states in group.states.items()},
-            )
+            group_name: OptimizerGroup(group.step, group.initial_learning_rate, states.get(group_name, {}))
             for group_name, group in _device_groups(reference)
         }
     return CheckpointState(params, properties=reference.properties, optimizer=optimizer)

@@ -18,7 +18,7 @@ from typing import Any
 from . import _native
 from ._paths import StrPath
 from ._privacy import AdaptiveClipping, PrivacyAccountant
-from ._reference import ModelSpec, default_limit, layout_of, result_state, spec_of
+from ._reference import ModelSpec, default_limit, layout_of, result_state, slim, spec_of
 from ._reports import AggregationReport, SourceReport
 from ._server_opt import ServerOptimizer
 from ._server_round import ServerRound
@@ -179,9 +179,13 @@ class Round:
 
     # -- the reference ---------------------------------------------------------------------------
 
-    def _start(self, state: CheckpointState, spec: ModelSpec, label: str) -> None:
-        """Starts the native round over ``state``'s structure (and the global model of ``relative_to``)."""
-        if self._max_bytes is None:
+    def _start(self, state: CheckpointState, spec: ModelSpec, label: str, limit: int | None = None) -> None:
+        """Starts the native round over ``state``'s structure (and the global model of
+        ``relative_to``); the round keeps only what the result needs of ``state`` (``slim``).
+        ``limit``: the size limit (default: ``max_bytes``, else one derived from ``state``)."""
+        if limit is not None:
+            self._limit = limit
+        elif self._max_bytes is None:
             self._limit = default_limit(state)
         native = _native.Round(layout_of(spec), self.method, max_bytes=self._limit, **self._core_options)
         if self._base is not None:
@@ -194,12 +198,17 @@ class Round:
             else:
                 payload = read_source(base, None, self._storage)
                 native.set_base_bytes(payload.data, payload.external)
-        self._native, self._reference, self._spec, self.reference_label = native, state, spec, label
+        self._native, self._reference, self._spec, self.reference_label = native, slim(state), spec, label
 
     def _try_reference(
-        self, index: int, client: str, payload: Payload, rule: Any, staleness: int
+        self, index: int, client: str, held: list[Payload], rule: Any, staleness: int
     ) -> SourceReport:
-        """The first upload that loads and passes its own checks becomes the reference."""
+        """The first upload that loads and passes its own checks becomes the reference. A local
+        file is then counted as every other file is, from its path (read again, streamed for a
+        large model): its bytes read here are let go first, so that the round never holds an
+        upload and the sums at once (a 3 GB model: 6 GB of sums, not 9). ``held`` holds the one
+        payload (taken out of it here, so that no caller's frame keeps the bytes alive)."""
+        payload = held.pop()
         try:
             state = load_bytes(payload.data, external_data=payload.external)
             self._start(state, spec_of(state, self._include), client)
@@ -207,7 +216,13 @@ class Round:
             report = rejection(index, client, exc)
             self._reports.append(report)
             return report
-        report = self._add_payload(index, client, payload, rule, staleness)
+        del state
+        if payload.read is not None:
+            path = payload.source
+            del payload  # the upload's bytes (the state held them too) are freed here
+            report = self._add_files([(index, client, path, rule, staleness)])[0]
+        else:
+            report = self._add_payload(index, client, payload, rule, staleness)
         if not report.accepted:  # it failed its own checks (a NaN, a bad weight): not the reference
             self._native, self._reference, self._spec, self.reference_label = None, None, None, "none"
             self._limit, self._accepted = self._max_bytes, []
@@ -327,7 +342,9 @@ class Round:
             self._reports.append(report)
             return report
         if self._native is None:
-            return self._try_reference(index, client, payload, rule, staleness)
+            held = [payload]
+            del payload  # the reference's reading lets the bytes go before it counts the upload
+            return self._try_reference(index, client, held, rule, staleness)
         return self._add_payload(index, client, payload, rule, staleness)
 
     def _extend(self, items: Iterable[Item], ahead: int) -> None:

@@ -118,31 +118,29 @@ class ServerRound:
             core["seed"] = round_seed(self.seed, self.round, "model")
         self.core_options = core
 
-    def _step(self, values: np.ndarray[Any, Any], spec: ModelSpec) -> dict[str, Any]:
-        """The optimizer's step on the parameters' lanes of ``values`` (in place); the new moments."""
+    def _step(self, values: list[Any], spec: ModelSpec) -> dict[str, Any]:
+        """The optimizer's step on the parameters' slots of ``values`` (one float64 array per slot,
+        trainable parameters first: in place); the new moments."""
         optimizer = self.optimizer
         assert optimizer is not None
         moments: dict[str, Any] = {}
-        start = 0
-        for name in spec.averaged:
+        for slot, name in enumerate(spec.averaged):
             param = self.global_state.parameters[name]
-            count = int(param.data.size)
             x = np.asarray(param.data, dtype=np.float64).reshape(-1)
             saved = {
                 k: np.asarray(v, np.float64).reshape(-1) for k, v in self.saved.moments.get(name, {}).items()
             }
-            new, kept = optimizer.step(x, values[start : start + count], saved, self.round)
-            values[start : start + count] = new
+            new, kept = optimizer.step(x, values[slot], saved, self.round)
+            values[slot][:] = new
             if kept:
                 moments[name] = {k: np.ascontiguousarray(v).reshape(param.shape) for k, v in kept.items()}
-            start += count
         return moments
 
     def apply(
-        self, values: np.ndarray[Any, Any], spec: ModelSpec, members: list[Any]
+        self, values: list[Any], spec: ModelSpec, members: list[Any]
     ) -> tuple[Any, ServerState, ServerReport]:
-        """The new global values (float64, slot order), the new server state and the report."""
-        values = np.array(values, dtype=np.float64, copy=True)
+        """The new global values (one float64 array per slot, stepped in place), the new server
+        state and the report."""
         saved = self.saved
         new = ServerState(round=self.round)
         if self.optimizer is not None:

@@ -331,7 +331,7 @@ impl Round {
     fn finish<'py>(
         &mut self,
         py: Python<'py>,
-    ) -> PyResult<(Bound<'py, PyArray1<f64>>, f64, usize, Vec<MemberTuple>)> {
+    ) -> PyResult<(Vec<Bound<'py, PyArray1<f64>>>, f64, usize, Vec<MemberTuple>)> {
         let round = self.inner.take().ok_or_else(|| PyValueError::new_err("this round has finished"))?;
         let outcome = py.detach(|| {
             let outcome = guarded(|| round.finish());
@@ -340,7 +340,8 @@ impl Round {
         });
         let done = outcome.map_err(|e| core_error("round", e))?;
         let members = done.members.into_iter().map(member_tuple).collect();
-        Ok((PyArray1::from_vec(py, done.values), done.total_weight, done.count, members))
+        let values = done.values.into_iter().map(|v| PyArray1::from_vec(py, v)).collect();
+        Ok((values, done.total_weight, done.count, members))
     }
 
     /// Whether the round's cluster passes need the updates' norms first, and their distances.
@@ -404,14 +405,15 @@ impl Round {
         squares: Vec<f64>,
         plan: PlanTuple,
         scores: Option<Vec<f64>>,
-    ) -> PyResult<(Bound<'py, PyArray1<f64>>, f64, usize, Vec<MemberTuple>)> {
+    ) -> PyResult<(Vec<Bound<'py, PyArray1<f64>>>, f64, usize, Vec<MemberTuple>)> {
         let round = self.inner.take().ok_or_else(|| PyValueError::new_err("this round has finished"))?;
         let plan = plan_of_tuple(plan)?;
-        let reduced = aggregate::Reduced { values, gaps, squares: Vec::new() };
+        let reduced = aggregate::Reduced { values: vec![values], gaps, squares: Vec::new() };
         let done = py.detach(|| guarded(|| round.finish_remote(reduced, squares, &plan, scores)));
         let done = done.map_err(|e| core_error("round", e))?;
         let members = done.members.into_iter().map(member_tuple).collect();
-        Ok((PyArray1::from_vec(py, done.values), done.total_weight, done.count, members))
+        let values = done.values.into_iter().map(|v| PyArray1::from_vec(py, v)).collect();
+        Ok((values, done.total_weight, done.count, members))
     }
 }
 
@@ -710,7 +712,7 @@ pub(crate) fn range_pass<'py>(
                 })
                 .map_err(fail)?;
             let out = (
-                PyArray1::from_vec(py, r.values),
+                PyArray1::from_vec(py, r.values.concat()),
                 PyArray1::from_vec(py, r.gaps),
                 PyArray1::from_vec(py, r.squares),
             );

@@ -19,6 +19,14 @@
 //! group whose sums could overflow (see `kernel.rs`: the bounds from the largest magnitudes the
 //! pass noted) is undone as well and its uploads are added one by one by the kernel's exact
 //! check, read into memory as the in-memory path reads them.
+//!
+//! The copy is as large as the sums. For a model whose float64 sums pass [`COPY_MAX_BYTES`]
+//! (a 3 GB model has 6 GB of sums: the copy would double the round's memory), each group is
+//! instead *checked first*: every upload's values are read and checked (finite; largest
+//! magnitudes) before the group is added in a second read, so nothing ever needs undoing and no
+//! copy is made. A file changed between the two reads (found by the second read's check and by
+//! its size and modification time) stops the round with `CheckpointChanged`: its values may
+//! already be in the sums, and without the copy they cannot be taken out.
 
 use super::rejection::RejectionKind;
 use std::cell::RefCell;
@@ -46,6 +54,20 @@ const GROUP_MAX: usize = 64;
 const STREAM_MIN_BYTES: usize = 16 << 20;
 /// ... when their tensors are this large on average: each tensor is one `pread` per pass.
 const STREAM_MIN_TENSOR: usize = 64 << 10;
+/// Float64 sums of at most this many bytes are copied to undo a group; larger ones are checked
+/// first (see the module note). `ORTCKPT_STREAM_COPY_MAX_BYTES` replaces it (tests check both
+/// ways on small models).
+const COPY_MAX_BYTES: usize = 512 << 20;
+
+/// Whether a round over sums of `lanes` float64 values undoes a group from a copy.
+fn copies(lanes: &[usize]) -> bool {
+    let bytes = lanes.iter().fold(0usize, |b, &n| b.saturating_add(n.saturating_mul(8)));
+    let max = std::env::var("ORTCKPT_STREAM_COPY_MAX_BYTES")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(COPY_MAX_BYTES);
+    bytes <= max
+}
 
 thread_local! {
     /// The thread's buffer for values read from a file (reused: its pages stay in cache).
@@ -164,7 +186,7 @@ struct Seen {
 }
 
 /// One piece of the sums: its slot, its first lane, the sums and where they are copied aside.
-type Piece<'s> = (usize, usize, &'s mut [f64], &'s mut [f64]);
+type Piece<'s> = (usize, usize, &'s mut [f64], Option<&'s mut [f64]>);
 
 /// What a pass over a group found about each upload.
 struct Pass {
@@ -182,25 +204,40 @@ impl Pass {
     }
 }
 
-/// Step 2: one pass adding `group` into `sums` (see the module note), `copy` receiving the sums
-/// as they were; the caller undoes it ([`restore`]) when the pass is not clean.
-fn add_group(group: &[&Opened], sums: &mut [&mut [f64]], copy: &mut [Vec<f64>]) -> Pass {
+/// Step 2: one pass adding `group` into `sums` (see the module note), `copy` (when given)
+/// receiving the sums as they were; the caller undoes it ([`restore`]) when the pass is not clean.
+fn add_group(group: &[&Opened], sums: &mut [&mut [f64]], mut copy: Option<&mut [Vec<f64>]>) -> Pass {
     let bad: Vec<AtomicBool> = group.iter().map(|_| AtomicBool::new(false)).collect();
     let mut pieces: Vec<Piece<'_>> = Vec::new();
     let mut bytes = 0usize;
-    for (slot, (acc, saved)) in sums.iter_mut().zip(copy.iter_mut()).enumerate() {
-        if saved.len() != acc.len() {
-            *saved = vec![0.0; acc.len()];
-        }
+    let mut saved_slots: Vec<Option<&mut Vec<f64>>> = match copy.as_deref_mut() {
+        Some(copy) => copy.iter_mut().map(Some).collect(),
+        None => sums.iter().map(|_| None).collect(),
+    };
+    for (slot, (acc, saved)) in sums.iter_mut().zip(saved_slots.iter_mut()).enumerate() {
         let width = group.first().and_then(|s| s.located.get(slot)).map_or(8, |l| l.lanes.width());
         bytes = bytes.saturating_add(acc.len().saturating_mul(width).saturating_mul(group.len()));
-        for (p, (chunk, saved)) in acc.chunks_mut(PIECE).zip(saved.chunks_mut(PIECE)).enumerate() {
-            pieces.push((slot, p * PIECE, chunk, saved));
+        match saved {
+            Some(saved) => {
+                if saved.len() != acc.len() {
+                    **saved = vec![0.0; acc.len()];
+                }
+                for (p, (chunk, saved)) in acc.chunks_mut(PIECE).zip(saved.chunks_mut(PIECE)).enumerate() {
+                    pieces.push((slot, p * PIECE, chunk, Some(saved)));
+                }
+            }
+            None => {
+                for (p, chunk) in acc.chunks_mut(PIECE).enumerate() {
+                    pieces.push((slot, p * PIECE, chunk, None));
+                }
+            }
         }
     }
     let slots: Vec<usize> = pieces.iter().map(|p| p.0).collect();
     let seen = in_parallel(pieces, bytes, |(slot, first, acc, saved)| {
-        saved.copy_from_slice(acc);
+        if let Some(saved) = saved {
+            saved.copy_from_slice(acc);
+        }
         VALUES.with_borrow_mut(|buf| {
             let mut seen = Vec::with_capacity(group.len());
             for (upload, flag) in group.iter().zip(&bad) {
@@ -275,7 +312,8 @@ struct Round<'a, 'k> {
     layout: &'a Layout,
     lanes: &'a [usize],
     max_bytes: Option<u64>,
-    copy: Vec<Vec<f64>>,
+    /// The sums as they were before a group's pass; None: groups are checked first.
+    copy: Option<Vec<Vec<f64>>>,
     verdicts: Vec<Option<Verdict>>,
     keep_going: &'k mut dyn FnMut() -> bool,
 }
@@ -290,13 +328,16 @@ impl Round<'_, '_> {
         bounds: &mut [f64],
     ) -> Result<(), Error> {
         let mut members: Vec<(usize, Opened)> = std::mem::take(group);
+        if self.copy.is_none() {
+            return self.flush_checked_first(members, sums, bounds);
+        }
         while !members.is_empty() {
             if !(self.keep_going)() {
                 let path = members.first().map(|(_, s)| s.files.path().to_path_buf()).unwrap_or_default();
                 return Err(Error::Interrupted { path });
             }
             let refs: Vec<&Opened> = members.iter().map(|(_, s)| s).collect();
-            let pass = add_group(&refs, sums, &mut self.copy);
+            let pass = add_group(&refs, sums, self.copy.as_deref_mut());
             if pass.clean() {
                 let grown: Vec<f64> = bounds
                     .iter()
@@ -316,14 +357,14 @@ impl Round<'_, '_> {
                     return Ok(());
                 }
                 // the sums could overflow: one by one, exactly
-                restore(sums, &self.copy);
+                restore(sums, self.copy.as_deref().unwrap_or_default());
                 for (i, s) in members {
                     let verdict = self.add_exactly(i, s.files.identity(), sums, bounds);
                     self.set(i, verdict);
                 }
                 return Ok(());
             }
-            restore(sums, &self.copy);
+            restore(sums, self.copy.as_deref().unwrap_or_default());
             let mut kept = Vec::with_capacity(members.len());
             for (u, (i, s)) in members.into_iter().enumerate() {
                 if let Some(slot) = pass.non_finite.get(u).copied().flatten() {
@@ -339,6 +380,73 @@ impl Round<'_, '_> {
                 }
             }
             members = kept;
+        }
+        Ok(())
+    }
+
+    /// [`Round::flush`] without a copy of the sums: every upload of the group read and checked
+    /// first (one per core), its largest magnitudes raising the bounds in upload order (an
+    /// upload that could overflow the sums is added alone, exactly), then the rest of the group
+    /// added in one pass that must find every file as it was checked, or the round stops.
+    fn flush_checked_first(
+        &mut self,
+        members: Vec<(usize, Opened)>,
+        sums: &mut [&mut [f64]],
+        bounds: &mut [f64],
+    ) -> Result<(), Error> {
+        let layout = self.layout;
+        let checked = in_parallel(members.iter().collect(), usize::MAX, |(_, o)| largest_of(o, layout));
+        let mut group: Vec<(usize, Opened)> = Vec::new();
+        for ((i, o), outcome) in members.into_iter().zip(checked) {
+            let largest = match outcome {
+                Ok(Ok(largest)) => largest,
+                Ok(Err(rejection)) => {
+                    self.set(i, Verdict::Rejected { rejection, identity: Some(o.files.identity()) });
+                    continue;
+                }
+                Err(_) => {
+                    self.set(i, changed_during_round(&o.files));
+                    continue;
+                }
+            };
+            let grown: Vec<f64> = bounds.iter().zip(&largest).map(|(b, l)| b + o.weight * l).collect();
+            if grown.len() == bounds.len() && grown.iter().all(|g| g.is_finite()) {
+                bounds.copy_from_slice(&grown);
+                group.push((i, o));
+                continue;
+            }
+            // the sums could overflow: what is pending first, then this upload alone, exactly
+            self.add_checked(&mut group, sums)?;
+            let verdict = self.add_exactly(i, o.files.identity(), sums, bounds);
+            self.set(i, verdict);
+        }
+        self.add_checked(&mut group, sums)
+    }
+
+    /// Adds uploads that passed their check, without a copy: any change found now stops the round.
+    fn add_checked(
+        &mut self,
+        group: &mut Vec<(usize, Opened)>,
+        sums: &mut [&mut [f64]],
+    ) -> Result<(), Error> {
+        let members = std::mem::take(group);
+        if members.is_empty() {
+            return Ok(());
+        }
+        let refs: Vec<&Opened> = members.iter().map(|(_, s)| s).collect();
+        let pass = add_group(&refs, sums, None);
+        for (u, (i, s)) in members.iter().enumerate() {
+            let bad = pass.non_finite.get(u).copied().flatten().is_some()
+                || pass.changed.get(u).copied().unwrap_or(true);
+            if bad {
+                return Err(Error::CheckpointChanged {
+                    path: s.files.path().to_path_buf(),
+                    detail: "was modified between the round's check of it and its addition; its values may be in \
+                             the sums, which are too large to copy for undoing (the round stops; aggregate again)"
+                        .into(),
+                });
+            }
+            self.set(*i, Verdict::Added { weight: s.weight, identity: s.files.identity() });
         }
         Ok(())
     }
@@ -389,6 +497,12 @@ impl Round<'_, '_> {
 /// [`super::add_files`] for models that are streamed ([`streams`]): the same checks, verdicts,
 /// order of additions and overflow rule.
 pub(crate) fn add_files_streamed(call: FileRound<'_, '_>) -> Result<Vec<Verdict>, Error> {
+    let copy = copies(&call.layout.slot_lanes());
+    add_streamed(call, copy)
+}
+
+/// [`add_files_streamed`], a group undone from a copy of the sums (`copy`) or checked first.
+fn add_streamed(call: FileRound<'_, '_>, copy: bool) -> Result<Vec<Verdict>, Error> {
     let FileRound { items, layout, max_bytes, seen, sums, bounds, keep_going } = call;
     let lanes = layout.slot_lanes();
     let mut round = Round {
@@ -396,7 +510,7 @@ pub(crate) fn add_files_streamed(call: FileRound<'_, '_>) -> Result<Vec<Verdict>
         layout,
         lanes: &lanes,
         max_bytes,
-        copy: vec![Vec::new(); lanes.len()],
+        copy: copy.then(|| vec![Vec::new(); lanes.len()]),
         verdicts: Vec::with_capacity(items.len()),
         keep_going,
     };
@@ -585,6 +699,8 @@ mod tests {
         paths.push(upload(d, "c.ckpt", good(3)));
         let streamed = run(&paths, add_files_streamed);
         same(&streamed, &run(&paths, add_files_in_memory));
+        // checked first, without a copy of the sums: the same verdicts and sums
+        same(&run(&paths, |call| add_streamed(call, false)), &streamed);
         assert_eq!(streamed.0.iter().filter(|w| w.starts_with("added")).count(), 3, "{:?}", streamed.0);
         assert!(streamed.0[2].starts_with("non-finite: parameter 't0'"), "{:?}", streamed.0);
         assert!(streamed.0[3].starts_with("non-finite: parameter 't1'"), "{:?}", streamed.0);
@@ -633,6 +749,7 @@ mod tests {
         ];
         let in_memory = run(&paths, add_files_in_memory);
         same(&run(&paths, add_files_streamed), &in_memory);
+        same(&run(&paths, |call| add_streamed(call, false)), &in_memory);
     }
 
     /// A file cut or rewritten after it was opened is refused as changed, and the group is added
@@ -676,7 +793,7 @@ mod tests {
                 layout: &layout,
                 lanes: &lanes,
                 max_bytes: None,
-                copy: vec![Vec::new(); lanes.len()],
+                copy: Some(vec![Vec::new(); lanes.len()]),
                 verdicts: vec![None, None, None],
                 keep_going: &mut || true,
             };
@@ -697,6 +814,50 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Without a copy of the sums (checked first), a file changed between its check and its
+    /// addition cannot be taken out again: the round stops with `CheckpointChanged` naming it,
+    /// and a file changed before its check is refused as changed while the others are added.
+    #[test]
+    fn checked_first_a_change_after_the_check_stops_the_round() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let paths: Vec<PathBuf> = (0..3)
+            .map(|k| upload(d, &format!("u{k}.ckpt"), move |_, i| (i % 10) as f32 + k as f32))
+            .collect();
+        let lanes = layout().slot_lanes();
+        let layout = layout();
+        let items: Vec<FileItem> =
+            paths.iter().map(|p| FileItem { path: p.clone(), rule: WeightRule::Given(1.0) }).collect();
+        let opened = |i: usize| (i, open(&items[i], &layout, &lanes, None).unwrap().1.unwrap());
+        let mut round = Round {
+            items: &items,
+            layout: &layout,
+            lanes: &lanes,
+            max_bytes: None,
+            copy: None,
+            verdicts: vec![None, None, None],
+            keep_going: &mut || true,
+        };
+        let mut sums: Vec<Vec<f64>> = lanes.iter().map(|&n| vec![0.0; n]).collect();
+        let mut slices: Vec<&mut [f64]> = sums.iter_mut().map(|s| s.as_mut_slice()).collect();
+        // checked (opened and scanned by the caller), then cut before the addition
+        let mut group = vec![opened(0), opened(1)];
+        let cut = std::fs::OpenOptions::new().write(true).open(&paths[1]).unwrap();
+        cut.set_len(64).unwrap();
+        let err = round.add_checked(&mut group, &mut slices).unwrap_err();
+        assert!(matches!(&err, Error::CheckpointChanged { path, .. } if path == &paths[1]), "{err}");
+        // cut before the check: refused as changed, the other added
+        let mut round = Round { verdicts: vec![None, None, None], ..round };
+        let mut bounds = vec![0.0; lanes.len()];
+        let mut fresh: Vec<Vec<f64>> = lanes.iter().map(|&n| vec![0.0; n]).collect();
+        let mut slices: Vec<&mut [f64]> = fresh.iter_mut().map(|s| s.as_mut_slice()).collect();
+        let mut group = vec![opened(0), opened(2)];
+        std::fs::OpenOptions::new().write(true).open(&paths[2]).unwrap().set_len(64).unwrap();
+        round.flush(&mut group, &mut slices, &mut bounds).unwrap();
+        assert!(matches!(round.verdicts[0], Some(Verdict::Added { .. })));
+        assert!(matches!(round.verdicts[2], Some(Verdict::Unreadable(Error::CheckpointChanged { .. }))));
     }
 
     fn filetime_of(path: &Path) -> i64 {

@@ -9,7 +9,7 @@ use super::super::rows::{read_rows, RowSource};
 use super::super::structure::Located;
 use super::super::upload::HeldFiles;
 use super::identity::Identity;
-use super::tally::slot_views;
+use super::tally::{slot_views, written_zeros};
 use crate::dir::FileId;
 use crate::mapped::FileStamp;
 use crate::Error;
@@ -149,9 +149,9 @@ const SUM_CHUNK: usize = 1 << 16;
 /// FedAvg's float64 sums of `members` (`weight × value`, added in their order, as the kernel adds
 /// them one upload after another), read again chunk by chunk: made only when an upload could
 /// overflow them (see `tally.rs`).
-pub(crate) fn sums_of(members: &[Member], lanes: &[usize]) -> Result<Vec<f64>, Error> {
-    let mut flat = vec![0.0f64; lanes.iter().sum()];
-    let mut views = slot_views(&mut flat, lanes);
+pub(crate) fn sums_of(members: &[Member], lanes: &[usize]) -> Result<Vec<Vec<f64>>, Error> {
+    let mut sums: Vec<Vec<f64>> = lanes.iter().map(|&n| written_zeros(n)).collect();
+    let mut views = slot_views(&mut sums);
     let sources: Vec<RowSource<'_>> = members.iter().map(|m| m.held.source()).collect();
     let n = members.len();
     let mut block = Vec::new();
@@ -175,5 +175,5 @@ pub(crate) fn sums_of(members: &[Member], lanes: &[usize]) -> Result<Vec<f64>, E
         }
     }
     drop(views);
-    Ok(flat)
+    Ok(sums)
 }

@@ -105,11 +105,12 @@ pub struct FileUpload {
     pub staleness: u64,
 }
 
-/// The aggregate: float64 values of every averaged tensor (slot order, one flat vector), what
-/// was counted, and what was found about each upload kept by the robust methods.
+/// The aggregate: float64 values of every averaged tensor (one vector per slot, so that the
+/// caller can round them to their dtype slot by slot, freeing each as it goes), what was counted,
+/// and what was found about each upload kept by the robust methods.
 pub struct Aggregate {
-    /// Every slot's values, one after another (`Layout::slot_lanes` long each).
-    pub values: Vec<f64>,
+    /// Each slot's values (`Layout::slot_lanes` long each).
+    pub values: Vec<Vec<f64>>,
     /// The sum of the accepted uploads' weights.
     pub total_weight: f64,
     /// The accepted uploads.
@@ -466,7 +467,9 @@ impl Round {
         scores: Option<Vec<f64>>,
     ) -> Result<Aggregate, Error> {
         self.check_count()?;
-        check_finite(&self.layout, &self.lanes, &reduced.values)?;
+        // the tasks' ranges, in order, cut into the slots again
+        let values = tally::split_slots(&reduced.values.concat(), &self.lanes);
+        check_finite(&self.layout, &values)?;
         let members: Vec<MemberReport> = self
             .remote
             .iter()
@@ -481,12 +484,7 @@ impl Round {
                 selected: plan.selected.contains(&i),
             })
             .collect();
-        Ok(Aggregate {
-            values: reduced.values,
-            total_weight: self.tally.total_weight,
-            count: self.accepted,
-            members,
-        })
+        Ok(Aggregate { values, total_weight: self.tally.total_weight, count: self.accepted, members })
     }
 
     fn check_count(&self) -> Result<(), Error> {
@@ -716,12 +714,8 @@ impl Round {
         }
         let total: usize = self.lanes.iter().sum();
         let (sums, bounds, total_weight) = self.tally.into_parts();
-        Ok(Partial {
-            sums: sums.unwrap_or_else(|| vec![0.0; total]),
-            bounds,
-            total_weight,
-            count: self.accepted,
-        })
+        let sums = sums.map_or_else(|| vec![0.0; total], |s| s.concat());
+        Ok(Partial { sums, bounds, total_weight, count: self.accepted })
     }
 
     /// Adds the partial sums of another round's uploads (plain FedAvg only).
@@ -735,14 +729,11 @@ impl Round {
         }
         let (sums, bounds, total_weight) =
             std::mem::replace(&mut self.tally, Tally::new(&self.lanes)).into_parts();
-        let mut mine = Partial {
-            sums: sums.unwrap_or_else(|| vec![0.0; total]),
-            bounds,
-            total_weight,
-            count: self.accepted,
-        };
+        let sums = sums.map_or_else(|| vec![0.0; total], |s| s.concat());
+        let mut mine = Partial { sums, bounds, total_weight, count: self.accepted };
         let merged = mine.merge(partial);
-        self.tally = Tally::from_parts(&self.lanes, mine.sums, mine.bounds, mine.total_weight);
+        let sums = tally::split_slots(&mine.sums, &self.lanes);
+        self.tally = Tally::from_parts(&self.lanes, sums, mine.bounds, mine.total_weight);
         merged?;
         self.accepted = mine.count;
         Ok(())
@@ -760,16 +751,14 @@ impl Round {
         } else {
             robust::aggregate(&lanes, &options, &members, base.as_ref())?
         };
-        check_finite(&layout, &lanes, &values)?;
+        check_finite(&layout, &values)?;
         Ok(Aggregate { values, total_weight, count, members: reports })
     }
 }
 
 /// `Err` naming the first tensor of the aggregate holding a value that is not finite.
-fn check_finite(layout: &Layout, lanes: &[usize], values: &[f64]) -> Result<(), Error> {
-    let mut start = 0usize;
-    for (slot, &n) in lanes.iter().enumerate() {
-        let part = values.get(start..start.saturating_add(n)).unwrap_or_default();
+fn check_finite(layout: &Layout, values: &[Vec<f64>]) -> Result<(), Error> {
+    for (slot, part) in values.iter().enumerate() {
         if part.iter().any(|v| !v.is_finite()) {
             return Err(Error::Aggregation {
                 detail: format!(
@@ -779,7 +768,6 @@ fn check_finite(layout: &Layout, lanes: &[usize], values: &[f64]) -> Result<(), 
                 ),
             });
         }
-        start = start.saturating_add(n);
     }
     Ok(())
 }

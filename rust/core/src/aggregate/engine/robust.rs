@@ -17,6 +17,7 @@ use super::super::structure::Located;
 use super::members::Member;
 use super::noise::add_noise;
 use super::options::{Method, Options};
+use super::tally::written_zeros;
 use crate::Error;
 
 /// What the end of the round found about one kept upload (in the order they were accepted).
@@ -176,8 +177,8 @@ pub struct Plan {
 /// What the last pass gives for its lanes: the aggregate, and per upload the squared distance to
 /// it (and its squares, when no earlier pass summed them).
 pub struct Reduced {
-    /// The aggregate of the pass's lanes, segment after segment.
-    pub values: Vec<f64>,
+    /// The aggregate of the pass's lanes, one vector per segment (per slot on one machine).
+    pub values: Vec<Vec<f64>>,
     /// Per upload: the sum of its squared distances to the aggregate over these lanes.
     pub gaps: Vec<f64>,
     /// Per upload: the sum of its squared values over these lanes (zeros when `counted`).
@@ -217,18 +218,13 @@ impl<'a> Passes<'a> {
             .ok_or_else(|| Error::Internal { detail: "a kept upload without the reference's tensors".into() })
     }
 
-    /// The lanes of all segments.
-    fn total(&self) -> usize {
-        self.segments.iter().map(|s| s.count).sum()
-    }
-
-    /// Calls `visit(segment, first, at, x, base)` for every chunk: `x` the `N × count` block of
-    /// lanes `first..` of the segment's slot (minus the global model's values `base`, times
-    /// `scale` per member), `at` where the chunk starts in the pass's output.
+    /// Calls `visit((k, segment), first, at, x, base)` for every chunk: `x` the `N × count` block
+    /// of lanes `first..` of segment `k`'s slot (minus the global model's values `base`, times
+    /// `scale` per member), `at` where the chunk starts in the segment.
     fn run(
         &self,
         scale: &[f64],
-        mut visit: impl FnMut(Segment, usize, usize, &mut [f64], Option<&[f64]>) -> Result<(), Error>,
+        mut visit: impl FnMut((usize, Segment), usize, usize, &mut [f64], Option<&[f64]>) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let n = self.members.len();
         let widest = self.segments.iter().map(|s| s.count).max().unwrap_or(0).min(self.per);
@@ -236,8 +232,7 @@ impl<'a> Passes<'a> {
         let mut base_row = vec![0.0f64; if self.base.is_some() { widest } else { 0 }];
         let refs: Vec<&Member> = self.members.iter().collect();
         let unscaled = scale.iter().all(|&s| s == 1.0);
-        let mut at = 0usize;
-        for &segment in &self.segments {
+        for (k, &segment) in self.segments.iter().enumerate() {
             let locations = Self::locations(&refs, segment.slot)?;
             let base_location = match self.base {
                 Some(b) => Some(Self::locations(&[b], segment.slot)?),
@@ -265,9 +260,8 @@ impl<'a> Passes<'a> {
                         r.iter_mut().for_each(|v| *v *= s);
                     }
                 }
-                visit(segment, first, at, x, base_values)?;
+                visit((k, segment), first, done, x, base_values)?;
                 done += count;
-                at += count;
             }
         }
         Ok(())
@@ -300,7 +294,7 @@ impl<'a> Passes<'a> {
     /// The last pass: the aggregate of these lanes per `plan`.
     pub(crate) fn reduce(&self, plan: &Plan) -> Result<Reduced, Error> {
         let n = self.members.len();
-        let mut values = vec![0.0f64; self.total()];
+        let mut values: Vec<Vec<f64>> = self.segments.iter().map(|s| written_zeros(s.count)).collect();
         let (mut gaps, mut squares, mut unused) = (vec![0.0f64; n], vec![0.0f64; n], vec![0.0f64; n]);
         let statistic = match plan.method {
             Method::Median => Some(Statistic::Median),
@@ -312,19 +306,15 @@ impl<'a> Passes<'a> {
             let rows_squares = if plan.counted { &mut unused } else { &mut squares };
             self.reduce_stored(stat, &mut values, rows_squares, &mut gaps)?;
             if let Some((seed, std)) = plan.noise {
-                let mut at = 0;
-                for s in &self.segments {
-                    if let Some(part) = values.get_mut(at..at + s.count) {
-                        add_noise(seed, std, s.slot, s.first, part);
-                    }
-                    at += s.count;
+                for (s, part) in self.segments.iter().zip(values.iter_mut()) {
+                    add_noise(seed, std, s.slot, s.first, part);
                 }
             }
             return Ok(Reduced { values, gaps, squares });
         }
-        self.run(&plan.scale, |segment, first, at, x, base_values| {
+        self.run(&plan.scale, |(k, segment), first, at, x, base_values| {
             let count = x.len() / n.max(1);
-            let Some(agg) = values.get_mut(at..at + count) else {
+            let Some(agg) = values.get_mut(k).and_then(|v| v.get_mut(at..at + count)) else {
                 return Err(Error::Internal { detail: "a chunk outside the aggregate".into() });
             };
             match (statistic, plan.method) {
@@ -365,18 +355,15 @@ impl<'a> Passes<'a> {
     fn reduce_stored(
         &self,
         stat: Statistic,
-        values: &mut [f64],
+        values: &mut [Vec<f64>],
         squares: &mut [f64],
         gaps: &mut [f64],
     ) -> Result<(), Error> {
         let n = self.members.len();
         let refs: Vec<&Member> = self.members.iter().collect();
         let mut block: Vec<u8> = Vec::new();
-        let mut at = 0usize;
-        for s in &self.segments {
+        for (s, out) in self.segments.iter().zip(values.iter_mut()) {
             let locations = Self::locations(&refs, s.slot)?;
-            let Some(out) = values.get_mut(at..at + s.count) else { break };
-            at += s.count;
             if n <= NETWORK_UP_TO {
                 reduce_rows(&self.sources, &locations, s.first, stat, out, squares, gaps)
                     .map_err(|(_, e)| e)?;
@@ -502,7 +489,7 @@ pub(crate) fn aggregate(
     options: &Options,
     members: &[Member],
     base: Option<&Member>,
-) -> Result<(Vec<f64>, Vec<MemberReport>), Error> {
+) -> Result<(Vec<Vec<f64>>, Vec<MemberReport>), Error> {
     let n = members.len();
     let total: usize = lanes.iter().sum();
     let passes = Passes::new(members, base, segments(lanes, 0, total), options.chunk_bytes);

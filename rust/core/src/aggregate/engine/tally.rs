@@ -15,26 +15,40 @@ use crate::Error;
 /// The sums of a round (see the module note).
 pub(super) struct Tally {
     lanes: Vec<usize>,
-    /// One flat vector of every slot's sums; None until needed (the robust methods make them only
-    /// when an upload could overflow them).
-    sums: Option<Vec<f64>>,
+    /// One vector of sums per slot (each its own allocation, so that the result can be rounded
+    /// slot by slot, freeing each slot's sums as it goes); None until needed (the robust methods
+    /// make them only when an upload could overflow them).
+    sums: Option<Vec<Vec<f64>>>,
     /// Per slot: a bound on the magnitude of its sums.
     pub(super) bounds: Vec<f64>,
     /// The sum of the accepted weights.
     pub(super) total_weight: f64,
 }
 
-/// Per-slot mutable views of a flat vector.
-pub fn slot_views<'a>(flat: &'a mut [f64], lanes: &[usize]) -> Vec<&'a mut [f64]> {
-    let mut views = Vec::with_capacity(lanes.len());
-    let mut rest = flat;
+/// `n` zeros, written here, on this thread. Not `vec![0.0; n]`: that asks the allocator for
+/// memory the kernel maps lazily to a shared zero page, and the first write to each page by the
+/// kernel's threads is then a copy-on-write fault with a TLB shootdown to every core (it was half
+/// the time of a round of large uploads).
+pub(crate) fn written_zeros(n: usize) -> Vec<f64> {
+    let mut v = Vec::with_capacity(n);
+    v.resize(n, 0.0);
+    v
+}
+
+/// Per-slot mutable views of per-slot vectors.
+pub(crate) fn slot_views(sums: &mut [Vec<f64>]) -> Vec<&mut [f64]> {
+    sums.iter_mut().map(|v| v.as_mut_slice()).collect()
+}
+
+/// Per-slot vectors of a flat vector (`lanes` per slot).
+pub(crate) fn split_slots(flat: &[f64], lanes: &[usize]) -> Vec<Vec<f64>> {
+    let mut out = Vec::with_capacity(lanes.len());
+    let mut start = 0usize;
     for &n in lanes {
-        let take = n.min(rest.len());
-        let (head, tail) = std::mem::take(&mut rest).split_at_mut(take);
-        views.push(head);
-        rest = tail;
+        out.push(flat.get(start..start.saturating_add(n)).unwrap_or_default().to_vec());
+        start = start.saturating_add(n);
     }
-    views
+    out
 }
 
 impl Tally {
@@ -43,11 +57,16 @@ impl Tally {
     }
 
     /// The sums (None when never made), the bounds and the total weight.
-    pub(super) fn into_parts(self) -> (Option<Vec<f64>>, Vec<f64>, f64) {
+    pub(super) fn into_parts(self) -> (Option<Vec<Vec<f64>>>, Vec<f64>, f64) {
         (self.sums, self.bounds, self.total_weight)
     }
 
-    pub(super) fn from_parts(lanes: &[usize], sums: Vec<f64>, bounds: Vec<f64>, total_weight: f64) -> Tally {
+    pub(super) fn from_parts(
+        lanes: &[usize],
+        sums: Vec<Vec<f64>>,
+        bounds: Vec<f64>,
+        total_weight: f64,
+    ) -> Tally {
         Tally { lanes: lanes.to_vec(), sums: Some(sums), bounds, total_weight }
     }
 
@@ -56,21 +75,17 @@ impl Tally {
     }
 
     /// Installs sums made from the uploads kept so far (their bounds become exact).
-    pub(super) fn set_sums(&mut self, sums: Vec<f64>) {
-        let mut start = 0usize;
-        for (bound, &n) in self.bounds.iter_mut().zip(&self.lanes) {
-            let part = sums.get(start..start.saturating_add(n)).unwrap_or_default();
+    pub(super) fn set_sums(&mut self, sums: Vec<Vec<f64>>) {
+        for (bound, part) in self.bounds.iter_mut().zip(&sums) {
             *bound = part.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-            start = start.saturating_add(n);
         }
         self.sums = Some(sums);
     }
 
-    /// The sums, made (zeros, written: see `_fedavg.PartialSum.ensure`'s note on zero pages) when
-    /// first needed.
-    fn sums_mut(&mut self) -> &mut Vec<f64> {
-        let total: usize = self.lanes.iter().sum();
-        self.sums.get_or_insert_with(|| vec![0.0; total])
+    /// The sums, made (zeros, written: [`written_zeros`]) when first needed.
+    fn sums_mut(&mut self) -> &mut Vec<Vec<f64>> {
+        let lanes = &self.lanes;
+        self.sums.get_or_insert_with(|| lanes.iter().map(|&n| written_zeros(n)).collect())
     }
 
     /// Plain FedAvg over local files: the file kernels check and add them (every core).
@@ -81,10 +96,9 @@ impl Tally {
         max_bytes: Option<u64>,
         seen: &mut HashSet<(u64, u64)>,
     ) -> Result<Vec<Verdict>, Error> {
-        let lanes = self.lanes.clone();
         let mut bounds = std::mem::take(&mut self.bounds);
-        let flat = self.sums_mut();
-        let mut views = slot_views(flat, &lanes);
+        let sums = self.sums_mut();
+        let mut views = slot_views(sums);
         let verdicts = add_files(items, layout, max_bytes, seen, &mut views, &mut bounds, &mut || true);
         self.bounds = bounds;
         if let Ok(verdicts) = &verdicts {
@@ -105,10 +119,9 @@ impl Tally {
         data: &[&[u8]],
         weight: f64,
     ) -> Result<(), Rejection> {
-        let lanes = self.lanes.clone();
         let mut bounds = std::mem::take(&mut self.bounds);
-        let flat = self.sums_mut();
-        let mut views = slot_views(flat, &lanes);
+        let sums = self.sums_mut();
+        let mut views = slot_views(sums);
         let outcome = accumulate(layout, located, data, weight, &mut views, &mut bounds);
         self.bounds = bounds;
         outcome?;
@@ -148,13 +161,13 @@ impl Tally {
         true
     }
 
-    /// The weighted means (the sums divided by the total weight, in place).
-    pub(super) fn means(self) -> Result<Vec<f64>, Error> {
+    /// The weighted means, per slot (the sums divided by the total weight, in place).
+    pub(super) fn means(self) -> Result<Vec<Vec<f64>>, Error> {
         let Some(mut sums) = self.sums else {
             return Err(Error::Internal { detail: "a FedAvg round without sums".into() });
         };
         let total = self.total_weight;
-        sums.iter_mut().for_each(|v| *v /= total);
+        sums.iter_mut().flatten().for_each(|v| *v /= total);
         Ok(sums)
     }
 }
