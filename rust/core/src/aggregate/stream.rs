@@ -206,11 +206,11 @@ impl Pass {
 
 /// Step 2: one pass adding `group` into `sums` (see the module note), `copy` (when given)
 /// receiving the sums as they were; the caller undoes it ([`restore`]) when the pass is not clean.
-fn add_group(group: &[&Opened], sums: &mut [&mut [f64]], mut copy: Option<&mut [Vec<f64>]>) -> Pass {
+fn add_group(group: &[&Opened], sums: &mut [&mut [f64]], copy: Option<&mut [Vec<f64>]>) -> Pass {
     let bad: Vec<AtomicBool> = group.iter().map(|_| AtomicBool::new(false)).collect();
     let mut pieces: Vec<Piece<'_>> = Vec::new();
     let mut bytes = 0usize;
-    let mut saved_slots: Vec<Option<&mut Vec<f64>>> = match copy.as_deref_mut() {
+    let mut saved_slots: Vec<Option<&mut Vec<f64>>> = match copy {
         Some(copy) => copy.iter_mut().map(Some).collect(),
         None => sums.iter().map(|_| None).collect(),
     };
