@@ -14,57 +14,6 @@ use crate::simd::avx2_dispatch;
 use crate::values::Lanes;
 use crate::Error;
 
-/// Columns per piece of parallel work.
-const COLUMNS: usize = 4096;
-
-fn per_column(x: &[f64], n: usize, out: &mut [f64], stat: impl Fn(&mut [f64]) -> f64 + Sync) {
-    let c = out.len();
-    let work: Vec<(usize, &mut [f64])> = out.chunks_mut(COLUMNS).enumerate().collect();
-    let stat = &stat;
-    in_parallel(work, x.len() * 8, |(piece, cols)| {
-        let mut column = vec![0.0f64; n];
-        for (j, o) in cols.iter_mut().enumerate() {
-            let col = piece * COLUMNS + j;
-            for (row, v) in column.iter_mut().enumerate() {
-                *v = x.get(row * c + col).copied().unwrap_or(f64::NAN);
-            }
-            *o = stat(&mut column);
-        }
-    });
-}
-
-/// numpy's median of each column: the middle value, or the mean of the two middle values.
-pub fn median_columns(x: &[f64], n: usize, out: &mut [f64]) {
-    if n == 0 {
-        return;
-    }
-    per_column(x, n, out, |column| {
-        column.sort_unstable_by(f64::total_cmp);
-        let hi = column.get(n / 2).copied().unwrap_or(f64::NAN);
-        if n % 2 == 1 {
-            hi
-        } else {
-            let lo = column.get(n / 2 - 1).copied().unwrap_or(f64::NAN);
-            (lo + hi) / 2.0
-        }
-    });
-}
-
-/// The mean of each column without its `cut` smallest and `cut` largest values, added in
-/// ascending order (Flower/scipy add them in partition order: the same values, rounding may
-/// differ in the last place of float64).
-pub fn trimmed_mean_columns(x: &[f64], n: usize, cut: usize, out: &mut [f64]) {
-    if n <= 2 * cut {
-        out.fill(f64::NAN);
-        return;
-    }
-    let kept = (n - 2 * cut) as f64;
-    per_column(x, n, out, |column| {
-        column.sort_unstable_by(f64::total_cmp);
-        column.get(cut..n - cut).unwrap_or_default().iter().sum::<f64>() / kept
-    });
-}
-
 /// Up to this many uploads, columns are sorted by a sorting network run on whole rows at once
 /// (branch-free min/max across a tile of columns: vectorized), not one column at a time.
 pub const NETWORK_UP_TO: usize = 32;
@@ -266,6 +215,58 @@ fn reduce_rows_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Column by column, by a sort: the oracles the reducers are compared with.
+    /// Columns per piece of parallel work.
+    const COLUMNS: usize = 4096;
+
+    fn per_column(x: &[f64], n: usize, out: &mut [f64], stat: impl Fn(&mut [f64]) -> f64 + Sync) {
+        let c = out.len();
+        let work: Vec<(usize, &mut [f64])> = out.chunks_mut(COLUMNS).enumerate().collect();
+        let stat = &stat;
+        in_parallel(work, x.len() * 8, |(piece, cols)| {
+            let mut column = vec![0.0f64; n];
+            for (j, o) in cols.iter_mut().enumerate() {
+                let col = piece * COLUMNS + j;
+                for (row, v) in column.iter_mut().enumerate() {
+                    *v = x.get(row * c + col).copied().unwrap_or(f64::NAN);
+                }
+                *o = stat(&mut column);
+            }
+        });
+    }
+
+    /// numpy's median of each column: the middle value, or the mean of the two middle values.
+    fn median_columns(x: &[f64], n: usize, out: &mut [f64]) {
+        if n == 0 {
+            return;
+        }
+        per_column(x, n, out, |column| {
+            column.sort_unstable_by(f64::total_cmp);
+            let hi = column.get(n / 2).copied().unwrap_or(f64::NAN);
+            if n % 2 == 1 {
+                hi
+            } else {
+                let lo = column.get(n / 2 - 1).copied().unwrap_or(f64::NAN);
+                (lo + hi) / 2.0
+            }
+        });
+    }
+
+    /// The mean of each column without its `cut` smallest and `cut` largest values, added in
+    /// ascending order (Flower/scipy add them in partition order: the same values, rounding may
+    /// differ in the last place of float64).
+    fn trimmed_mean_columns(x: &[f64], n: usize, cut: usize, out: &mut [f64]) {
+        if n <= 2 * cut {
+            out.fill(f64::NAN);
+            return;
+        }
+        let kept = (n - 2 * cut) as f64;
+        per_column(x, n, out, |column| {
+            column.sort_unstable_by(f64::total_cmp);
+            column.get(cut..n - cut).unwrap_or_default().iter().sum::<f64>() / kept
+        });
+    }
 
     /// The float64 as an integer of the same order (every float64 but NaN: the values were checked
     /// finite), so selections compare integers (inlined, vectorized) rather than call a comparator.

@@ -25,7 +25,7 @@ mod upload;
 mod verdict;
 
 pub use block::Statistic;
-pub use columns::{median_columns, reduce_block, reduce_stored_block, trimmed_mean_columns, NETWORK_UP_TO};
+pub use columns::{reduce_block, reduce_stored_block, NETWORK_UP_TO};
 pub use distances::add_pairwise;
 #[cfg(feature = "fs")]
 pub use engine::{

@@ -10,7 +10,7 @@
 //! Flower's `flwr.server.strategy.aggregate` functions; the tests compare against them.
 
 use super::super::block::Statistic;
-use super::super::columns::{median_columns, reduce_block, reduce_stored_block, NETWORK_UP_TO};
+use super::super::columns::{reduce_block, reduce_stored_block, NETWORK_UP_TO};
 use super::super::distances::add_pairwise;
 use super::super::rows::{read_rows, read_stored_rows, reduce_rows, RowSource, MIN_CHUNK_LANES};
 use super::super::structure::Located;
@@ -442,7 +442,8 @@ fn bulyan_columns(x: &[f64], count: usize, rows: &[usize], beta: usize, out: &mu
         dst.copy_from_slice(x.get(r * count..(r + 1) * count).unwrap_or(&vec![0.0; count]));
     }
     let mut med = vec![0.0f64; count];
-    median_columns(&y, k, &mut med);
+    // the one median of the aggregation (the statistic of a block), its row sums unused here
+    reduce_block(&y, k, Statistic::Median, &mut med, &mut vec![0.0; k], &mut vec![0.0; k]);
     let mut order: Vec<usize> = Vec::with_capacity(k);
     let mut kept = vec![0.0f64; beta];
     for (j, (o, m)) in out.iter_mut().zip(&med).enumerate() {
