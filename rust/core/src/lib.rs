@@ -63,6 +63,8 @@ mod paged;
 mod pair;
 mod parallel;
 mod placement;
+#[cfg(feature = "fs")]
+mod platform;
 mod reader;
 #[cfg(feature = "fs")]
 mod recover;
