@@ -74,6 +74,7 @@ mod safetensors;
 mod save;
 mod schema;
 mod shape;
+mod sniff;
 mod spec;
 #[cfg(feature = "fs")]
 mod target;
@@ -92,6 +93,8 @@ pub use crash::{Step as CrashStep, STEPS as CRASH_STEPS};
 pub use dtype::DataType;
 pub use error::{Error, ErrorKind, Result};
 pub use external::check_external_ranges;
+#[cfg(feature = "fs")]
+pub use files::sniff_file;
 pub use index::{
     CheckpointIndex, OptimizerGroupIndex, ParamKind, ParameterStateIndex, Property, PropertyValue, Storage,
     TensorRef,
@@ -126,6 +129,7 @@ pub use safetensors::{
 pub use save::{
     external_data_location, external_data_path, save_checkpoint, save_checkpoint_interruptible, SaveSummary,
 };
+pub use sniff::{expect_kind, sniff, wrong_kind_message, FileKind, SNIFF_LEN};
 pub use spec::{
     CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec, TensorPayload, TensorSpec, WRITABLE_VERSIONS,
     WRITTEN_VERSION,

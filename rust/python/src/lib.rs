@@ -12,6 +12,7 @@ mod legacy;
 mod mapped;
 mod npz;
 mod safetensors;
+mod sniff;
 
 use std::ffi::OsString;
 
@@ -132,6 +133,7 @@ fn external_data_location(path: &Bound<'_, PyAny>) -> PyResult<OsString> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::silence_panic_output();
     adapter::register(m)?;
+    sniff::register(m)?;
     m.add_class::<MappedFile>()?;
     m.add_class::<atomic::AtomicOutput>()?;
     m.add_class::<atomic::StagedOutput>()?;

@@ -17,6 +17,8 @@ mod header;
 use std::collections::HashSet;
 use std::fmt;
 
+use crate::{wrong_kind_message, FileKind};
+
 /// The longest JSON header read (the reference implementation's own limit).
 pub const SAFETENSORS_MAX_HEADER_BYTES: u64 = 100_000_000;
 
@@ -74,6 +76,9 @@ pub enum SafetensorsErrorKind {
     Malformed,
     /// A valid file holding a dtype ONNX Runtime checkpoints cannot hold.
     UnsupportedDtype,
+    /// A file of another kind (an ONNX model, a checkpoint, ...): `detail` says what it is and
+    /// what reads it.
+    OtherFormat,
 }
 
 /// Why a safetensors file cannot be read; `tensor` names the entry at fault, if one is.
@@ -136,7 +141,17 @@ pub struct SafetensorsFile {
 /// Checks the safetensors file `bytes` (its whole content): the header length, the JSON header,
 /// every entry, and that the tensors tile the data buffer exactly.
 pub fn read_safetensors(bytes: &[u8]) -> Result<SafetensorsFile, SafetensorsError> {
-    let (json, data_start) = header_bytes(bytes)?;
+    let (json, data_start) = header_bytes(bytes).map_err(|e| {
+        // a file of another kind (an ONNX model, a checkpoint, ...): what it is and what reads it
+        match crate::sniff(bytes, bytes.len() as u64) {
+            Some(found) if found != FileKind::Safetensors => SafetensorsError {
+                kind: SafetensorsErrorKind::OtherFormat,
+                tensor: None,
+                detail: wrong_kind_message(FileKind::Safetensors, found),
+            },
+            _ => e,
+        }
+    })?;
     let parsed = header::parse(json)?;
     check_unique_names(&parsed.entries)?;
     let data_len = bytes.len() as u64 - data_start;
