@@ -478,15 +478,16 @@ def average(
 ) -> AggregationReport:
     """Weighted average (FedAvg) of device checkpoints, validated upload by upload.
 
-    ``sources``: paths or fsspec URLs (memory-mapped when local), checkpoint bytes (untrusted
+    ``sources``: paths or fsspec URLs (local files are read into private memory, never mapped, so
+    an upload truncated during the round cannot SIGBUS the server), checkpoint bytes (untrusted
     uploads) or states; a list, any iterable (a generator is consumed once, one upload at a time),
     or a mapping client id -> source (the ids name the uploads in the report).
 
     Each upload is checked against ``reference`` (default: the first upload that loads and has
     finite values): same parameter names, trainable flags, dtypes and shapes, finite values (and
     the same momentums when ``include_optimizer_state``), at most ``max_bytes`` bytes (default:
-    4x the reference's tensor bytes + 1 MiB; local files are checked by size before mapping, URLs
-    before download). A failing upload is rejected with a reason in the report; it never raises
+    4x the reference's tensor bytes + 1 MiB; local files are checked by size before they are read,
+    URLs before download). A failing upload is rejected with a reason in the report; it never raises
     and never reaches the sum.
 
     ``weights``: None (equal), one positive number per source (a sequence, or a mapping for
