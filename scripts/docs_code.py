@@ -9,11 +9,11 @@ scripts/make_artifact_fixtures.py) and ``examples``; the blocks run in the page'
 directory a ``<!-- docs-code: cwd DIR -->`` comment on the page names (default: the copy's root).
 A block whose fence follows ``<!-- docs-code: in DIR -->`` runs in DIR instead (a command to run
 from the repository's root, say). Python blocks share one namespace per page, as a reader's
-session would; shell blocks (``sh``,
-``bash``, ``shell``) run in ``bash -e -o pipefail`` with the project's ``.venv/bin`` first on
-``PATH`` (``ortckpt``, ``python``), ``HOME`` in the temporary directory, and ``ORTCKPT_ORT_VENV``
-(the ORT side venv, default ``.ort-venv``) for the blocks that run devices. After the page, every copied file must be unchanged: a block
-never overwrites its inputs.
+session would; shell blocks (``sh``, ``bash``, ``shell``) run in ``bash -e -o pipefail``. Both get
+the project's ``.venv/bin`` first on ``PATH`` (``ortckpt``, ``python``), ``HOME`` in the temporary
+directory, and ``ORTCKPT_ORT_VENV`` (the ORT side venv, default ``.ort-venv``) for the blocks that
+run devices. After the page, every copied file must be unchanged: a block never overwrites its
+inputs.
 
 A block is left out only when the comment right before its fence says so, with the reason:
 ``<!-- docs-code: skip: installs packages -->``. Blocks of other languages (``json``, ``js``,
@@ -134,6 +134,19 @@ def _cwd(path: Path) -> Iterator[None]:
         os.chdir(before)
 
 
+@contextlib.contextmanager
+def _environ(env: dict[str, str]) -> Iterator[None]:
+    """This process's environment is ``env`` meanwhile (what Python blocks and their children see)."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def _run_python(block: Block, namespace: dict[str, object]) -> str | None:
     out = io.StringIO()
     try:
@@ -180,7 +193,7 @@ def run_page(page: Path, repo: Path = REPO) -> list[str]:
         # the ORT side venv the Flower guide's devices run in: the project's, unless one is named
         env.setdefault("ORTCKPT_ORT_VENV", str(REPO / ".ort-venv"))
         namespace: dict[str, object] = {"__name__": "__main__"}
-        with _cwd(cwd):
+        with _cwd(cwd), _environ(env):
             for block in blocks(page):
                 if block.kind is None or block.skip is not None:
                     continue

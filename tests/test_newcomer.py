@@ -312,10 +312,9 @@ def test_readme_names_both_test_commands_with_measured_figures() -> None:
 
 
 def test_every_pytest_marker_is_documented() -> None:
-    import tomllib
-
-    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    markers = [m.split(":")[0] for m in config["tool"]["pytest"]["ini_options"]["markers"]]
+    line = re.search(r"^markers = \[(.*)\]$", (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.M)
+    assert line is not None
+    markers = re.findall(r'"(\w+):', line.group(1))
     table = (DOCS / "development.md").read_text(encoding="utf-8").split("## pytest markers")[1]
     assert markers and all(f"| `{m}` |" in table for m in markers)
 
