@@ -30,7 +30,6 @@ them (read back with ORT); ``files.json`` records every file's size and sha256 a
 from __future__ import annotations
 
 import argparse
-import filecmp
 import hashlib
 import json
 import os
@@ -58,8 +57,7 @@ ARTIFACTS = ["training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "
 
 def lora_model():
     """The MLP with a LoRA branch on fc1 (seed 7), opset 17, IR 9 (what ORT 1.19.2 reads)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
 
     rng = np.random.default_rng(7)
     inits = {
@@ -80,16 +78,7 @@ def lora_model():
         helper.make_node("MatMul", ["h2", "fc2.weight"], ["h3"]),
         helper.make_node("Add", ["h3", "fc2.bias"], ["output"]),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "mlp_lora",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 4])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 3])],
-        [numpy_helper.from_array(v, k) for k, v in inits.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-    onnx.checker.check_model(model)
-    return model
+    return F.mlp_model_of("mlp_lora", nodes, inits)
 
 
 def train(art: str, steps: int, seed: int, samples: int, out: str, with_optimizer: bool) -> None:
@@ -139,21 +128,11 @@ def make_all(out: str, work: str, adapter_python: str) -> dict[str, str]:
     """Writes every file into ``out``; returns {file: what wrote it}."""
     import onnx
 
-    artifacts = F._import_training()[0]
     os.makedirs(os.path.join(out, "uploads"), exist_ok=True)
     model = lora_model()
     onnx.save(model, os.path.join(out, "model.onnx"))
     art = os.path.join(work, "artifacts")
-    os.makedirs(art)
-    with F._quiet_fds():
-        artifacts.generate_artifacts(
-            model,
-            requires_grad=TRAINABLE,
-            frozen_params=FROZEN,
-            loss=artifacts.LossType.MSELoss,
-            optimizer=artifacts.OptimType.AdamW,
-            artifact_directory=art,
-        )
+    F.make_artifacts(art, 0, model=model, trainable=TRAINABLE, frozen=FROZEN)
     ort = "onnxruntime-training " + O.versions()["onnxruntime"]
     made = {"model.onnx": f"onnx {onnx.__version__} (the model generate_artifacts started from)"}
     for name in ARTIFACTS:
@@ -227,23 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--adapter-python", required=True, help="python of a venv with onnxruntime >= 1.20")
     ap.add_argument("--check", action="store_true", help="regenerate in a temp dir and compare with --out")
     args = ap.parse_args(argv)
-    if not args.check:
-        files = generate(args.out, args.adapter_python)
-        print(f"wrote {len(files)} files to {args.out}")
-        return 0
-    with tempfile.TemporaryDirectory(prefix="ortckpt_artifacts_check_") as tmp:
-        files = generate(tmp, args.adapter_python)
-        bad = [
-            f
-            for f in files
-            if not os.path.exists(os.path.join(args.out, f))
-            or not filecmp.cmp(os.path.join(tmp, f), os.path.join(args.out, f), shallow=False)
-        ]
-    if bad:
-        print("differ from a fresh run: " + ", ".join(bad), file=sys.stderr)
-        return 1
-    print(f"{len(files)} files match a fresh run")
-    return 0
+    return F.write_or_check(args.out, args.check, lambda out: generate(out, args.adapter_python))
 
 
 if __name__ == "__main__":
