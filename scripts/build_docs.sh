@@ -7,5 +7,9 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
+# the project's venv (scripts/setup.sh), found here: no activation needed
+if [ -x "$repo/.venv/bin/mkdocs" ]; then
+  export PATH="$repo/.venv/bin:$PATH"
+fi
 out=${1:-$(mktemp -d)}
 NO_MKDOCS_2_WARNING=1 mkdocs build --strict -d "$out"

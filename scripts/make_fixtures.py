@@ -93,8 +93,7 @@ def _quiet_fds():
 
 def mlp_model(seed: int):
     """input[batch,4] -> fc1 (4x8) -> relu -> fc2 (8x3) -> output, float32, opset 17, IR 9."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
 
     rng = np.random.default_rng(seed)
     inits = {
@@ -110,9 +109,18 @@ def mlp_model(seed: int):
         helper.make_node("MatMul", ["h2", "fc2.weight"], ["h3"]),
         helper.make_node("Add", ["h3", "fc2.bias"], ["output"]),
     ]
+    return mlp_model_of("mlp", nodes, inits)
+
+
+def mlp_model_of(name: str, nodes: list, inits: dict[str, np.ndarray]):
+    """A float32 model ``input[batch,4] -> output[batch,3]`` of ``nodes`` with ``inits`` as its
+    initializers, opset 17, IR 9 (what ORT 1.19.2 reads), checked by onnx."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
     graph = helper.make_graph(
         nodes,
-        "mlp",
+        name,
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 4])],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 3])],
         [numpy_helper.from_array(v, k) for k, v in inits.items()],
@@ -126,10 +134,19 @@ TRAINABLE = ["fc1.weight", "fc1.bias", "fc2.weight"]
 FROZEN = ["fc2.bias"]
 
 
-def make_artifacts(art: str, seed: int, optim: str = "adamw", nominal: bool = False):
-    """generate_artifacts for ``mlp_model(seed)`` (MSE loss, ``optim`` "adamw" or "sgd") into ``art``;
-    returns the onnxruntime.training pieces (as ``_import_training``). Also used by the modules of
-    tests/ort that run under an ORT venv (compat_parity_runner.py, release_train.py)."""
+def make_artifacts(
+    art: str,
+    seed: int,
+    optim: str = "adamw",
+    nominal: bool = False,
+    model=None,
+    trainable: list[str] = TRAINABLE,
+    frozen: list[str] = FROZEN,
+):
+    """generate_artifacts for ``model`` (default ``mlp_model(seed)``; MSE loss, ``optim`` "adamw" or
+    "sgd") into ``art``; returns the onnxruntime.training pieces (as ``_import_training``). Also used
+    by the modules of tests/ort that run under an ORT venv (compat_parity_runner.py,
+    release_train.py) and by make_artifact_fixtures.py."""
     training = _import_training()
     artifacts = training[0]
     # nominal_checkpoint only when asked: ORT 1.17.3 (release_train.py) predates the argument
@@ -137,9 +154,9 @@ def make_artifacts(art: str, seed: int, optim: str = "adamw", nominal: bool = Fa
     os.makedirs(art, exist_ok=True)
     with _quiet_fds():
         artifacts.generate_artifacts(
-            mlp_model(seed),
-            requires_grad=TRAINABLE,
-            frozen_params=FROZEN,
+            mlp_model(seed) if model is None else model,
+            requires_grad=trainable,
+            frozen_params=frozen,
             loss=artifacts.LossType.MSELoss,
             optimizer=artifacts.OptimType.AdamW if optim == "adamw" else artifacts.OptimType.SGD,
             artifact_directory=art,
@@ -516,17 +533,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=DEFAULT_OUT, help="output directory (default: tests/data)")
     ap.add_argument("--check", action="store_true", help="regenerate in a temp dir and compare with --out")
     args = ap.parse_args(argv)
-    if not args.check:
-        files = generate(args.out)
-        print(f"wrote {len(files)} files to {args.out}")
+    return write_or_check(args.out, args.check, generate)
+
+
+def write_or_check(out: str, check: bool, generate_into) -> int:
+    """``generate_into(out)``, or with ``check`` generate into a temporary directory and compare
+    every file with ``out`` (exit status 1 when one differs or is missing)."""
+    if not check:
+        files = generate_into(out)
+        print(f"wrote {len(files)} files to {out}")
         return 0
     with tempfile.TemporaryDirectory(prefix="ortckpt_fixtures_check_") as tmp:
-        files = generate(tmp)
+        files = generate_into(tmp)
         bad = [
             f
             for f in files
-            if not os.path.exists(os.path.join(args.out, f))
-            or not filecmp.cmp(os.path.join(tmp, f), os.path.join(args.out, f), shallow=False)
+            if not os.path.exists(os.path.join(out, f))
+            or not filecmp.cmp(os.path.join(tmp, f), os.path.join(out, f), shallow=False)
         ]
         if bad:
             print("differ from a fresh run: " + ", ".join(bad), file=sys.stderr)

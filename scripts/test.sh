@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Runs every check and test: the lints (scripts/lint.sh); the Rust tests (the aggregation's twice: the
-# second time on the plain loops, ORTCKPT_SIMD=plain); a short fuzzing run of the Rust core;
-# Python lints and types; the docs site (mkdocs --strict); the portable wheels (built, glibc floor
-# checked, installed across every available CPython x lowest/newest NumPy; the aarch64 ones tested
-# under QEMU by scripts/test_arm64.sh); the lowest-direct
-# dependencies run; the aggregation's Python tests on the plain loops; and the Python tests
-# (including the ones against the real ONNX Runtime 1.19.2 in its side virtualenv), last. Arguments
-# go to the last pytest.
-# ORTCKPT_SKIP_WHEELS=1 skips the wheel build, the wheel matrix and the lowest-direct run (for a
-# quick local loop; CI runs them).
+# The full test command, what CI runs (.ci/run): every lint (scripts/lint.sh --full: also the fuzz
+# harness, wasm32 and macOS clippy, actionlint and zizmor); the Rust tests and `cargo package` of
+# the core; a short fuzzing run; the docs site (mkdocs --strict); the browser viewer; the portable
+# wheels (Linux x86-64 and aarch64, macOS x86-64 and arm64; glibc floor checked, installed across
+# every available CPython x lowest/newest NumPy; the aarch64 ones tested under QEMU by
+# scripts/test_arm64.sh); the lowest-direct dependencies run; and the whole pytest suite (the ORT
+# and slow tiers included), last; the aggregation's Rust and Python tests once more on the plain
+# loops (ORTCKPT_SIMD=plain). Arguments go to the last pytest.
+# Unlike the everyday command (scripts/check.sh) it installs things outside the repository:
+# rustup targets, cargo tools, and (as root) Debian packages; docs/development.md lists them.
+# ORTCKPT_SKIP_WHEELS=1 skips the wheel build, the wheel matrix and the lowest-direct run.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -26,16 +27,22 @@ export ORTCKPT_ORT_CURRENT_VENV
 bash scripts/setup_ort_env.sh --release current "$ORTCKPT_ORT_CURRENT_VENV" >/dev/null
 # flatc (for the generated-code freshness test) and the linters live in .venv.
 export PATH="$repo/.venv/bin:$PATH"
+# The targets the full run lints and builds for: the browser build (wasm32), the aarch64 Linux
+# wheels, and the macOS wheels (cross-built with zig; clippy checks the core's cfgs there).
+rustup target add wasm32-unknown-unknown aarch64-unknown-linux-gnu x86_64-apple-darwin aarch64-apple-darwin
 
-# Every lint first (cargo fmt/clippy for the core, the binding and the fuzz harness; ruff check and
-# format; mypy --strict; stubtest of _native.pyi against the built module): scripts/lint.sh.
-bash scripts/lint.sh
+# Every lint first: scripts/lint.sh --full (cargo fmt/clippy for the core, the binding and the fuzz
+# harness, for every target above; ruff check and format; actionlint and zizmor on the workflows;
+# mypy --strict; stubtest of _native.pyi against the built module).
+bash scripts/lint.sh --full
 echo "== cargo test"
 cargo test -p ortckpt-core
 # The core's SIMD level is the CPU's unless capped (rust/core/src/simd.rs); the aggregation's Rust
 # tests run once more on the plain loops, whatever this machine has.
 echo "== cargo test: aggregation on the plain loops (ORTCKPT_SIMD=plain)"
 ORTCKPT_SIMD=plain cargo test -p ortckpt-core -- aggregate simd values
+echo "== cargo package -p ortckpt-core (the crate as crates.io would receive it, built alone)"
+cargo package -p ortckpt-core --locked --allow-dirty
 echo "== fuzz harness: oracle tests on the seeds and past findings"
 cargo test --manifest-path fuzz/Cargo.toml
 # A short coverage-guided fuzzing run of the core (libFuzzer + ASan; ORTCKPT_FUZZ_SECONDS=0 skips).
@@ -63,6 +70,6 @@ if [ "${ORTCKPT_SKIP_WHEELS:-0}" != 1 ]; then
   DIST=dist bash scripts/test_lowest.sh
 fi
 echo "== pytest: the aggregation tests on the plain loops (ORTCKPT_SIMD=plain)"
-ORTCKPT_SIMD=plain python -m pytest -q tests/test_average*.py tests/test_simd_levels.py
+ORTCKPT_SIMD=plain python -m pytest -q -m "not slow" tests/test_average*.py tests/test_round.py tests/test_simd_levels.py
 echo "== pytest"  # last, so its summary closes the output
 python -m pytest -q "$@"

@@ -2,8 +2,8 @@
 # The wheel matrix: installs each wheel of DIST (default dist/, from scripts/build_wheels.sh) into
 # a fresh virtualenv of every CPython found under ~/.pyenv/versions (3.10 and newer; PYENV_ROOT
 # moves it) that the wheel supports, once with the lowest NumPy/ml_dtypes the wheel allows on that
-# Python and once with the newest, and runs there: the README's usage example (on a checkpoint ORT
-# wrote), `ortckpt inspect` and `ortckpt inspect --json`. Prints a matrix (wheel x Python x
+# Python and once with the newest, and runs there: the README's quick start (on the checkpoint ORT
+# wrote that it names), `ortckpt inspect` and `ortckpt inspect --json`. Prints a matrix (wheel x Python x
 # NumPy: pass/fail) and exits 1 if any cell failed. A Python that is not installed is skipped
 # with a message. Installs come from uv's cache after the first run (seconds per cell).
 set -euo pipefail
@@ -11,14 +11,15 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 dist=$(cd "${1:-$repo/dist}" && pwd)
 uv="$repo/.venv/bin/uv"
 pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
-fixture="$repo/tests/data/mlp_adamw_with_optimizer.ckpt"
+fixture="$repo/tests/data/artifacts/trained.ckpt"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# The README's first usage block (## Use), run as written on a copy of an ORT-written checkpoint.
-awk '/^## Use/{u=1} u&&/^```python/{p=1;next} p&&/^```/{exit} p' "$repo/README.md" >"$work/readme_example.py"
+# The README's quick start (its first python block under ## Quick start), run as written beside a
+# copy of the ORT-written checkpoint it names (tests/data/artifacts/trained.ckpt).
+awk '/^## Quick start/{u=1} u&&/^```python/{p=1;next} p&&/^```/{exit} p' "$repo/README.md" >"$work/readme_example.py"
 if [ ! -s "$work/readme_example.py" ]; then
-  echo "error: no python block under '## Use' in README.md" >&2
+  echo "error: no python block under '## Quick start' in README.md" >&2
   exit 1
 fi
 
@@ -52,7 +53,7 @@ run_cell() {  # wheel python resolution -> prints numpy version; exit status = p
   venv=$(mktemp -d "$work/venv.XXXX")
   "$uv" venv -q -p "$py" "$venv" &&
     "$uv" pip install -q -p "$venv/bin/python" --no-build --resolution "$resolution" "$wheel" &&
-    mkdir -p "$venv/run" && cp "$fixture" "$venv/run/checkpoint.ckpt" &&
+    mkdir -p "$venv/run/tests/data/artifacts" && cp "$fixture" "$venv/run/tests/data/artifacts/" &&
     (cd "$venv/run" && "$venv/bin/python" "$work/readme_example.py") >"$venv/log" 2>&1 &&
     "$venv/bin/ortckpt" inspect "$fixture" >>"$venv/log" 2>&1 &&
     "$venv/bin/ortckpt" inspect --json "$venv/run/new.ckpt" >>"$venv/log" 2>&1 &&

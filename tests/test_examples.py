@@ -28,3 +28,16 @@ def test_example_runs(script: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip(), f"{script.name} printed nothing"
     assert list(tmp_path.iterdir()) == [], "examples write only to their own temporary directory"
+
+
+def test_readme_lists_every_example() -> None:
+    """examples/README.md has a row for every script and every app folder."""
+    folder = EXAMPLES[0].parent
+    rows = [
+        line
+        for line in (folder / "README.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("| `")
+    ]
+    listed = {line.split("`")[1].split()[0] for line in rows}
+    apps = {f"{p.name}/" for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    assert listed == {p.name for p in EXAMPLES} | apps

@@ -18,6 +18,7 @@ __all__ = [
     "NPZ_MIN_BUDGET",
     "SAFETENSORS_DTYPES",
     "SAFETENSORS_MAX_HEADER_BYTES",
+    "SNIFF_LEN",
     "SUPPORTED_VERSIONS",
     "WRITABLE_VERSIONS",
     "WRITTEN_VERSION",
@@ -42,8 +43,10 @@ __all__ = [
     "TensorRecord",
     "UnsupportedVersionError",
     "UploadBytes",
+    "expect_kind",
     "external_data_location",
     "external_data_path",
+    "file_kind",
     "index_checkpoint",
     "is_unchanging",
     "load_checkpoint",
@@ -218,6 +221,11 @@ def tensor_proto_values(data: bytes, tensor: str) -> bytes: ...
 AdapterContents: TypeAlias = tuple[int, int, int, list[tuple[str, int, list[int], bytes]]]
 
 def read_adapter(path: PathArg) -> AdapterContents: ...
+def file_kind(path: PathArg) -> str | None: ...
+def expect_kind(head: bytes, length: int, expected: str, source: str) -> None: ...
+
+SNIFF_LEN: int
+
 def read_adapter_bytes(data: Buffer, source: str) -> AdapterContents: ...
 def serialize_adapter(
     parameters: Sequence[tuple[str, int, Sequence[int], Buffer]], adapter_version: int, model_version: int

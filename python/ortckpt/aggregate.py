@@ -99,8 +99,8 @@ def average(
     Each upload is checked against ``reference`` (default: the first upload that loads and has
     finite values): same parameter names, trainable flags, dtypes and shapes, finite values (and
     the same momentums when ``include_optimizer_state``), at most ``max_bytes`` bytes (default:
-    4x the reference's tensor bytes + 1 MiB; local files are checked by size before mapping, URLs
-    before download). A failing upload is rejected with a reason in the report; it never raises
+    4x the reference's tensor bytes + 1 MiB; local files are checked by size before they are read,
+    URLs before download). A failing upload is rejected with a reason in the report; it never raises
     and never reaches the sum.
 
     ``weights``: None (equal), one positive number per source (a sequence, or a mapping for

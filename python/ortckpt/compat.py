@@ -245,7 +245,14 @@ class CheckpointState:
     def save_checkpoint(
         cls, state: CheckpointState, checkpoint_uri: StrPath, include_optimizer_state: bool = False
     ) -> None:
-        """Save the state (format version 2); the optimizer state only when asked, as in ORT."""
+        """Save the state (format version 2); the optimizer state only when asked.
+
+        ``include_optimizer_state`` defaults to False because ORT's own ``save_checkpoint`` does
+        (``onnxruntime.training.api.CheckpointState.save_checkpoint(state, checkpoint_uri,
+        include_optimizer_state=False)``), and code written for ORT relies on it. The native
+        ``ortckpt.save`` keeps the optimizer state by default instead: it never drops data it was
+        not told to drop.
+        """
         state._state  # noqa: B018 - AttributeError for anything but a state, as in ORT
         path = os.fsdecode(os.fspath(checkpoint_uri))
         try:

@@ -10,6 +10,9 @@ DATA = REPO / "tests" / "data"
 #: The corpus of ORT-written checkpoints and their JSON manifests, committed with the repository (the
 #: Rust side's twin is ``test_support::ort_corpus_dir`` in rust/core).
 CORPUS_DIR = DATA / "corpus"
+#: A training artifact set ORT wrote (scripts/make_artifact_fixtures.py): models, checkpoints, an
+#: adapter; the files the README's and the docs' code blocks run on.
+ARTIFACTS = DATA / "artifacts"
 
 
 def corpus_files() -> list[Path]:
@@ -20,6 +23,15 @@ def corpus_files() -> list[Path]:
 def fixture_files(pattern: str = "*.ckpt") -> list[Path]:
     """The checkpoints of tests/data matching ``pattern``, sorted."""
     return sorted(DATA.glob(pattern))
+
+
+def artifact_checkpoints() -> list[Path]:
+    """The checkpoints of the artifact set (each has a ``.json`` manifest beside it)."""
+    return sorted(
+        p.with_suffix("") if p.stem == "checkpoint" else p.with_suffix(".ckpt")
+        for p in ARTIFACTS.rglob("*.json")
+        if p.name != "files.json"
+    )
 
 
 def ort_written_files() -> list[Path]:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.ort import import_ortckpt
-from tests.helpers.paths import corpus_files, fixture_files
+from tests.helpers.paths import ARTIFACTS, artifact_checkpoints, corpus_files, fixture_files
 
 
 def sha256(a: Any) -> str:
@@ -25,7 +25,9 @@ def _load_all(ortckpt, path: Path):
     return [ortckpt.load(path), ortckpt.load(path, mmap=False), ortckpt.load_bytes(path.read_bytes())]
 
 
-@pytest.mark.parametrize("path", fixture_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", fixture_files() + artifact_checkpoints(), ids=lambda p: str(p.relative_to(p.parents[1]))
+)
 def test_fixture_matches_manifest(path: Path):
     ortckpt = import_ortckpt()
     m = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
@@ -69,6 +71,17 @@ def test_fixture_matches_manifest(path: Path):
             assert repr(got) == repr(ref["value"]) if ref["type"] == "float" else got == ref["value"], ref[
                 "name"
             ]
+
+
+def test_artifact_files_match_their_record():
+    """Every file of the artifact set (models and adapter included) is the one ORT wrote:
+    files.json (scripts/make_artifact_fixtures.py) lists each, with its size and sha256."""
+    record = json.loads((ARTIFACTS / "files.json").read_text(encoding="utf-8"))
+    made = {str(p.relative_to(ARTIFACTS)) for p in ARTIFACTS.rglob("*") if p.is_file()}
+    assert set(record) == {n for n in made if not n.endswith((".json", ".md"))}
+    for name, entry in record.items():
+        data = (ARTIFACTS / name).read_bytes()
+        assert (len(data), hashlib.sha256(data).hexdigest()) == (entry["bytes"], entry["sha256"]), name
 
 
 @pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)

@@ -166,9 +166,17 @@ def print_text(state: CheckpointState, path: str, values: int, out: TextIO) -> N
         print(f"  {key} = {shown}  ({type(value).__name__})", file=out)
 
 
+def _is_adapter(path: str) -> bool:
+    """An ORT adapter file: by its name, or by its content (the core's file-kind rules) when it
+    is a regular file."""
+    if path.endswith(".onnx_adapter"):
+        return True
+    return os.path.isfile(path) and _native.file_kind(path) == "adapter"
+
+
 def run_inspect(args: argparse.Namespace, out: TextIO) -> int:
     path = os.fsdecode(args.path)
-    if path.endswith(".onnx_adapter"):  # ORT adapter files: cli/_deploy.py
+    if _is_adapter(path):  # ORT adapter files: cli/_deploy.py
         from ._deploy import run_inspect_adapter
 
         return run_inspect_adapter(args, out)

@@ -82,11 +82,9 @@ def _from_onnx_report(path: str, args: argparse.Namespace) -> tuple[dict[str, Js
 
 
 def _from_onnx_dry_run(model: str, dest: str, args: argparse.Namespace) -> tuple[dict[str, JsonValue], str]:
-    import onnx
+    from ..onnx_io import _load_model, split_initializers
 
-    from ..onnx_io import split_initializers
-
-    proto = onnx.load(model, load_external_data=False)
+    proto, _ = _load_model(model, "MODEL")
     trainable, frozen = split_initializers(proto, args.trainable)
     report: dict[str, JsonValue] = {
         "model": model,

@@ -276,16 +276,12 @@ impl Drop for StagedOutput {
     }
 }
 
-/// The process's file mode creation mask, read without changing it for other threads: from
-/// `/proc/self/status` where the kernel reports it (Linux >= 4.7); otherwise by the classic
+/// The process's file mode creation mask, read without changing it for other threads where the
+/// kernel reports it (Linux >= 4.7: `platform::reported_umask`); otherwise (macOS) by the classic
 /// set-and-restore, which is only briefly wrong.
 fn current_umask() -> u32 {
-    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
-        if let Some(line) = status.lines().find_map(|l| l.strip_prefix("Umask:")) {
-            if let Ok(mask) = u32::from_str_radix(line.trim(), 8) {
-                return mask;
-            }
-        }
+    if let Some(mask) = crate::platform::reported_umask() {
+        return mask;
     }
     // SAFETY: umask only sets the process's mask; it is restored at once.
     unsafe {

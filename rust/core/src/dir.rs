@@ -419,8 +419,8 @@ impl Dir {
     /// Makes renames and unlinks in the directory durable. File systems that cannot sync a
     /// directory (EINVAL) are skipped: there is nothing more we could do on them.
     pub fn sync(&self) -> Result<()> {
-        // SAFETY: fsync on a descriptor we own.
-        match retry(|| check(unsafe { libc::fsync(self.fd.as_raw_fd()) })) {
+        // fsync on Linux, F_FULLFSYNC on macOS (platform.rs)
+        match retry(|| crate::platform::sync_directory(self.fd.as_raw_fd())) {
             Err(e) if e.raw_os_error() != Some(libc::EINVAL) => {
                 Err(Error::io(&self.path, "sync directory", e))
             }

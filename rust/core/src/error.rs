@@ -52,6 +52,14 @@ pub enum Error {
         /// The four bytes found.
         found: [u8; 4],
     },
+    /// The input is a file of another kind than the reader reads (an ONNX model where a checkpoint
+    /// is expected, ...): the message says what it is and what reads it (`sniff.rs`).
+    WrongKind {
+        /// What the reader reads.
+        expected: crate::FileKind,
+        /// What the input is.
+        found: crate::FileKind,
+    },
     /// The flatbuffer structure is broken: `what` went wrong at byte `offset` of the input.
     Malformed {
         /// What is wrong, e.g. "a string runs past the end of the buffer".
@@ -294,6 +302,7 @@ impl Error {
         match self {
             TooShort { .. }
             | WrongIdentifier { .. }
+            | WrongKind { .. }
             | Malformed { .. }
             | MissingField { .. }
             | BadMessageSequence { .. }
@@ -373,6 +382,9 @@ impl fmt::Display for Error {
                 "not an ORT training checkpoint: file identifier is {} (expected \"ODTC\")",
                 show_identifier(found)
             ),
+            WrongKind { expected, found } => {
+                f.write_str(&crate::sniff::wrong_kind_message(*expected, *found))
+            }
             Malformed { what, offset } => {
                 write!(f, "corrupt checkpoint flatbuffer: {what} (at byte {offset})")
             }

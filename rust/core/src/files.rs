@@ -53,6 +53,17 @@ pub fn open_regular(path: &Path) -> Result<File> {
     Ok(file)
 }
 
+/// What kind of file `path` is (`sniff.rs`), from its first bytes, opened as [`open_regular`]
+/// opens (a FIFO or device is refused, never waited on); `None` when no rule recognizes it.
+pub fn sniff_file(path: &Path) -> Result<Option<crate::FileKind>> {
+    use std::io::Read;
+    let file = open_regular(path)?;
+    let len = file.metadata().map_err(|e| Error::io(path, "read metadata of", e))?.len();
+    let mut head = Vec::with_capacity(crate::SNIFF_LEN);
+    file.take(crate::SNIFF_LEN as u64).read_to_end(&mut head).map_err(|e| Error::io(path, "read", e))?;
+    Ok(crate::sniff(&head, len))
+}
+
 /// A directory's commit lock, probed once without waiting.
 pub enum Commits {
     /// Someone holds it: a save or recovery may be committing there right now.

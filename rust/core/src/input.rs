@@ -80,6 +80,17 @@ impl<'a> Input<'a> {
         self.array::<1>(pos).map(|[b]| b)
     }
 
+    /// A copy of the first `n` bytes (fewer when the input is shorter), for telling what kind of
+    /// file it is (`sniff.rs`); a byte that cannot be had ends the copy.
+    pub(crate) fn head(&self, n: usize) -> Vec<u8> {
+        (0..n.min(self.len)).map_while(|pos| self.u8(pos)).collect()
+    }
+
+    /// What kind of file the input is, when a rule of `sniff.rs` recognizes it.
+    pub(crate) fn kind(&self) -> Option<crate::FileKind> {
+        crate::sniff(&self.head(crate::SNIFF_LEN), self.len as u64)
+    }
+
     pub(crate) fn u16(&self, pos: usize) -> Option<u16> {
         self.array(pos).map(u16::from_le_bytes)
     }

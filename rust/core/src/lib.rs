@@ -63,6 +63,8 @@ mod paged;
 mod pair;
 mod parallel;
 mod placement;
+#[cfg(feature = "fs")]
+mod platform;
 mod reader;
 #[cfg(feature = "fs")]
 mod recover;
@@ -73,6 +75,7 @@ mod save;
 mod schema;
 mod shape;
 mod simd;
+mod sniff;
 mod spec;
 #[cfg(feature = "fs")]
 mod target;
@@ -93,6 +96,8 @@ pub use crash::{Step as CrashStep, STEPS as CRASH_STEPS};
 pub use dtype::DataType;
 pub use error::{Error, ErrorKind, Result};
 pub use external::check_external_ranges;
+#[cfg(feature = "fs")]
+pub use files::sniff_file;
 pub use index::{
     CheckpointIndex, OptimizerGroupIndex, ParamKind, ParameterStateIndex, Property, PropertyValue, Storage,
     TensorRef,
@@ -128,6 +133,7 @@ pub use save::{
     external_data_location, external_data_path, save_checkpoint, save_checkpoint_interruptible, SaveSummary,
 };
 pub use simd::{simd_level, SimdLevel, SIMD_ENV};
+pub use sniff::{expect_kind, sniff, wrong_kind_message, FileKind, SNIFF_LEN};
 pub use spec::{
     CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec, TensorPayload, TensorSpec, WRITABLE_VERSIONS,
     WRITTEN_VERSION,

@@ -46,19 +46,19 @@ enum Contents {
 
 /// Private memory of `size` bytes for reading a file into (`None` when `size` is 0): an
 /// anonymous mapping, zeroed by the kernel as it is first touched (no pass of our own), with
-/// transparent huge pages asked for (as numpy does for large arrays). Never backed by a file, so
+/// transparent huge pages asked for on Linux (as numpy does; `platform.rs`). Never backed by a file, so
 /// no other program's truncation can make touching it raise SIGBUS.
 pub(crate) fn anonymous(size: usize) -> std::io::Result<Option<MmapMut>> {
     if size == 0 {
         return Ok(None);
     }
     let map = MmapOptions::new().len(size).map_anon()?;
-    let _ = map.advise(memmap2::Advice::HugePage); // advice only
+    crate::platform::advise_huge_pages(&map);
     Ok(Some(map))
 }
 
 /// A file's bytes in private memory: an anonymous mapping the size of the file, with transparent
-/// huge pages asked for (as numpy does for large arrays), so that reading 1 GiB takes 512 page
+/// huge pages asked for on Linux (as numpy does for large arrays), so that reading 1 GiB takes 512 page
 /// faults instead of 262,144 and runs at `np.fromfile` speed.
 struct OwnedBytes {
     /// `None` for an empty file.

@@ -317,7 +317,11 @@ fn parse(input: Input<'_>, lengths: LengthCheck) -> Result<CheckpointIndex> {
         _ => return Err(Error::TooShort { len }),
     };
     if &found != FILE_IDENTIFIER {
-        return Err(Error::WrongIdentifier { found });
+        return Err(crate::sniff::not_a(
+            crate::FileKind::Checkpoint,
+            input.kind(),
+            Error::WrongIdentifier { found },
+        ));
     }
     let walker = Walker::new(input, malformed, "objects share or overlap more than a checkpoint can");
     let mut p = Parser { walker, lengths };

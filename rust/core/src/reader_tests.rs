@@ -57,10 +57,16 @@ fn too_short() {
 #[test]
 fn wrong_identifier() {
     let mut bytes = base().build();
-    bytes[4..8].copy_from_slice(b"ORTM");
+    bytes[4..8].copy_from_slice(b"XYZW");
     let e = index_checkpoint(&bytes).unwrap_err();
     assert!(matches!(e, Error::WrongIdentifier { .. }));
-    assert!(e.to_string().contains("\"ORTM\""), "{e}");
+    assert!(e.to_string().contains("\"XYZW\""), "{e}");
+    assert_eq!(e.kind(), ErrorKind::InvalidCheckpoint);
+    // an identifier of another ORT file kind names that kind instead (sniff.rs)
+    bytes[4..8].copy_from_slice(b"ORTM");
+    let e = index_checkpoint(&bytes).unwrap_err();
+    assert!(matches!(e, Error::WrongKind { found: crate::FileKind::OrtModel, .. }), "{e}");
+    assert!(e.to_string().contains("an ORT format model (.ort)"), "{e}");
     assert_eq!(e.kind(), ErrorKind::InvalidCheckpoint);
 }
 

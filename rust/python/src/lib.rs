@@ -13,6 +13,7 @@ mod mapped;
 mod npz;
 mod round;
 mod safetensors;
+mod sniff;
 
 use std::ffi::OsString;
 
@@ -149,6 +150,7 @@ fn data_types() -> Vec<(i32, &'static str, &'static str, u64)> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::silence_panic_output();
     adapter::register(m)?;
+    sniff::register(m)?;
     m.add_class::<MappedFile>()?;
     m.add_class::<atomic::AtomicOutput>()?;
     m.add_class::<atomic::StagedOutput>()?;

@@ -148,7 +148,11 @@ fn parse(input: Input<'_>) -> Result<AdapterIndex> {
     if &found != ADAPTER_FILE_IDENTIFIER {
         let detail =
             format!("file identifier is {} (expected \"TORT\")", crate::error::show_identifier(&found));
-        return Err(Error::NotAnAdapter { detail });
+        return Err(crate::sniff::not_a(
+            crate::FileKind::Adapter,
+            input.kind(),
+            Error::NotAnAdapter { detail },
+        ));
     }
     let mut walker = Walker::new(input, malformed, "objects share or overlap more than an adapter can");
     let p = &mut walker;

@@ -18,6 +18,7 @@ use zip::read::{ArchiveOffset, Config};
 use zip::{CompressionMethod, ZipArchive};
 
 use crate::input::Input;
+use crate::{wrong_kind_message, FileKind};
 use cursor::InputCursor;
 pub use npy::NpyHeader;
 
@@ -95,7 +96,18 @@ pub unsafe fn read_npz_raw(base: *const u8, len: usize, budget: u64) -> Result<V
     read_input(unsafe { Input::from_raw(base, len) }, budget)
 }
 
+/// [`read_members`], whose error, for a file of another kind (an ONNX model, a checkpoint, a
+/// PyTorch zip, ...), says what the file is and what reads it (`sniff.rs`).
 fn read_input(input: Input<'_>, budget: u64) -> Result<Vec<NpzMember>, NpzError> {
+    read_members(input, budget).map_err(|e| match input.kind() {
+        Some(found) if !matches!(found, FileKind::Npz | FileKind::Zip) => {
+            archive_error(wrong_kind_message(FileKind::Npz, found))
+        }
+        _ => e,
+    })
+}
+
+fn read_members(input: Input<'_>, budget: u64) -> Result<Vec<NpzMember>, NpzError> {
     let config = Config { archive_offset: ArchiveOffset::Known(0) };
     let mut zip = ZipArchive::with_config(config, InputCursor::new(input))
         .map_err(|e| archive_error(format!("it is not a valid zip archive ({e})")))?;

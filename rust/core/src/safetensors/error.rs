@@ -9,6 +9,9 @@ pub enum SafetensorsErrorKind {
     Malformed,
     /// A valid file holding a dtype ONNX Runtime checkpoints cannot hold.
     UnsupportedDtype,
+    /// A file of another kind (an ONNX model, a checkpoint, ...): `detail` says what it is and
+    /// what reads it.
+    OtherFormat,
 }
 
 /// Why a safetensors file cannot be read; `tensor` names the entry at fault, if one is.

@@ -22,6 +22,8 @@ pub use header::SAFETENSORS_MAX_RANK;
 
 use std::collections::HashSet;
 
+use crate::{wrong_kind_message, FileKind};
+
 /// The longest JSON header read (the reference implementation's own limit).
 pub const SAFETENSORS_MAX_HEADER_BYTES: u64 = 100_000_000;
 
@@ -54,7 +56,17 @@ pub struct SafetensorsFile {
 /// Checks the safetensors file `bytes` (its whole content): the header length, the JSON header,
 /// every entry, and that the tensors tile the data buffer exactly.
 pub fn read_safetensors(bytes: &[u8]) -> Result<SafetensorsFile, SafetensorsError> {
-    let (json, data_start) = header_bytes(bytes)?;
+    let (json, data_start) = header_bytes(bytes).map_err(|e| {
+        // a file of another kind (an ONNX model, a checkpoint, ...): what it is and what reads it
+        match crate::sniff(bytes, bytes.len() as u64) {
+            Some(found) if found != FileKind::Safetensors => SafetensorsError {
+                kind: SafetensorsErrorKind::OtherFormat,
+                tensor: None,
+                detail: wrong_kind_message(FileKind::Safetensors, found),
+            },
+            _ => e,
+        }
+    })?;
     let parsed = header::parse(json)?;
     check_unique_names(&parsed.entries)?;
     let data_len = bytes.len() as u64 - data_start;

@@ -27,7 +27,12 @@ pub fn reference_index(buf: &[u8]) -> Option<Result<CheckpointIndex>> {
     let mut found = [0u8; 4];
     found.copy_from_slice(&buf[4..8]);
     if &found != FILE_IDENTIFIER {
-        return Some(Err(Error::WrongIdentifier { found }));
+        let kind = crate::sniff(buf, buf.len() as u64);
+        return Some(Err(crate::sniff::not_a(
+            crate::FileKind::Checkpoint,
+            kind,
+            Error::WrongIdentifier { found },
+        )));
     }
     let opts = VerifierOptions {
         max_depth: 16,
