@@ -46,6 +46,7 @@ mod index;
 mod input;
 #[cfg(feature = "fs")]
 mod journal;
+mod kind_check;
 #[cfg(feature = "fs")]
 mod legacy;
 mod loaded;
@@ -102,6 +103,7 @@ pub use index::{
     CheckpointIndex, OptimizerGroupIndex, ParamKind, ParameterStateIndex, Property, PropertyValue, Storage,
     TensorRef,
 };
+pub use kind_check::expect_kind;
 #[cfg(feature = "fs")]
 pub use legacy::{
     classify_legacy_file, read_legacy_files, read_legacy_folder, tensor_proto_values, LegacyCheckpoint,
@@ -133,7 +135,7 @@ pub use save::{
     external_data_location, external_data_path, save_checkpoint, save_checkpoint_interruptible, SaveSummary,
 };
 pub use simd::{simd_level, SimdLevel, SIMD_ENV};
-pub use sniff::{expect_kind, sniff, wrong_kind_message, FileKind, SNIFF_LEN};
+pub use sniff::{sniff, wrong_kind_message, FileKind, SNIFF_LEN};
 pub use spec::{
     CheckpointSpec, OptimizerGroupSpec, ParameterStateSpec, TensorPayload, TensorSpec, WRITABLE_VERSIONS,
     WRITTEN_VERSION,

@@ -317,7 +317,7 @@ fn parse(input: Input<'_>, lengths: LengthCheck) -> Result<CheckpointIndex> {
         _ => return Err(Error::TooShort { len }),
     };
     if &found != FILE_IDENTIFIER {
-        return Err(crate::sniff::not_a(
+        return Err(crate::kind_check::not_a(
             crate::FileKind::Checkpoint,
             input.kind(),
             Error::WrongIdentifier { found },

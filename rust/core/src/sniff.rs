@@ -9,8 +9,6 @@
 
 use std::fmt;
 
-use crate::Error;
-
 /// How many leading bytes [`sniff`] looks at: a zip local file header (30 bytes) and the start
 /// of its first member's name.
 pub const SNIFF_LEN: usize = 30 + 226;
@@ -155,24 +153,6 @@ pub fn sniff(head: &[u8], len: u64) -> Option<FileKind> {
         .or_else(|| onnx(head))
 }
 
-/// `Err(Error::WrongKind)` when `head` is recognized as another kind than `expected`; `Ok` when
-/// it is `expected` or unrecognized (the reader then gives its own message if it fails).
-pub fn expect_kind(head: &[u8], len: u64, expected: FileKind) -> Result<(), Error> {
-    match sniff(head, len) {
-        Some(found) if found != expected => Err(Error::WrongKind { expected, found }),
-        _ => Ok(()),
-    }
-}
-
-/// The error a reader expecting `expected` gives when its format check failed with `otherwise`:
-/// [`Error::WrongKind`] when the input was recognized as another kind (`found`), else `otherwise`.
-pub(crate) fn not_a(expected: FileKind, found: Option<FileKind>, otherwise: Error) -> Error {
-    match found {
-        Some(found) if found != expected => Error::WrongKind { expected, found },
-        _ => otherwise,
-    }
-}
-
 /// ORT's flatbuffer files, told apart by the identifier at bytes 4..8.
 fn flatbuffer(head: &[u8]) -> Option<FileKind> {
     match head.get(4..8)? {
@@ -243,6 +223,8 @@ fn onnx(head: &[u8]) -> Option<FileKind> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kind_check::expect_kind;
+    use crate::Error;
 
     fn zip_header(name: &[u8]) -> Vec<u8> {
         let mut h = b"PK\x03\x04".to_vec();

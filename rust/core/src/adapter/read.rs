@@ -148,7 +148,7 @@ fn parse(input: Input<'_>) -> Result<AdapterIndex> {
     if &found != ADAPTER_FILE_IDENTIFIER {
         let detail =
             format!("file identifier is {} (expected \"TORT\")", crate::error::show_identifier(&found));
-        return Err(crate::sniff::not_a(
+        return Err(crate::kind_check::not_a(
             crate::FileKind::Adapter,
             input.kind(),
             Error::NotAnAdapter { detail },

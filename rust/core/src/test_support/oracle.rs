@@ -28,7 +28,7 @@ pub fn reference_index(buf: &[u8]) -> Option<Result<CheckpointIndex>> {
     found.copy_from_slice(&buf[4..8]);
     if &found != FILE_IDENTIFIER {
         let kind = crate::sniff(buf, buf.len() as u64);
-        return Some(Err(crate::sniff::not_a(
+        return Some(Err(crate::kind_check::not_a(
             crate::FileKind::Checkpoint,
             kind,
             Error::WrongIdentifier { found },
