@@ -35,6 +35,7 @@ __all__ = [
     "InvalidCheckpointError",
     "MappedFile",
     "ReadUpload",
+    "KeptFiles",
     "Round",
     "RoundVerdict",
     "SourceTooLargeError",
@@ -283,6 +284,13 @@ class ReadUpload:
     def identity(self) -> tuple[int, int]: ...
     @property
     def source(self) -> str: ...
+    def keep_files(self) -> KeptFiles: ...
+
+@final
+class KeptFiles:
+    """A local upload's files, held open since it was read (its bytes not kept)."""
+
+    def confirm_unchanged(self) -> None: ...
 
 def read_upload(path: PathArg, max_bytes: int | None = None) -> ReadUpload: ...
 
@@ -341,6 +349,9 @@ class Round:
         weight_property: str | None,
         label: str,
         staleness: int = 0,
+    ) -> RoundVerdict: ...
+    def check_read(
+        self, upload: ReadUpload, weight: float | None, weight_property: str | None, staleness: int = 0
     ) -> RoundVerdict: ...
     def take_partial(self) -> _Partial: ...
     def absorb(self, partial: _Partial) -> None: ...

@@ -11,6 +11,7 @@ and its verdicts into reports. See docs/federated.md.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -144,6 +145,8 @@ class Round:
         self._accepted: list[int] = []  # positions in _reports, in the order the round accepted them
         self._count = 0
         self._done = False
+        self._deferred: list[tuple[int, str, str, Any, int]] = []  # see _try_reference
+        self._kept: _native.KeptFiles | None = None
         if reference is not None:
             payload = read_source(reference, None, self._storage)
             state = load_bytes(payload.data, external_data=payload.external)
@@ -201,13 +204,15 @@ class Round:
         self._native, self._reference, self._spec, self.reference_label = native, slim(state), spec, label
 
     def _try_reference(
-        self, index: int, client: str, held: list[Payload], rule: Any, staleness: int
-    ) -> SourceReport:
+        self, index: int, client: str, held: list[Payload], rule: Any, staleness: int, defer: bool = False
+    ) -> SourceReport | None:
         """The first upload that loads and passes its own checks becomes the reference. A local
-        file is then counted as every other file is, from its path (read again, streamed for a
-        large model): its bytes read here are let go first, so that the round never holds an
-        upload and the sums at once (a 3 GB model: 6 GB of sums, not 9). ``held`` holds the one
-        payload (taken out of it here, so that no caller's frame keeps the bytes alive)."""
+        file is checked on the bytes read here, which are then let go, and counted as every other
+        file is, from its path (streamed for a large model): the round never holds an upload and
+        the sums at once (a 3 GB model: 6 GB of sums, not 9). With ``defer`` it is not counted
+        here but queued (``_deferred``) to be counted with the files after it, in one pass over
+        the sums. ``held`` holds the one payload (taken out of it here, so that no caller's frame
+        keeps the bytes alive)."""
         payload = held.pop()
         try:
             state = load_bytes(payload.data, external_data=payload.external)
@@ -217,12 +222,24 @@ class Round:
             self._reports.append(report)
             return report
         del state
-        if payload.read is not None:
-            path = payload.source
-            del payload  # the upload's bytes (the state held them too) are freed here
-            report = self._add_files([(index, client, path, rule, staleness)])[0]
-        else:
+        assert self._native is not None
+        if payload.read is None:
             report = self._add_payload(index, client, payload, rule, staleness)
+        else:
+            given, prop = self._rule(rule)
+            own = self._native.check_read(payload.read, given, prop, staleness)
+            path = payload.source
+            kept = payload.read.keep_files()  # the version checked, to confirm before it is counted
+            del payload  # the upload's bytes (the state held them too) are freed here
+            if own.accepted and defer:
+                self._deferred.append((index, client, path, rule, staleness))
+                self._kept = kept
+                return None
+            report = (
+                self._add_files([(index, client, path, rule, staleness)])[0]
+                if own.accepted
+                else self._report(index, client, own, staleness)
+            )
         if not report.accepted:  # it failed its own checks (a NaN, a bad weight): not the reference
             self._native, self._reference, self._spec, self.reference_label = None, None, None, "none"
             self._limit, self._accepted = self._max_bytes, []
@@ -327,9 +344,11 @@ class Round:
         label = client if client is not None else _label(index, source)
         age = _whole("staleness", staleness, optional=False)
         assert age is not None
-        return self._add_one((index, label, source, weight, age), None)
+        report = self._add_one((index, label, source, weight, age), None)
+        assert report is not None  # only _extend defers
+        return report
 
-    def _add_one(self, item: Item, read: Any) -> SourceReport:
+    def _add_one(self, item: Item, read: Any, defer: bool = False) -> SourceReport | None:
         index, client, src, rule, staleness = item
         if self._native is not None:
             path = local_file(src)
@@ -344,7 +363,7 @@ class Round:
         if self._native is None:
             held = [payload]
             del payload  # the reference's reading lets the bytes go before it counts the upload
-            return self._try_reference(index, client, held, rule, staleness)
+            return self._try_reference(index, client, held, rule, staleness, defer)
         return self._add_payload(index, client, payload, rule, staleness)
 
     def _extend(self, items: Iterable[Item], ahead: int) -> None:
@@ -352,13 +371,24 @@ class Round:
         read ``ahead`` at a time on other threads while the one before them is checked."""
         items = iter(items)
         for item in items:  # one at a time until the reference is known
-            self._count = max(self._count, item[0] + 1)
-            self._add_one(item, None)
             if self._native is not None:
+                items = itertools.chain([item], items)
                 break
-        batch: list[tuple[int, str, str, Any, int]] = []
+            self._count = max(self._count, item[0] + 1)
+            self._add_one(item, None, defer=True)
+        # the reference, when it is a local file, is counted with the files after it
+        batch: list[tuple[int, str, str, Any, int]] = self._deferred
+        self._deferred = []
 
         def flush() -> None:
+            if self._kept is not None:
+                # the reference is counted now. Plain FedAvg counts what it reads, checked as it
+                # reads it (a changed upload is refused, never raised); the other methods read
+                # their uploads again later, and a reference changed since it was checked stops
+                # the round, as any kept upload changed during the round does
+                if not self._plain():
+                    self._kept.confirm_unchanged()
+                self._kept = None
             if batch:
                 self._add_files(batch)
                 batch.clear()

@@ -292,6 +292,31 @@ impl Round {
         py.detach(|| guarded(|| round.absorb(&partial))).map_err(|e| core_error("round", e))
     }
 
+    /// An upload's own checks (structure, finite values, weight), nothing counted or recorded
+    /// (GIL released): the first upload of a round is checked so before it becomes the reference.
+    #[pyo3(signature = (upload, weight, weight_property, staleness=0))]
+    fn check_read(
+        &mut self,
+        py: Python<'_>,
+        upload: &Bound<'_, ReadUpload>,
+        weight: Option<f64>,
+        weight_property: Option<String>,
+        staleness: u64,
+    ) -> PyResult<RoundVerdict> {
+        let up = upload.get();
+        let rule = weight_rule(weight, weight_property.as_deref());
+        let round = self.round()?;
+        let (checkpoint, external) = (up.checkpoint.clone(), up.external.clone());
+        let verdict = py.detach(|| {
+            let external = external.as_deref().map(Buffer::bytes);
+            guarded(|| Ok(round.check_bytes(checkpoint.bytes(), external, &rule, staleness)))
+        });
+        Ok(match verdict {
+            Ok(v) => RoundVerdict::of(py, v, &up.source),
+            Err(e) => RoundVerdict::unreadable(py, &up.source, e),
+        })
+    }
+
     /// Checks and counts a local upload read by `read_upload` (GIL released); the round keeps
     /// its files open when it keeps the upload.
     #[pyo3(signature = (upload, weight, weight_property, label, staleness=0))]
@@ -488,6 +513,34 @@ impl ReadUpload {
     #[getter]
     fn source(&self) -> String {
         self.source.clone()
+    }
+
+    /// Its files, held open without its bytes (which go when the last view of them does): to
+    /// confirm later that the file is still the version read.
+    fn keep_files(&self) -> PyResult<KeptFiles> {
+        let files = self
+            .files
+            .lock()
+            .ok()
+            .and_then(|mut f| f.take())
+            .ok_or_else(|| PyValueError::new_err("this upload was already added to a round"))?;
+        Ok(KeptFiles { files, source: self.source.clone() })
+    }
+}
+
+/// A local upload's files, held open since it was read (its bytes not kept).
+#[pyclass(frozen, module = "ortckpt._native")]
+pub(crate) struct KeptFiles {
+    files: HeldFiles,
+    source: String,
+}
+
+#[pymethods]
+impl KeptFiles {
+    /// Raises CheckpointChangedError when the files are no longer the versions read (size or
+    /// modification time changed).
+    fn confirm_unchanged(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| guarded(|| self.files.confirm_unchanged())).map_err(|e| core_error(&self.source, e))
     }
 }
 
@@ -726,6 +779,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Round>()?;
     m.add_class::<RoundVerdict>()?;
     m.add_class::<ReadUpload>()?;
+    m.add_class::<KeptFiles>()?;
     m.add_function(wrap_pyfunction!(read_upload, m)?)?;
     m.add_function(wrap_pyfunction!(merge_partials, m)?)?;
     m.add_function(wrap_pyfunction!(range_pass, m)?)?;
