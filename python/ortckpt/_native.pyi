@@ -33,7 +33,6 @@ __all__ = [
     "Index",
     "InterruptedSaveError",
     "InvalidCheckpointError",
-    "KeptFiles",
     "MappedFile",
     "ReadUpload",
     "Round",
@@ -284,13 +283,6 @@ class ReadUpload:
     def identity(self) -> tuple[int, int]: ...
     @property
     def source(self) -> str: ...
-    def keep_files(self) -> KeptFiles: ...
-
-@final
-class KeptFiles:
-    """A local upload's files, held open since it was read (its bytes not kept)."""
-
-    def confirm_unchanged(self) -> None: ...
 
 def read_upload(path: PathArg, max_bytes: int | None = None) -> ReadUpload: ...
 

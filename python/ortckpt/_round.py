@@ -146,7 +146,6 @@ class Round:
         self._count = 0
         self._done = False
         self._deferred: list[tuple[int, str, str, Any, int]] = []  # see _try_reference
-        self._kept: _native.KeptFiles | None = None
         if reference is not None:
             payload = read_source(reference, None, self._storage)
             state = load_bytes(payload.data, external_data=payload.external)
@@ -223,23 +222,24 @@ class Round:
             return report
         del state
         assert self._native is not None
-        if payload.read is None:
+        if payload.read is None or not self._plain():
+            # bytes, or a file kept for the robust methods' later reads (its files, opened when it
+            # was read; no sums are held): counted from what was read
             report = self._add_payload(index, client, payload, rule, staleness)
         else:
+            # plain FedAvg: its own checks on the bytes read, then counted from its path once the
+            # bytes are let go (the sums of a large model are large enough)
             given, prop = self._rule(rule)
             own = self._native.check_read(payload.read, given, prop, staleness)
             path = payload.source
-            kept = payload.read.keep_files()  # the version checked, to confirm before it is counted
             del payload  # the upload's bytes (the state held them too) are freed here
             if own.accepted and defer:
                 self._deferred.append((index, client, path, rule, staleness))
-                self._kept = kept
                 return None
-            report = (
-                self._add_files([(index, client, path, rule, staleness)])[0]
-                if own.accepted
-                else self._report(index, client, own, staleness)
-            )
+            if own.accepted:
+                report = self._add_files([(index, client, path, rule, staleness)])[0]
+            else:
+                report = self._report(index, client, own, staleness)
         if not report.accepted:  # it failed its own checks (a NaN, a bad weight): not the reference
             self._native, self._reference, self._spec, self.reference_label = None, None, None, "none"
             self._limit, self._accepted = self._max_bytes, []
@@ -381,14 +381,6 @@ class Round:
         self._deferred = []
 
         def flush() -> None:
-            if self._kept is not None:
-                # the reference is counted now. Plain FedAvg counts what it reads, checked as it
-                # reads it (a changed upload is refused, never raised); the other methods read
-                # their uploads again later, and a reference changed since it was checked stops
-                # the round, as any kept upload changed during the round does
-                if not self._plain():
-                    self._kept.confirm_unchanged()
-                self._kept = None
             if batch:
                 self._add_files(batch)
                 batch.clear()

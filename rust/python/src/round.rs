@@ -515,34 +515,8 @@ impl ReadUpload {
         self.source.clone()
     }
 
-    /// Its files, held open without its bytes (which go when the last view of them does): to
-    /// confirm later that the file is still the version read.
-    fn keep_files(&self) -> PyResult<KeptFiles> {
-        let files = self
-            .files
-            .lock()
-            .ok()
-            .and_then(|mut f| f.take())
-            .ok_or_else(|| PyValueError::new_err("this upload was already added to a round"))?;
-        Ok(KeptFiles { files, source: self.source.clone() })
-    }
 }
 
-/// A local upload's files, held open since it was read (its bytes not kept).
-#[pyclass(frozen, module = "ortckpt._native")]
-pub(crate) struct KeptFiles {
-    files: HeldFiles,
-    source: String,
-}
-
-#[pymethods]
-impl KeptFiles {
-    /// Raises CheckpointChangedError when the files are no longer the versions read (size or
-    /// modification time changed).
-    fn confirm_unchanged(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| guarded(|| self.files.confirm_unchanged())).map_err(|e| core_error(&self.source, e))
-    }
-}
 
 /// Reads the local upload `path` (and `path.data`) whole into private memory, at most
 /// `max_bytes` bytes. Raises SourceTooLargeError past the limit, and the reader's errors.
@@ -779,7 +753,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Round>()?;
     m.add_class::<RoundVerdict>()?;
     m.add_class::<ReadUpload>()?;
-    m.add_class::<KeptFiles>()?;
     m.add_function(wrap_pyfunction!(read_upload, m)?)?;
     m.add_function(wrap_pyfunction!(merge_partials, m)?)?;
     m.add_function(wrap_pyfunction!(range_pass, m)?)?;
