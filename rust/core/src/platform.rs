@@ -56,6 +56,49 @@ pub(crate) fn advise_huge_pages(map: &memmap2::MmapMut) {
     }
 }
 
+/// A vector of `n` float64 values whose memory the kernel is asked to back with transparent huge
+/// pages before anything touches it (advice only), filled with zeros written here (`zeroed`: the
+/// first write by other threads to a lazily zeroed page is a copy-on-write fault with a TLB
+/// shootdown to every core) or left to calloc's fresh pages (every value written before it is
+/// read). numpy asks the same for its large arrays; 2 MiB pages take 512 times fewer faults.
+///
+/// * Linux: `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of the allocation.
+/// * macOS: no such advice (the kernel chooses superpages itself).
+pub(crate) fn huge_f64s(n: usize, zeroed: bool) -> Vec<f64> {
+    if zeroed {
+        let mut v: Vec<f64> = Vec::with_capacity(n);
+        advise_huge(v.as_mut_ptr() as usize, n);
+        v.resize(n, 0.0);
+        v
+    } else {
+        // calloc: large blocks are fresh mappings, untouched until the first write
+        let mut v = vec![0.0f64; n];
+        advise_huge(v.as_mut_ptr() as usize, n);
+        v
+    }
+}
+
+/// `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of `n` float64 values at `start` (Linux).
+fn advise_huge(start: usize, n: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let end = start.saturating_add(n.saturating_mul(8));
+        let (lo, hi) = (start.div_ceil(HUGE).saturating_mul(HUGE), end / HUGE * HUGE);
+        if hi > lo {
+            // SAFETY: [lo, hi) lies inside an allocation of `n` float64 values the caller just
+            // made and owns; MADV_HUGEPAGE only changes how its pages are backed, not their bytes.
+            unsafe {
+                libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (start, n);
+    }
+}
+
 /// The process's umask as the kernel reports it without changing it, where it does.
 ///
 /// * Linux (4.7 and later): the `Umask:` line of `/proc/self/status`.

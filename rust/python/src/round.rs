@@ -9,7 +9,8 @@ use std::sync::Arc;
 use numpy::{PyArray1, PyReadonlyArray1};
 use ortckpt_core::aggregate::{
     self, Buffer, HeldFiles, Identity, Layout, Method, Options, Origin, Partial, Plan, Portable, Rejection,
-    Round as CoreRound, RoundFile, RoundVerdict as Verdict, Shared, Staleness, UploadError, WeightRule,
+    Round as CoreRound, RoundFile, RoundVerdict as Verdict, Shared, Staleness, UploadError, Values,
+    WeightRule,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -365,7 +366,7 @@ impl Round {
         });
         let done = outcome.map_err(|e| core_error("round", e))?;
         let members = done.members.into_iter().map(member_tuple).collect();
-        let values = done.values.into_iter().map(|v| PyArray1::from_vec(py, v)).collect();
+        let values = slot_arrays(py, done.values, &done.lanes)?;
         Ok((values, done.total_weight, done.count, members))
     }
 
@@ -433,11 +434,11 @@ impl Round {
     ) -> PyResult<(Vec<Bound<'py, PyArray1<f64>>>, f64, usize, Vec<MemberTuple>)> {
         let round = self.inner.take().ok_or_else(|| PyValueError::new_err("this round has finished"))?;
         let plan = plan_of_tuple(plan)?;
-        let reduced = aggregate::Reduced { values: vec![values], gaps, squares: Vec::new() };
+        let reduced = aggregate::Reduced { values, gaps, squares: Vec::new() };
         let done = py.detach(|| guarded(|| round.finish_remote(reduced, squares, &plan, scores)));
         let done = done.map_err(|e| core_error("round", e))?;
         let members = done.members.into_iter().map(member_tuple).collect();
-        let values = done.values.into_iter().map(|v| PyArray1::from_vec(py, v)).collect();
+        let values = slot_arrays(py, done.values, &done.lanes)?;
         Ok((values, done.total_weight, done.count, members))
     }
 }
@@ -514,9 +515,7 @@ impl ReadUpload {
     fn source(&self) -> String {
         self.source.clone()
     }
-
 }
-
 
 /// Reads the local upload `path` (and `path.data`) whole into private memory, at most
 /// `max_bytes` bytes. Raises SourceTooLargeError past the limit, and the reader's errors.
@@ -668,6 +667,33 @@ fn plan_of_tuple(t: PlanTuple) -> PyResult<Plan> {
     Ok(Plan { method: method(&name, trim, byzantine, keep)?, selected, weights, scale, noise, counted })
 }
 
+/// Each slot's values as a numpy array: its own (FedAvg's, freed one by one as they are rounded),
+/// or views of one array (the robust methods').
+fn slot_arrays<'py>(
+    py: Python<'py>,
+    values: Values,
+    lanes: &[usize],
+) -> PyResult<Vec<Bound<'py, PyArray1<f64>>>> {
+    match values {
+        Values::Slots(slots) => Ok(slots.into_iter().map(|v| PyArray1::from_vec(py, v)).collect()),
+        Values::Flat(flat) => {
+            let whole = PyArray1::from_vec(py, flat);
+            let mut out = Vec::with_capacity(lanes.len());
+            let mut start = 0usize;
+            for &n in lanes {
+                let end = start.saturating_add(n);
+                let view = whole.call_method1(
+                    "__getitem__",
+                    (pyo3::types::PySlice::new(py, start as isize, end as isize, 1),),
+                )?;
+                out.push(view.cast_into::<PyArray1<f64>>()?);
+                start = end;
+            }
+            Ok(out)
+        }
+    }
+}
+
 type MemberTuple = (String, f64, f64, bool, f64, Option<f64>, bool);
 
 fn member_tuple(m: aggregate::MemberReport) -> MemberTuple {
@@ -739,7 +765,7 @@ pub(crate) fn range_pass<'py>(
                 })
                 .map_err(fail)?;
             let out = (
-                PyArray1::from_vec(py, r.values.concat()),
+                PyArray1::from_vec(py, r.values),
                 PyArray1::from_vec(py, r.gaps),
                 PyArray1::from_vec(py, r.squares),
             );

@@ -105,12 +105,42 @@ pub struct FileUpload {
     pub staleness: u64,
 }
 
-/// The aggregate: float64 values of every averaged tensor (one vector per slot, so that the
-/// caller can round them to their dtype slot by slot, freeing each as it goes), what was counted,
-/// and what was found about each upload kept by the robust methods.
+/// The float64 values of every averaged tensor.
+pub enum Values {
+    /// One vector per slot (FedAvg's sums, divided): the caller can round them to their dtype
+    /// slot by slot, freeing each as it goes (a 3 GB model never holds 6 GB of float64 values and
+    /// its rounded copy at once).
+    Slots(Vec<Vec<f64>>),
+    /// One vector of every slot's values in order (`Aggregate::lanes` each): the robust methods'
+    /// result, one allocation of huge pages.
+    Flat(Vec<f64>),
+}
+
+impl Values {
+    /// Each slot's values.
+    pub fn slots<'a>(&'a self, lanes: &[usize]) -> Vec<&'a [f64]> {
+        match self {
+            Values::Slots(v) => v.iter().map(Vec::as_slice).collect(),
+            Values::Flat(flat) => {
+                let mut out = Vec::with_capacity(lanes.len());
+                let mut start = 0usize;
+                for &n in lanes {
+                    out.push(flat.get(start..start.saturating_add(n)).unwrap_or_default());
+                    start = start.saturating_add(n);
+                }
+                out
+            }
+        }
+    }
+}
+
+/// The aggregate: float64 values of every averaged tensor, what was counted, and what was found
+/// about each upload kept by the robust methods.
 pub struct Aggregate {
-    /// Each slot's values (`Layout::slot_lanes` long each).
-    pub values: Vec<Vec<f64>>,
+    /// The values.
+    pub values: Values,
+    /// Float64 lanes of each slot (elements; twice for complex).
+    pub lanes: Vec<usize>,
     /// The sum of the accepted uploads' weights.
     pub total_weight: f64,
     /// The accepted uploads.
@@ -468,8 +498,8 @@ impl Round {
     ) -> Result<Aggregate, Error> {
         self.check_count()?;
         // the tasks' ranges, in order, cut into the slots again
-        let values = tally::split_slots(&reduced.values.concat(), &self.lanes);
-        check_finite(&self.layout, &values)?;
+        let values = Values::Flat(reduced.values);
+        check_finite(&self.layout, &values.slots(&self.lanes))?;
         let members: Vec<MemberReport> = self
             .remote
             .iter()
@@ -484,7 +514,8 @@ impl Round {
                 selected: plan.selected.contains(&i),
             })
             .collect();
-        Ok(Aggregate { values, total_weight: self.tally.total_weight, count: self.accepted, members })
+        let lanes = self.lanes.clone();
+        Ok(Aggregate { values, lanes, total_weight: self.tally.total_weight, count: self.accepted, members })
     }
 
     fn check_count(&self) -> Result<(), Error> {
@@ -777,17 +808,18 @@ impl Round {
         let (count, total_weight) = (self.accepted, self.tally.total_weight);
         let Round { layout, lanes, options, tally, members, base, .. } = self;
         let (values, reports) = if members.is_empty() && base.is_none() {
-            (tally.means()?, Vec::new())
+            (Values::Slots(tally.means()?), Vec::new())
         } else {
-            robust::aggregate(&lanes, &options, &members, base.as_ref())?
+            let (flat, reports) = robust::aggregate(&lanes, &options, &members, base.as_ref())?;
+            (Values::Flat(flat), reports)
         };
-        check_finite(&layout, &values)?;
-        Ok(Aggregate { values, total_weight, count, members: reports })
+        check_finite(&layout, &values.slots(&lanes))?;
+        Ok(Aggregate { values, lanes, total_weight, count, members: reports })
     }
 }
 
 /// `Err` naming the first tensor of the aggregate holding a value that is not finite.
-fn check_finite(layout: &Layout, values: &[Vec<f64>]) -> Result<(), Error> {
+fn check_finite(layout: &Layout, values: &[&[f64]]) -> Result<(), Error> {
     for (slot, part) in values.iter().enumerate() {
         if part.iter().any(|v| !v.is_finite()) {
             return Err(Error::Aggregation {

@@ -30,9 +30,7 @@ pub(super) struct Tally {
 /// kernel's threads is then a copy-on-write fault with a TLB shootdown to every core (it was half
 /// the time of a round of large uploads).
 pub(crate) fn written_zeros(n: usize) -> Vec<f64> {
-    let mut v = Vec::with_capacity(n);
-    v.resize(n, 0.0);
-    v
+    crate::platform::huge_f64s(n, true)
 }
 
 /// Per-slot mutable views of per-slot vectors.

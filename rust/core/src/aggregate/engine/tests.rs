@@ -89,11 +89,11 @@ fn uploads_one_at_a_time_as_files_or_bytes_give_the_batch_s_sums() {
         assert_eq!(words(&[v]), vec![batch_words[k].clone()]);
     }
     let (one, bytes) = (one.finish().unwrap(), bytes.finish().unwrap());
-    assert_eq!(one.values, batch.values);
-    assert_eq!(bytes.values, batch.values);
+    assert_eq!(one.values.slots(&one.lanes), batch.values.slots(&batch.lanes));
+    assert_eq!(bytes.values.slots(&bytes.lanes), batch.values.slots(&batch.lanes));
     // the arithmetic: sum(w * v) / sum(w), in float64
     let total: f64 = (0..6).map(|k| 1.0 + k as f64).sum();
-    for (lane, got) in batch.values[0].iter().enumerate() {
+    for (lane, got) in batch.values.slots(&batch.lanes)[0].iter().enumerate() {
         let want: f64 = (0..6).map(|k| (1.0 + k as f64) * f64::from(value(k)(0, lane))).sum::<f64>() / total;
         assert!((got - want).abs() <= 1e-12 * want.abs().max(1.0), "lane {lane}: {got} vs {want}");
     }
@@ -161,7 +161,10 @@ fn weights_that_overflow_the_total_are_rejected_not_summed() {
             words(&got).into_iter().map(|w| w.split(' ').next().unwrap_or("").to_string()).collect();
         assert_eq!(kinds, ["accepted", "weight", "weight"], "{options:?}");
         let done = round.finish().unwrap();
-        assert!(done.values.iter().flatten().all(|v| (v - 0.001f32 as f64).abs() < 1e-9), "{options:?}");
+        assert!(
+            done.values.slots(&done.lanes).concat().iter().all(|v| (v - 0.001f32 as f64).abs() < 1e-9),
+            "{options:?}"
+        );
     }
 }
 
@@ -197,7 +200,7 @@ fn partial_rounds_merged_give_the_whole_round() {
     client.absorb(&merged).unwrap();
     let (a, b) = (whole.finish().unwrap(), client.finish().unwrap());
     assert_eq!(a.count, b.count);
-    for (x, y) in a.values.iter().flatten().zip(b.values.iter().flatten()) {
+    for (x, y) in a.values.slots(&a.lanes).concat().iter().zip(b.values.slots(&b.lanes).concat()) {
         assert!((x - y).abs() <= 1e-12 * x.abs().max(1.0));
     }
     let mut huge = Partial { sums: vec![1e308; 2], bounds: vec![1e308], total_weight: 1.0, count: 1 };
@@ -268,15 +271,25 @@ fn a_cluster_s_screening_admission_and_range_passes_equal_one_machine() {
             let mut gaps = vec![0.0; portables.len()];
             for &s in &spans {
                 let r = passes::reduce(&portables, None, &lanes, s, 256, &plan).unwrap();
-                values.extend(r.values.concat());
+                values.extend(r.values);
                 gaps.iter_mut().zip(r.gaps).for_each(|(a, b)| *a += b);
             }
-            let reduced = Reduced { values: vec![values], gaps, squares: Vec::new() };
+            let reduced = Reduced { values, gaps, squares: Vec::new() };
             let remote = client.finish_remote(reduced, squares, &plan, scores).unwrap();
             if clip.is_none() {
-                assert_eq!(remote.values, local.values, "{method:?}");
+                assert_eq!(
+                    remote.values.slots(&remote.lanes),
+                    local.values.slots(&local.lanes),
+                    "{method:?}"
+                );
             } else {
-                for (x, y) in remote.values.iter().flatten().zip(local.values.iter().flatten()) {
+                for (x, y) in remote
+                    .values
+                    .slots(&remote.lanes)
+                    .concat()
+                    .iter()
+                    .zip(local.values.slots(&local.lanes).concat())
+                {
                     assert!((x - y).abs() <= 1e-9 * x.abs().max(1.0), "{method:?} clipped: {x} vs {y}");
                 }
             }
