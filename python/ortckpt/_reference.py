@@ -150,7 +150,9 @@ def _wanted(spec: ModelSpec) -> list[tuple[str, np.dtype[Any], tuple[int, ...]]]
     return wanted
 
 
-def _rounded(values: list[Any], wanted: list[tuple[str, np.dtype[Any], tuple[int, ...]]]) -> list[Any]:
+def _rounded(
+    values: list[Any], wanted: list[tuple[str, np.dtype[Any], tuple[int, ...]]], divisor: float
+) -> list[Any]:
     """Each slot's float64 values rounded once to its dtype, slot by slot, each slot's float64
     array dropped from ``values`` once rounded (so a 3 GB model never holds its 6 GB of float64
     values and its rounded copy at once). The results of one dtype share one allocation (numpy
@@ -173,7 +175,9 @@ def _rounded(values: list[Any], wanted: list[tuple[str, np.dtype[Any], tuple[int
         used[dtype] = at + count
         view = flats[dtype][at : at + count].reshape(shape)
         with np.errstate(over="ignore", invalid="ignore"):
-            np.copyto(view, part.reshape(shape), casting="unsafe")
+            # one pass: the float64 quotient, then one rounding to the dtype (as
+            # ``(part / divisor).astype(dtype)``, without a float64 temporary)
+            np.divide(part.reshape(shape), divisor, out=view, casting="unsafe")
         if not np.isfinite(view).all():
             raise AggregationError(
                 f"the aggregate of {label} passes the range of {dtype.name}: the uploads are finite, but "
@@ -185,11 +189,14 @@ def _rounded(values: list[Any], wanted: list[tuple[str, np.dtype[Any], tuple[int
     return out
 
 
-def result_state(reference: CheckpointState, spec: ModelSpec, values: list[Any]) -> CheckpointState:
+def result_state(
+    reference: CheckpointState, spec: ModelSpec, values: list[Any], divisor: float = 1.0
+) -> CheckpointState:
     """The global state: the aggregate's values (one float64 array per slot, in slot order: each
     is dropped from the list once rounded) rounded to each tensor's dtype, around the reference's
-    frozen parameters, properties and optimizer groups."""
-    means = iter(_rounded(values, _wanted(spec)))
+    frozen parameters, properties and optimizer groups. Each value is divided by ``divisor``
+    first (FedAvg's sums by the total weight), in the same pass."""
+    means = iter(_rounded(values, _wanted(spec), divisor))
     params: list[Parameter] = []
     for name, (is_trainable, _, _) in spec.params.items():
         params.append(

@@ -447,16 +447,20 @@ class Round:
         return self._finish(native.finish, out, engine)
 
     def _finish(self, finish: Any, out: StrPath | None, engine: str) -> AggregationReport:
-        """The report of the round: ``finish()`` gives the native aggregate ``(values, total
-        weight, count, members)``."""
+        """The report of the round: ``finish()`` gives the native aggregate ``(values, divisor,
+        total weight, count, members)``."""
         assert self._reference is not None and self._spec is not None
         self._done = True
         server = None
         try:
-            values, total_weight, _, members = finish()
+            values, divisor, total_weight, _, members = finish()
             if self._server is not None:
+                if divisor != 1.0:  # the optimizer steps on the means
+                    for part in values:
+                        part /= divisor
+                    divisor = 1.0
                 values, kept, server = self._server.apply(values, self._spec, members)
-            state = result_state(self._reference, self._spec, values)
+            state = result_state(self._reference, self._spec, values, divisor)
         except AggregationError as exc:
             raise self._failure(f"no aggregate: {exc}", engine) from None
         if self._server is not None:

@@ -349,15 +349,16 @@ impl Round {
         })
     }
 
-    /// The aggregate (the round ends): `(values, total_weight, count, members)` — every
-    /// averaged tensor's float64 values in slot order in one array, and per kept upload
+    /// The aggregate (the round ends): `(values, divisor, total_weight, count, members)` — one
+    /// float64 array per averaged tensor (slot order), to be divided by `divisor` (FedAvg's sums
+    /// and total weight; 1 for the robust methods' values), and per kept upload
     /// `(label, weight, norm, clipped, distance, krum_score, selected)`. Raises AggregationError
     /// when no aggregate can be given (too few uploads, or not finite).
     #[allow(clippy::type_complexity)]
     fn finish<'py>(
         &mut self,
         py: Python<'py>,
-    ) -> PyResult<(Vec<Bound<'py, PyArray1<f64>>>, f64, usize, Vec<MemberTuple>)> {
+    ) -> PyResult<(Vec<Bound<'py, PyArray1<f64>>>, f64, f64, usize, Vec<MemberTuple>)> {
         let round = self.inner.take().ok_or_else(|| PyValueError::new_err("this round has finished"))?;
         let outcome = py.detach(|| {
             let outcome = guarded(|| round.finish());
@@ -366,8 +367,12 @@ impl Round {
         });
         let done = outcome.map_err(|e| core_error("round", e))?;
         let members = done.members.into_iter().map(member_tuple).collect();
+        let divisor = match &done.values {
+            Values::Sums { divisor, .. } => *divisor,
+            Values::Flat(_) => 1.0,
+        };
         let values = slot_arrays(py, done.values, &done.lanes)?;
-        Ok((values, done.total_weight, done.count, members))
+        Ok((values, divisor, done.total_weight, done.count, members))
     }
 
     /// Whether the round's cluster passes need the updates' norms first, and their distances.
@@ -431,15 +436,19 @@ impl Round {
         squares: Vec<f64>,
         plan: PlanTuple,
         scores: Option<Vec<f64>>,
-    ) -> PyResult<(Vec<Bound<'py, PyArray1<f64>>>, f64, usize, Vec<MemberTuple>)> {
+    ) -> PyResult<(Vec<Bound<'py, PyArray1<f64>>>, f64, f64, usize, Vec<MemberTuple>)> {
         let round = self.inner.take().ok_or_else(|| PyValueError::new_err("this round has finished"))?;
         let plan = plan_of_tuple(plan)?;
         let reduced = aggregate::Reduced { values, gaps, squares: Vec::new() };
         let done = py.detach(|| guarded(|| round.finish_remote(reduced, squares, &plan, scores)));
         let done = done.map_err(|e| core_error("round", e))?;
         let members = done.members.into_iter().map(member_tuple).collect();
+        let divisor = match &done.values {
+            Values::Sums { divisor, .. } => *divisor,
+            Values::Flat(_) => 1.0,
+        };
         let values = slot_arrays(py, done.values, &done.lanes)?;
-        Ok((values, done.total_weight, done.count, members))
+        Ok((values, divisor, done.total_weight, done.count, members))
     }
 }
 
@@ -675,7 +684,7 @@ fn slot_arrays<'py>(
     lanes: &[usize],
 ) -> PyResult<Vec<Bound<'py, PyArray1<f64>>>> {
     match values {
-        Values::Slots(slots) => Ok(slots.into_iter().map(|v| PyArray1::from_vec(py, v)).collect()),
+        Values::Sums { sums, .. } => Ok(sums.into_iter().map(|v| PyArray1::from_vec(py, v)).collect()),
         Values::Flat(flat) => {
             let whole = PyArray1::from_vec(py, flat);
             let mut out = Vec::with_capacity(lanes.len());

@@ -107,20 +107,27 @@ pub struct FileUpload {
 
 /// The float64 values of every averaged tensor.
 pub enum Values {
-    /// One vector per slot (FedAvg's sums, divided): the caller can round them to their dtype
-    /// slot by slot, freeing each as it goes (a 3 GB model never holds 6 GB of float64 values and
-    /// its rounded copy at once).
-    Slots(Vec<Vec<f64>>),
+    /// FedAvg's sums, one vector per slot: the values are the sums divided by `divisor` (the
+    /// total weight), divided where the caller rounds them to their dtype (one pass over the
+    /// sums, not two), slot by slot, freeing each as it goes (a 3 GB model never holds 6 GB of
+    /// float64 values and its rounded copy at once). Finite: each mean lies between the smallest
+    /// and the largest of its finite values, up to the final rounding.
+    Sums {
+        /// The sums.
+        sums: Vec<Vec<f64>>,
+        /// What each sum is divided by.
+        divisor: f64,
+    },
     /// One vector of every slot's values in order (`Aggregate::lanes` each): the robust methods'
     /// result, one allocation of huge pages.
     Flat(Vec<f64>),
 }
 
 impl Values {
-    /// Each slot's values.
+    /// Each slot's values (for `Sums`, the sums).
     pub fn slots<'a>(&'a self, lanes: &[usize]) -> Vec<&'a [f64]> {
         match self {
-            Values::Slots(v) => v.iter().map(Vec::as_slice).collect(),
+            Values::Sums { sums, .. } => sums.iter().map(Vec::as_slice).collect(),
             Values::Flat(flat) => {
                 let mut out = Vec::with_capacity(lanes.len());
                 let mut start = 0usize;
@@ -131,6 +138,17 @@ impl Values {
                 out
             }
         }
+    }
+}
+
+impl Aggregate {
+    /// Each slot's aggregate values (FedAvg's sums divided by the total weight), as new vectors.
+    pub fn means(&self) -> Vec<Vec<f64>> {
+        let divisor = match &self.values {
+            Values::Sums { divisor, .. } => *divisor,
+            Values::Flat(_) => 1.0,
+        };
+        self.values.slots(&self.lanes).iter().map(|s| s.iter().map(|v| v / divisor).collect()).collect()
     }
 }
 
@@ -808,12 +826,13 @@ impl Round {
         let (count, total_weight) = (self.accepted, self.tally.total_weight);
         let Round { layout, lanes, options, tally, members, base, .. } = self;
         let (values, reports) = if members.is_empty() && base.is_none() {
-            (Values::Slots(tally.means()?), Vec::new())
+            (Values::Sums { sums: tally.into_sums()?, divisor: total_weight }, Vec::new())
         } else {
             let (flat, reports) = robust::aggregate(&lanes, &options, &members, base.as_ref())?;
-            (Values::Flat(flat), reports)
+            let values = Values::Flat(flat);
+            check_finite(&layout, &values.slots(&lanes))?;
+            (values, reports)
         };
-        check_finite(&layout, &values.slots(&lanes))?;
         Ok(Aggregate { values, lanes, total_weight, count, members: reports })
     }
 }

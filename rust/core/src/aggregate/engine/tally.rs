@@ -159,13 +159,9 @@ impl Tally {
         true
     }
 
-    /// The weighted means, per slot (the sums divided by the total weight, in place).
-    pub(super) fn means(self) -> Result<Vec<Vec<f64>>, Error> {
-        let Some(mut sums) = self.sums else {
-            return Err(Error::Internal { detail: "a FedAvg round without sums".into() });
-        };
-        let total = self.total_weight;
-        sums.iter_mut().flatten().for_each(|v| *v /= total);
-        Ok(sums)
+    /// The sums, per slot (the means are the sums divided by the total weight: divided where they
+    /// are rounded to their dtype, in the same pass).
+    pub(super) fn into_sums(self) -> Result<Vec<Vec<f64>>, Error> {
+        self.sums.ok_or_else(|| Error::Internal { detail: "a FedAvg round without sums".into() })
     }
 }

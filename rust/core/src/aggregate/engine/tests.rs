@@ -93,7 +93,7 @@ fn uploads_one_at_a_time_as_files_or_bytes_give_the_batch_s_sums() {
     assert_eq!(bytes.values.slots(&bytes.lanes), batch.values.slots(&batch.lanes));
     // the arithmetic: sum(w * v) / sum(w), in float64
     let total: f64 = (0..6).map(|k| 1.0 + k as f64).sum();
-    for (lane, got) in batch.values.slots(&batch.lanes)[0].iter().enumerate() {
+    for (lane, got) in batch.means()[0].iter().enumerate() {
         let want: f64 = (0..6).map(|k| (1.0 + k as f64) * f64::from(value(k)(0, lane))).sum::<f64>() / total;
         assert!((got - want).abs() <= 1e-12 * want.abs().max(1.0), "lane {lane}: {got} vs {want}");
     }
@@ -200,7 +200,7 @@ fn partial_rounds_merged_give_the_whole_round() {
     client.absorb(&merged).unwrap();
     let (a, b) = (whole.finish().unwrap(), client.finish().unwrap());
     assert_eq!(a.count, b.count);
-    for (x, y) in a.values.slots(&a.lanes).concat().iter().zip(b.values.slots(&b.lanes).concat()) {
+    for (x, y) in a.means().concat().iter().zip(b.means().concat()) {
         assert!((x - y).abs() <= 1e-12 * x.abs().max(1.0));
     }
     let mut huge = Partial { sums: vec![1e308; 2], bounds: vec![1e308], total_weight: 1.0, count: 1 };
