@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 import os
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,18 +113,18 @@ def layout_of(spec: ModelSpec) -> _native.AggregationLayout:
     return _native.AggregationLayout(params, moms)
 
 
-def weight_of(state: CheckpointState, weight: float | str | None) -> float:
-    """The upload's weight: a given number, its property ``weight`` (by name), or 1."""
-    if weight is None:
-        return 1.0
-    if isinstance(weight, str):
-        value = state.properties.get(weight)
-        if value is None:
-            raise Rejected("weight", f"property {weight!r} (the weight) is missing")
-        if isinstance(value, str) or not (math.isfinite(value) and value > 0):
-            raise Rejected("weight", f"property {weight!r} = {value!r} is not a positive number")
-        return float(value)
-    return float(weight)
+def weight_problem(value: object) -> str | None:
+    """Why ``value`` cannot be an upload's weight (a phrase completing "weight ..."), or None.
+    The rule is the core's (``_native.weight_problem``: a finite number in [2^-64, 2^64], the
+    bound that keeps a round's total weight finite), applied here to numbers given in Python: a
+    string, a bool or an integer beyond float64 is no weight either."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return "is not a number"
+    try:
+        as_float = float(value)
+    except OverflowError:  # an integer beyond float64: beyond the largest weight too
+        return _native.weight_problem(sys.float_info.max)
+    return _native.weight_problem(as_float)
 
 
 def _folder_size(folder: str) -> int:
@@ -304,7 +306,8 @@ class PartialSum:
             start, count = used[dtype], math.prod(shape)
             used[dtype] = start + count
             view = flats[dtype][start : start + count].reshape(shape)
-            np.divide(total.reshape(shape), self.total_weight, out=view, casting="unsafe")
+            with np.errstate(over="ignore", invalid="ignore"):  # checked by the caller (_not_finite)
+                np.divide(total.reshape(shape), self.total_weight, out=view, casting="unsafe")
             out.append(view)
         for array in [*flats.values(), *out]:
             array.flags.writeable = False

@@ -13,6 +13,8 @@ from typing_extensions import Buffer
 __all__ = [
     "CRASH_STEPS",
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",
+    "MAX_WEIGHT",
+    "MIN_WEIGHT",
     "NETWORK_UP_TO",
     "NPZ_BUDGET_RATIO",
     "NPZ_MIN_BUDGET",
@@ -65,6 +67,7 @@ __all__ = [
     "serialize_adapter",
     "serialize_checkpoint",
     "tensor_proto_values",
+    "weight_problem",
 ]
 
 # str, bytes (any file name bytes) or os.PathLike; passed to the OS through os.fsencode
@@ -268,6 +271,7 @@ class LaneReader:
     ) -> None: ...
 
 def release_buffers() -> None: ...
+def weight_problem(value: float) -> str | None: ...
 def reduce_block(
     x: NDArray[np.float64], method: str, cut: int, squares: NDArray[np.float64], gaps: NDArray[np.float64]
 ) -> NDArray[np.float64]: ...
@@ -340,6 +344,8 @@ CRASH_STEPS: list[str]
 NPZ_BUDGET_RATIO: int
 NPZ_MIN_BUDGET: int
 NETWORK_UP_TO: int
+MAX_WEIGHT: float
+MIN_WEIGHT: float
 
 def read_safetensors(
     path: PathArg,

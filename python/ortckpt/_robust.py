@@ -13,6 +13,9 @@ for each method and its cost.
 
 from __future__ import annotations
 
+import math
+import numbers
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +24,7 @@ import numpy as np
 
 from . import _native
 from ._fedavg import slot_arrays
+from .errors import AggregationError
 
 METHODS = ("fedavg", "median", "trimmed_mean", "krum", "multi_krum", "bulyan")
 #: float64 bytes of one chunk across all uploads (the ``chunk_bytes`` knob's default)
@@ -49,23 +53,53 @@ class Options:
         return self.method == "fedavg" and self.clip_norm is None and self.noise_multiplier is None
 
     def check(self) -> None:
-        if self.method not in METHODS:
+        """Every option checked on entry, before an upload is read: type, NaN, +-inf and range
+        (``ValueError``; the CLI passes its options here too)."""
+        if not isinstance(self.method, str) or self.method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}; got {self.method!r}")
-        if not 0.0 <= self.trim < 0.5:
+        trim = real_option("trim", self.trim)
+        if not 0.0 <= trim < 0.5:
             raise ValueError(f"trim must be in [0, 0.5) (the share cut at each side); got {self.trim}")
-        if self.byzantine < 0:
+        if integer_option("byzantine", self.byzantine) < 0:
             raise ValueError(f"byzantine must be >= 0; got {self.byzantine}")
-        if self.keep is not None and self.keep < 1:
+        if self.keep is not None and integer_option("keep", self.keep) < 1:
             raise ValueError(f"keep must be >= 1; got {self.keep}")
-        if self.clip_norm is not None and not self.clip_norm > 0:
+        if self.clip_norm is not None and not real_option("clip_norm", self.clip_norm) > 0:
             raise ValueError(f"clip_norm must be positive; got {self.clip_norm}")
         if self.noise_multiplier is not None:
             if self.clip_norm is None:
                 raise ValueError("noise_multiplier needs clip_norm (the noise scales with the clipping norm)")
-            if self.noise_multiplier < 0:
+            if real_option("noise_multiplier", self.noise_multiplier) < 0:
                 raise ValueError(f"noise_multiplier must be >= 0; got {self.noise_multiplier}")
-        if self.chunk_bytes < 8:
-            raise ValueError(f"chunk_bytes must be at least 8; got {self.chunk_bytes}")
+            if not math.isfinite(float(self.noise_multiplier) * float(self.clip_norm)):
+                raise ValueError(
+                    f"noise_multiplier * clip_norm = {self.noise_multiplier} * {self.clip_norm} overflows "
+                    "float64: the noise's standard deviation would be infinite"
+                )
+        if self.seed is not None and integer_option("seed", self.seed) < 0:
+            raise ValueError(f"seed must be >= 0; got {self.seed}")
+        if not 8 <= integer_option("chunk_bytes", self.chunk_bytes) <= sys.maxsize:
+            raise ValueError(f"chunk_bytes must be in [8, {sys.maxsize}]; got {self.chunk_bytes}")
+
+
+def real_option(name: str, value: object) -> float:
+    """``value`` as a finite float, else ``ValueError`` naming the option."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number; got {value!r}")
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float64
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be a finite number; got {value!r}")
+    return number
+
+
+def integer_option(name: str, value: object) -> int:
+    """``value`` as an int, else ``ValueError`` naming the option."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer; got {value!r}")
+    return int(value)
 
 
 @dataclass
@@ -84,6 +118,28 @@ class Member:
     selected: bool = True
 
 
+class UpdateOverflow(Exception):
+    """An upload's update (its values minus ``relative_to``'s) left float64 in this slot: finite
+    values of opposite signs near the limit. ``overflowing`` finds every such upload."""
+
+    def __init__(self, slot: int) -> None:
+        super().__init__(f"an update overflows float64 in slot {slot}")
+        self.slot = slot
+
+
+def overflowing(members: list[Member], lanes: list[int], chunk_bytes: int, base: Member) -> dict[int, int]:
+    """Position in ``members`` -> the first slot where that member's update against ``base`` is
+    not finite in float64 (read again, chunk by chunk; called only after ``UpdateOverflow``)."""
+    found: dict[int, int] = {}
+
+    def visit(slot: int, start: int, x: Matrix) -> None:
+        for row in np.flatnonzero(~np.isfinite(x).all(1)).tolist():
+            found.setdefault(row, slot)
+
+    _sweep(members, lanes, chunk_bytes, base, np.ones(len(members)), visit, stop_on_overflow=False)
+    return found
+
+
 @dataclass
 class Outcome:
     """The aggregate per slot (float64 lanes) and what was computed about each member."""
@@ -98,9 +154,12 @@ def _sweep(
     base: Member | None,
     scale: Matrix,
     visit: Callable[[int, int, Matrix], None],
+    stop_on_overflow: bool = True,
 ) -> None:
     """Calls ``visit(slot, start, X)`` for every chunk of every slot, X the ``N x chunk`` float64
-    values of the members (minus ``base``'s when given, times ``scale`` per member)."""
+    values of the members (minus ``base``'s when given, times ``scale`` per member). An update
+    against ``base`` that is not finite raises ``UpdateOverflow`` (unless ``stop_on_overflow`` is
+    False: then ``visit`` sees it)."""
     per = max(_MIN_CHUNK, chunk_bytes // (8 * max(1, len(members))))
     readers = [m.reader for m in members]
     # one block for every chunk: a fresh one per chunk cost a page fault and the kernel's zeroing
@@ -112,7 +171,11 @@ def _sweep(
             x = block[: len(members) * count].reshape(len(members), count)
             _native.read_rows(readers, [m.locations[slot] for m in members], start, x)
             if base is not None:
-                x -= base.reader.read(base.locations[slot], start, count)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    x -= base.reader.read(base.locations[slot], start, count)
+                    finite = np.isfinite(x.sum())  # one cheap pass: a non-finite value makes it so
+                if stop_on_overflow and not finite and not np.isfinite(x).all():
+                    raise UpdateOverflow(slot)
             if not np.all(scale == 1.0):
                 x *= scale[:, None]
             visit(slot, start, x)
@@ -159,16 +222,34 @@ def _bulyan_select(d: Matrix, byzantine: int) -> list[int]:
     return chosen
 
 
+def too_few(options: Options, accepted: int) -> str | None:
+    """Why ``accepted`` uploads are too few for the method (naming the shortfall), or None."""
+    f = options.byzantine
+    if options.method == "bulyan":
+        need, why = 4 * f + 3, f"bulyan with byzantine={f} needs at least 4 * byzantine + 3"
+    elif options.method == "multi_krum" and options.keep is not None:
+        need, why = options.keep, f"multi_krum with keep={options.keep} needs at least keep"
+    elif options.method == "multi_krum":
+        need, why = (
+            f + 1,
+            f"multi_krum with byzantine={f} keeps n - byzantine uploads, so needs at least {f} + 1",
+        )
+    else:
+        need, why = 1, f"{options.method} needs at least 1"
+    if accepted >= need:
+        return None
+    return f"{why} = {need} accepted uploads; {accepted} were accepted ({need - accepted} short)"
+
+
 def aggregate(members: list[Member], lanes: list[int], options: Options, base: Member | None) -> Outcome:
-    """The aggregate of ``members`` per ``options``; fills each member's diagnostics."""
+    """The aggregate of ``members`` per ``options``; fills each member's diagnostics. Raises
+    ``AggregationError`` when the members are too few for the method (``too_few``) and
+    ``UpdateOverflow`` when an update against ``base`` leaves float64."""
     n = len(members)
     o = options
-    if o.method == "bulyan" and n < 4 * o.byzantine + 3:
-        raise ValueError(
-            f"bulyan needs at least 4 * byzantine + 3 = {4 * o.byzantine + 3} accepted uploads; got {n}"
-        )
-    if o.method == "multi_krum" and o.keep is not None and o.keep > n:
-        raise ValueError(f"keep={o.keep} is more than the {n} accepted uploads")
+    shortfall = too_few(o, n)
+    if shortfall is not None:
+        raise AggregationError(shortfall)
     ones = np.ones(n)
     squares = np.zeros(n)
     need_norms = o.clip_norm is not None
@@ -200,7 +281,7 @@ def aggregate(members: list[Member], lanes: list[int], options: Options, base: M
         if o.method == "krum":
             selected = [int(np.argmin(scores))]
         else:
-            keep = o.keep if o.keep is not None else n - o.byzantine
+            keep = o.keep if o.keep is not None else n - o.byzantine  # >= 1: too_few said so
             selected = [int(i) for i in np.argsort(scores)[::-1][n - keep :]]
     elif o.method == "bulyan":
         for m, score in zip(members, _krum_scores(distances, o.byzantine), strict=True):

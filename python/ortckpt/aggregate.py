@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import functools
 import itertools
-import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from . import _native
 from ._fedavg import (
     ModelSpec,
     PartialSum,
+    Rejected,
     SourceReport,
     identity,
     layout_of,
@@ -35,9 +35,10 @@ from ._fedavg import (
     spec_of,
     visit,
     visit_files,
+    weight_problem,
 )
 from ._progress import progress as progress_bar
-from ._robust import DEFAULT_CHUNK_BYTES, Member, Options
+from ._robust import DEFAULT_CHUNK_BYTES, Member, Options, integer_option
 from ._sources import local_output
 from ._types import CheckpointSource, StrPath
 from .errors import AggregationError
@@ -52,6 +53,7 @@ __all__ = ["AggregationError", "AggregationReport", "SourceReport", "average"]
 #: local files per native call (the core reads them a few at a time; this only bounds how far a
 #: generator of sources is read ahead and how often the progress bar moves)
 _FILES_PER_CALL = 64
+_MAX_BYTES = (1 << 64) - 1  # the core's limit on sizes (u64)
 _SLACK = 1 << 20  # bytes allowed beyond the tensors for the flatbuffer structure and properties
 
 
@@ -131,9 +133,10 @@ def _items(
                 value = next(given)
             except StopIteration:
                 raise ValueError(f"fewer weights than sources ({index})") from None
+            problem = weight_problem(value)
+            if problem is not None:
+                raise ValueError(f"weight {value!r} of source {index} {problem}")
             rule = float(value)
-            if not (math.isfinite(rule) and rule > 0):
-                raise ValueError(f"weight {value!r} of source {index} must be a positive finite number")
         yield index, label if label is not None else _label(index, src), src, rule
     if given is not None and next(given, None) is not None:
         raise ValueError("more weights than sources")
@@ -489,16 +492,21 @@ def average(
     before download). A failing upload is rejected with a reason in the report; it never raises
     and never reaches the sum.
 
-    ``weights``: None (equal), one positive number per source (a sequence, or a mapping for
-    mapping sources), or a property name whose value in each upload is its weight (e.g. the
-    device's sample count; an upload without a positive number there is rejected).
+    ``weights``: None (equal), one number per source (a sequence, or a mapping for mapping
+    sources), or a property name whose value in each upload is its weight (e.g. the device's
+    sample count). A weight is a finite number in [2^-64, 2^64] (zero is refused; the bound keeps
+    the total finite): a given one outside raises ``ValueError``, an upload whose property is
+    outside is rejected (kind ``weight``).
 
     The trainable parameters (and momentums, when ``include_optimizer_state``) of the accepted
     uploads are averaged in float64 and rounded once to their dtype; frozen parameters, properties
     and the optimizer groups' step and learning rate come from the reference. The result is
     written to ``out`` (a path or URL; atomic for local paths) when given, and returned in the
-    report as ``report.state``. If no upload is accepted nothing is written and
-    ``AggregationError`` (with ``.report``) is raised.
+    report as ``report.state``. Nothing is written and ``AggregationError`` (with ``.report``) is
+    raised when no upload is accepted, when fewer are accepted than the method needs (named in
+    the message), or when the aggregate is not finite in its dtype (finite inputs that overflow
+    it): a NaN or infinite model is never returned. Every option is checked on entry
+    (``ValueError`` for NaN, inf, negative or out-of-range values; docs/federated.md).
 
     ``engine``: None runs here; a ``dask.distributed.Client`` maps loading, checks and partial
     sums over the cluster's workers in batches and adds the partial sums in a tree (paths must
@@ -526,8 +534,8 @@ def average(
     if streamed and engine is not None:
         raise ValueError("robust methods and update hygiene run on the local engine only (engine=None)")
     opts = dict(storage_options) if storage_options is not None else None
-    if max_bytes is not None and max_bytes <= 0:
-        raise ValueError(f"max_bytes must be positive, got {max_bytes}")
+    if max_bytes is not None and not 0 < integer_option("max_bytes", max_bytes) <= _MAX_BYTES:
+        raise ValueError(f"max_bytes must be in [1, {_MAX_BYTES}], got {max_bytes}")
     items = _items(sources, weights)
     run = _Run(include_optimizer_state, max_bytes, opts)
     if reference is not None:
@@ -536,6 +544,7 @@ def average(
         run.set_reference(
             given, spec_of(given, include_optimizer_state), "<bytes>" if is_bytes else _label(-1, reference)
         )
+    engine_name = "local" if engine is None else "dask"
     try:
         if streamed:
             _streamed(run, items, options, relative_to, opts, progress, sources)
@@ -544,19 +553,18 @@ def average(
         else:
             total = len(sources) if isinstance(sources, (Sequence, Mapping)) else None
             run.here(progress_bar(items, enabled=progress, desc="averaging", total=total, unit="upload"))
+    except AggregationError as exc:  # the accepted uploads are too few for the method
+        raise _failure(str(exc), run, engine_name, method) from None
     finally:
         _native.release_buffers()  # no upload-sized read buffer outlives the round
     acc, reports, spec, ref_state, ref_label = run.acc, run.reports, run.spec, run.reference, run.label
-    engine_name = "local" if engine is None else "dask"
 
     if spec is None or ref_state is None or acc.count == 0:
-        report = AggregationReport(None, ref_label or "none", reports, 0.0, CheckpointState(), engine_name)
-        error = AggregationError(
-            f"no upload could be averaged (all {len(reports)} rejected):\n{report.summary()}"
-        )
-        error.report = report
-        raise error
+        raise _failure(f"no upload could be averaged (all {len(reports)} rejected)", run, engine_name, method)
     state = _result(ref_state, spec, acc)
+    overflow = _not_finite(state, spec)
+    if overflow is not None:
+        raise _failure(f"the {method} aggregate {overflow}", run, engine_name, method)
     written: str | None = None
     if out is not None:
         written = os.fsdecode(os.fspath(out))
@@ -565,6 +573,35 @@ def average(
     reports.sort(key=lambda r: r.index)
     total_weight = acc.total_weight if run.total_weight is None else run.total_weight
     return AggregationReport(written, ref_label, reports, total_weight, state, engine_name, method)
+
+
+def _failure(message: str, run: _Run, engine: str, method: str) -> AggregationError:
+    """The error of a round that gives no result (nothing is written), with its report."""
+    run.reports.sort(key=lambda r: r.index)
+    total = sum(r.weight or 0.0 for r in run.reports if r.accepted)
+    report = AggregationReport(
+        None, run.label or "none", run.reports, total, CheckpointState(), engine, method
+    )
+    error = AggregationError(f"{message}:\n{report.summary()}")
+    error.report = report
+    return error
+
+
+def _not_finite(state: CheckpointState, spec: ModelSpec) -> str | None:
+    """What of the averaged tensors is NaN or infinite (in their own dtype), or None. Only finite
+    values are accepted, so this is an overflow of finite inputs: a trimmed mean of values near
+    float64's limit, a global model plus an update beyond the dtype, noise too large."""
+    averaged: list[tuple[str, Any]] = [(n, state.parameters[n].data) for n in spec.averaged]
+    if spec.include_optimizer_state and state.optimizer is not None:
+        for (group, param, m), _ in spec.momentums.items():
+            averaged.append((f"momentum {group}/{param}/{m}", state.optimizer[group].states[param][m]))
+    for name, values in averaged:
+        if not np.isfinite(np.asarray(values, np.float64 if values.dtype.kind == "V" else None)).all():
+            return (
+                f"of {name!r} is not finite in {values.dtype}: the uploads are finite, their aggregate "
+                "(with relative_to and noise, when given) overflows the dtype"
+            )
+    return None
 
 
 def _streamed(
@@ -577,6 +614,8 @@ def _streamed(
     sources: Any,
 ) -> None:
     """The robust methods and update hygiene: check every upload, then aggregate them streamed."""
+    from ._flat_layout import momentum_key
+    from ._robust import UpdateOverflow, overflowing
     from ._robust import aggregate as robust_aggregate
 
     total = len(sources) if isinstance(sources, (Sequence, Mapping)) else None
@@ -591,8 +630,34 @@ def _streamed(
         if isinstance(where, tuple):
             raise ValueError(f"relative_to does not match the reference: {where[1]}")
         base = Member(-1, "relative_to", 1.0, upload.reader(), where)
-    outcome = robust_aggregate(members, run.layout.slot_lanes(), options, base)
+    lanes = run.layout.slot_lanes()
+    try:
+        try:
+            outcome = robust_aggregate(members, lanes, options, base)
+        except UpdateOverflow:
+            # an upload whose update leaves float64 (finite values of opposite signs near the
+            # limit) is rejected, never aggregated; the round goes on without it
+            assert base is not None and run.spec is not None
+            found = overflowing(members, lanes, options.chunk_bytes, base)
+            names = [*run.spec.averaged, *(momentum_key(*key) for key in run.spec.momentums)]
+            for row, slot in found.items():
+                m = members[row]
+                message = f"its update against relative_to overflows float64 in {names[slot]!r}"
+                run.reports.append(rejection(m.index, m.client, Rejected("overflow", message)))
+            members = [m for row, m in enumerate(members) if row not in found]
+            if not members:
+                run.acc = PartialSum()  # nothing accepted: the round fails as such
+                return
+            outcome = robust_aggregate(members, lanes, options, base)
+    finally:
+        run.total_weight = sum(m.weight for m in members)
+        _accepted(run, members)
     run.acc = PartialSum(outcome.slots, run.acc.bounds, 1.0, len(members))  # the means themselves
+
+
+def _accepted(run: _Run, members: list[Member]) -> None:
+    """The reports of the uploads a streamed method aggregated (or would have: the round may
+    still fail as a whole)."""
     for m in members:  # run.reports holds the rejections so far
         run.reports.append(
             SourceReport(
@@ -607,4 +672,3 @@ def _streamed(
                 selected=m.selected,
             )
         )
-    run.total_weight = sum(m.weight for m in members)

@@ -706,6 +706,13 @@ fn add_pairwise(py: Python<'_>, x: PyReadonlyArray2<'_, f64>, d: Bound<'_, PyArr
     Ok(())
 }
 
+/// Why `value` cannot be an upload's weight (a phrase completing "weight ... "), or `None`: the
+/// core's one rule for given weights and weight properties alike.
+#[pyfunction]
+fn weight_problem(value: f64) -> Option<&'static str> {
+    aggregate::weight_problem(value)
+}
+
 /// Frees the read buffers kept for reuse between uploads (called when a round ends).
 #[pyfunction]
 fn release_buffers() {
@@ -728,5 +735,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_rows, m)?)?;
     m.add_function(wrap_pyfunction!(add_pairwise, m)?)?;
     m.add_function(wrap_pyfunction!(release_buffers, m)?)?;
+    m.add_function(wrap_pyfunction!(weight_problem, m)?)?;
+    m.add("MAX_WEIGHT", aggregate::MAX_WEIGHT)?;
+    m.add("MIN_WEIGHT", aggregate::MIN_WEIGHT)?;
     Ok(())
 }
