@@ -29,6 +29,7 @@ __all__ = [
     "CheckpointError",
     "ConversionError",
     "DuplicateNameError",
+    "ExternalDataDir",
     "ExternalDataError",
     "Index",
     "InterruptedSaveError",
@@ -167,6 +168,15 @@ class MappedFile:
     def prepare(self, offset: int, length: int) -> None: ...
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
+
+@final
+class ExternalDataDir:
+    """A model's directory held open; ``map(location)`` maps the regular file ``location`` names
+    inside it (``openat2`` with ``RESOLVE_BENEATH``, or an ``O_NOFOLLOW`` walk): a location leading
+    out, absolute, empty or naming a directory raises ExternalDataError."""
+
+    def __new__(cls, path: PathArg) -> ExternalDataDir: ...
+    def map(self, location: PathArg) -> MappedFile: ...
 
 @final
 class UploadBytes:

@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from .._onnx_import import require_onnx
+from ..errors import ExternalDataError, TensorDataError
 from ..io import external_data_path, load
 from ._errors import ArgumentsError, UsageError
 from ._format import JsonValue, file_size, human_size
@@ -82,11 +83,9 @@ def _from_onnx_report(path: str, args: argparse.Namespace) -> tuple[dict[str, Js
 
 
 def _from_onnx_dry_run(model: str, dest: str, args: argparse.Namespace) -> tuple[dict[str, JsonValue], str]:
-    import onnx
+    from ..onnx_io import _load_model, split_initializers
 
-    from ..onnx_io import split_initializers
-
-    proto = onnx.load(model, load_external_data=False)
+    proto, _ = _load_model(model, "MODEL")  # opened by the core: a FIFO is refused, never waited on
     trainable, frozen = split_initializers(proto, args.trainable)
     report: dict[str, JsonValue] = {
         "model": model,
@@ -141,7 +140,8 @@ def _save_model(model: onnx.ModelProto, path: str) -> bool:
     external: bool = model.ByteSize() > ONNX_SIZE_LIMIT
     with atomic_path(path, [".data"] if external else []) as staged:
         if external:
-            location = os.path.basename(path) + ".data"
+            # the name the companion gets beside the model (the staged file has the final name)
+            location = os.path.basename(staged) + ".data"
             onnx.save_model(
                 model, staged, save_as_external_data=True, all_tensors_to_one_file=True, location=location
             )
@@ -152,8 +152,7 @@ def _save_model(model: onnx.ModelProto, path: str) -> bool:
 
 def run_to_onnx(args: argparse.Namespace, out: TextIO) -> int:
     _need_onnx("to-onnx")
-    import onnx.external_data_helper
-
+    from .._onnx_external import inline_external_data
     from ..onnx_io import load_into_model
 
     ckpt, model_path, dest = os.fsdecode(args.ckpt), os.fsdecode(args.model), os.fsdecode(args.out)
@@ -162,10 +161,8 @@ def run_to_onnx(args: argparse.Namespace, out: TextIO) -> int:
         model = load_into_model(state, model_path)
         # Initializers the checkpoint did not replace may keep their data in files next to MODEL:
         # read them in, so that OUT does not depend on where MODEL was.
-        onnx.external_data_helper.load_external_data_for_model(
-            model, os.path.dirname(os.path.abspath(model_path))
-        )
-    except _onnx_errors() as exc:
+        inline_external_data(model, os.path.dirname(os.path.abspath(model_path)))
+    except (*_onnx_errors(), ExternalDataError, TensorDataError) as exc:
         raise _model_error(model_path, exc) from None
     params = state.parameters
     inits = list(model.graph.initializer)

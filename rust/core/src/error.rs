@@ -152,6 +152,14 @@ pub enum Error {
         /// The tensor whose range starts inside the first one's.
         second: String,
     },
+    /// An ONNX external data `location` that cannot name a file inside the model's directory
+    /// (empty, NUL, absolute, leading out of it, a directory).
+    ExternalDataLocation {
+        /// The location as given.
+        location: String,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// The checkpoint has external data but its file is not available.
     ExternalDataMissing {
         /// Why, e.g. "its external data file x.ckpt.data is missing".
@@ -310,7 +318,8 @@ impl Error {
             | ExternalWithoutFlag { .. }
             | ExternalOutOfRange { .. }
             | ExternalOverlap { .. }
-            | ExternalDataMissing { .. } => ErrorKind::ExternalData,
+            | ExternalDataMissing { .. }
+            | ExternalDataLocation { .. } => ErrorKind::ExternalData,
             DuplicateName { .. } => ErrorKind::DuplicateName,
             Io { .. } => ErrorKind::Io,
             InterruptedSave { .. } | Unrecoverable { .. } => ErrorKind::InterruptedSave,
@@ -410,6 +419,9 @@ impl fmt::Display for Error {
                 offset.saturating_add(*len)
             ),
             ExternalDataMissing { detail } => write!(f, "checkpoint has external data but {detail}"),
+            ExternalDataLocation { location, detail } => {
+                write!(f, "external data location {} {detail}", crate::aggregate::py_repr(location))
+            }
             ExternalOverlap { first, second } => {
                 write!(f, "tensors {first:?} and {second:?} claim overlapping external data")
             }

@@ -29,6 +29,8 @@ mod assemble;
 #[cfg(feature = "fs")]
 mod atomic;
 #[cfg(feature = "fs")]
+mod beneath;
+#[cfg(feature = "fs")]
 mod commit;
 #[cfg(feature = "fs")]
 mod crash;
@@ -86,7 +88,11 @@ pub use adapter::{read_adapter_file, AdapterFile};
 #[cfg(feature = "fs")]
 pub use atomic::{AtomicOutput, StagedOutput};
 #[cfg(feature = "fs")]
+pub use beneath::open_beneath;
+#[cfg(feature = "fs")]
 pub use crash::{Step as CrashStep, STEPS as CRASH_STEPS};
+#[cfg(feature = "fs")]
+pub use dir::Dir;
 pub use dtype::DataType;
 pub use error::{Error, ErrorKind, Result};
 pub use external::check_external_ranges;

@@ -22,7 +22,7 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use crate::convert::spec_from_py;
 use crate::errors::{core_error, guarded};
 use crate::index::{Held, Index, TensorRecord};
-use crate::mapped::{interruptible, path_arg, show, MappedFile};
+use crate::mapped::{interruptible, path_arg, show, ExternalDataDir, MappedFile};
 
 /// Verifies `data` (any buffer) as a checkpoint and returns its [`Index`]. Memory that cannot
 /// change (`convert::unchanging_owner`: `bytes`, a `MappedFile`, ...) is used zero-copy; any other
@@ -133,6 +133,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::silence_panic_output();
     adapter::register(m)?;
     m.add_class::<MappedFile>()?;
+    m.add_class::<ExternalDataDir>()?;
     m.add_class::<atomic::AtomicOutput>()?;
     m.add_class::<atomic::StagedOutput>()?;
     m.add_class::<Index>()?;
