@@ -14,7 +14,9 @@ re-exported here; the two that carry Python state are defined here).
     ├── SourceTooLargeError         an input is larger than the max_bytes it was read with
     ├── ConversionError             a safetensors/npz file is malformed, or a checkpoint cannot be
     │                               converted without losing data the caller did not agree to lose
-    └── AggregationError            no upload could be averaged (``.report`` says why)
+    ├── ModelError                  an ONNX model given to ortckpt cannot be used as it is (not an
+    │                               ONNX model; an exported output whose type it does not declare)
+    └── AggregationError            a round gave no result (``.report`` says why)
     CompatError(RuntimeError)       ortckpt.compat's failures, raised as ORT raises RuntimeError
 
 Operating-system failures (missing file, permissions, a path that is not a regular file) stay
@@ -51,6 +53,7 @@ __all__ = [
     "ExternalDataError",
     "InterruptedSaveError",
     "InvalidCheckpointError",
+    "ModelError",
     "SourceTooLargeError",
     "TensorDataError",
     "UnsupportedVersionError",
@@ -58,10 +61,17 @@ __all__ = [
 
 
 class AggregationError(CheckpointError):
-    """No upload could be averaged (every one was rejected): nothing was written. ``report``
-    tells why each was rejected."""
+    """A round gave no result (no upload accepted, fewer than the method needs, an aggregate
+    that overflows): nothing was written. ``report`` tells why each upload was rejected."""
 
     report: AggregationReport
+
+
+class ModelError(CheckpointError):
+    """An ONNX model given to ortckpt cannot be used as it is: its bytes are not an ONNX model,
+    or it does not declare what an operation needs from it (the type of an exported output).
+    ortckpt never runs onnx's C++ routines (shape inference, checker) on the models it is
+    given, so what they would have inferred must be declared."""
 
 
 class CompatError(RuntimeError):
