@@ -827,7 +827,8 @@ def test_external_data_errors_name_both_files(tmp_path: pathlib.Path) -> None:
 def test_error_hierarchy_reexported() -> None:
     from ortckpt import compat, errors
 
-    python_defined = {"AggregationError", "CompatError"}  # they carry Python state or ORT's type
+    # they carry Python state, ORT's type, or concern ONNX models (never raised by the core)
+    python_defined = {"AggregationError", "CompatError", "ModelError"}
     for name in errors.__all__:
         if name in python_defined:
             assert getattr(errors, name).__module__ == "ortckpt.errors"
@@ -836,6 +837,7 @@ def test_error_hierarchy_reexported() -> None:
         assert issubclass(getattr(errors, name), ValueError)
     assert errors.AggregationError is ortckpt.AggregationError
     assert issubclass(errors.AggregationError, errors.CheckpointError)
+    assert errors.ModelError is ortckpt.ModelError and issubclass(errors.ModelError, errors.CheckpointError)
     assert errors.CompatError is compat.CompatError and issubclass(errors.CompatError, RuntimeError)
     assert ortckpt.__version__ and ortckpt.__version__ != "0+unknown"
 

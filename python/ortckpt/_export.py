@@ -41,6 +41,7 @@ from ._sources import open_state
 from ._tensor import Tensor
 from ._types import CheckpointSource, StrPath, path_str
 from .errors import CheckpointError, ExternalDataError, ModelError, TensorDataError
+from .onnx_io import _load_model
 
 if TYPE_CHECKING:
     import onnx
@@ -337,17 +338,6 @@ def _output_infos(model: onnx.ModelProto, outputs: list[str], where: str) -> lis
     return [_copy(known[name]) for name in outputs]
 
 
-def _load_eval_model(eval_model: onnx.ModelProto | StrPath, where: str) -> tuple[onnx.ModelProto, str | None]:
-    from google.protobuf.message import DecodeError
-
-    from .onnx_io import _load_model
-
-    try:
-        return _load_model(eval_model, "eval_model")
-    except DecodeError as exc:
-        raise ModelError(f"{where}: not an ONNX model ({exc})") from None
-
-
 def plan_export(
     eval_model: onnx.ModelProto | StrPath,
     checkpoint: CheckpointSource,
@@ -368,7 +358,7 @@ def plan_export(
             f"{ckpt} is nominal (names and data types, no values): export from a checkpoint saved "
             "after training (ORT refuses a nominal state too)"
         )
-    model, model_dir = _load_eval_model(eval_model, where)
+    model, model_dir = _load_model(eval_model, "eval_model")  # ModelError when not an ONNX model
     graph = model.graph
     _check_outputs(graph, outputs, where)
     kept, used = _kept_nodes(graph, outputs)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from . import _dtypes, _native
-from .io import BYTES_SOURCE, external_data_path, load
+from .io import BYTES_SOURCE, load
 from .state import CheckpointState
 
 #: dtypes whose values are averaged: real floats (bfloat16/float8 included) and complex
@@ -152,7 +152,7 @@ def open_upload(src: Any, max_bytes: int | None, storage_options: Any) -> _nativ
     process cannot crash the server) and indexed; at most ``max_bytes`` bytes are read, whatever
     the source (files and their ``.data``, folders, URLs, bytes, states). Raises ``Rejected``
     (too large) or the reader's error."""
-    from ._sources import is_url, local_path, read_url
+    from ._sources import data_url, is_url, local_path, read_url
 
     if isinstance(src, CheckpointState):
         src = src.to_bytes(include_optimizer_state=True)
@@ -165,7 +165,7 @@ def open_upload(src: Any, max_bytes: int | None, storage_options: Any) -> _nativ
         url = str(src)
         data = read_url(url, max_bytes=max_bytes, storage_options=storage_options)
         external = None
-        ext_url = external_data_path(url)
+        ext_url = data_url(url)
         fs_exists = _url_exists(ext_url, storage_options)
         if fs_exists:
             left = None if max_bytes is None else max_bytes - len(data)

@@ -23,6 +23,7 @@ from . import _native
 from ._atomic import atomic_file
 from ._flat_layout import NPZ_KEY, Layout, array_of, build_state, decode, encode, tensors_of
 from ._progress import progress
+from ._tensor import empty_array
 from .errors import ConversionError
 from .state import CheckpointState
 
@@ -62,12 +63,14 @@ def write(state: CheckpointState, path: str, *, include_optimizer_state: bool, s
             np.lib.format.write_array(member, np.frombuffer(encode(layout).encode(), np.uint8))
 
 
-def _array(descr: str, shape: list[int], fortran: bool, buffer: object, offset: int) -> np.ndarray[Any, Any]:
+def _array(
+    descr: str, shape: list[int], fortran: bool, buffer: object, offset: int, key: str, path: str
+) -> np.ndarray[Any, Any]:
     """A read-only view of a member's data (the core checked its dtype, shape and length)."""
     dtype = np.dtype(descr)
     count = math.prod(shape)
     if count == 0:
-        return np.zeros(shape, dtype)
+        return empty_array(tuple(shape), dtype, key, path)
     flat = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)  # type: ignore[call-overload]
     # read-only views of the archive's private bytes or of a bytes: memory that cannot change,
     # which a state keeps without copying
@@ -108,7 +111,7 @@ def read(
     for key, descr, shape, fortran, buffer, offset in progress(
         members, enabled=show_progress, desc="reading", total=len(members), unit="tensor"
     ):
-        array = _array(descr, shape, fortran, buffer, offset)
+        array = _array(descr, shape, fortran, buffer, offset, key, path)
         if key != NPZ_KEY:
             arrays[key] = array
         elif array.dtype != np.uint8 or array.ndim != 1:

@@ -29,7 +29,7 @@ from ._parameter import Parameter, tensor_of
 from ._proto_decode import as_proto, proto_name, tensor_from_proto
 from ._scalars import check_name
 from ._types import StrPath, path_str
-from .errors import CheckpointError, DuplicateNameError
+from .errors import CheckpointError, DuplicateNameError, ModelError
 from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, check_threshold, load
 from .state import CheckpointState
 
@@ -157,6 +157,7 @@ def _load_model(model: onnx.ModelProto | StrPath, what: str) -> tuple[onnx.Model
     """(a private copy of the model, the directory of its file or None)."""
     require_onnx()
     import onnx
+    from google.protobuf.message import DecodeError
 
     if isinstance(model, onnx.ModelProto):
         copy = onnx.ModelProto()
@@ -167,7 +168,10 @@ def _load_model(model: onnx.ModelProto | StrPath, what: str) -> tuple[onnx.Model
         # Opened by the core: regular files only, refused without blocking (a FIFO would hang
         # onnx.load's open()); the mapping is parsed, then dropped.
         mapped = _native.MappedFile(path)
-        loaded = onnx.load_model_from_string(bytes(memoryview(mapped)))
+        try:
+            loaded = onnx.load_model_from_string(bytes(memoryview(mapped)))
+        except DecodeError as exc:  # protobuf's error: ours, naming the file
+            raise ModelError(f"{path}: not an ONNX model ({exc})") from None
         return loaded, os.path.dirname(os.path.abspath(path))
     raise TypeError(f"{what} must be an onnx.ModelProto or a path, got {type(model).__name__}")
 
