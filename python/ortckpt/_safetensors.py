@@ -100,7 +100,7 @@ def read(path: str, *, trainable: object, show_progress: bool) -> CheckpointStat
         dtype = numpy_dtype(name)
         assert dtype is not None  # the core returns only names of its own table
         if nbytes == 0:
-            tensors[key] = empty_array(shape, dtype, key, path)
+            tensors[key] = empty_array(tuple(shape), dtype, key, path)
             continue
         flat = np.frombuffer(file, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset)  # type: ignore[call-overload]
         # a read-only view of the file's private bytes: memory that cannot change, which a state
