@@ -315,27 +315,34 @@ def _own_initializer(proto: onnx.TensorProto, files: ExternalFiles) -> Initializ
 
 def _output_infos(model: onnx.ModelProto, outputs: list[str], where: str) -> list[onnx.ValueInfoProto]:
     """A ValueInfoProto for each output: the eval model's own declaration of that value (graph
-    output, input, value_info) or an initializer's type. ONNX shape inference is never run on the
-    model (it is C++ code that hostile models crash: an ``EyeLike`` node with an empty input name
-    is enough), so an output the model does not declare is refused, by name."""
-    from onnx import helper
+    output, input, value_info), an initializer's type, or the type derived from the declared ones
+    through the node producing it (``_export_types``). ONNX shape inference is never run on the
+    model (C++ code that hostile models crash); an output whose type can be neither found nor
+    derived is refused, by name."""
+    from ._export_types import Deriver, Underived, value_info
 
     graph = model.graph
-    known: dict[str, onnx.ValueInfoProto] = {}
+    declared: dict[str, onnx.ValueInfoProto] = {}
     for v in [*graph.value_info, *graph.input, *graph.output]:  # later ones win
-        known[v.name] = v
-    for t in graph.initializer:
-        known.setdefault(t.name, helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type:
+            declared[v.name] = v
+    deriver = Deriver(graph)
+    infos = []
     for name in outputs:
-        if name not in known or not known[name].HasField("type"):
+        if name in declared:
+            infos.append(_copy(declared[name]))
+            continue
+        try:
+            infos.append(value_info(name, deriver.type_of(name)))
+        except Underived as why:
             raise ModelError(
-                f"{where}: output {name!r} has no declared type in the eval model (it is not a graph "
-                "output, input or initializer, and has no typed value_info entry). ortckpt does not run "
-                "ONNX shape inference on the models it is given (C++ code that hostile models crash): "
-                "export a declared output, or add the value's type to the model's value_info (e.g. "
-                "with onnx.shape_inference.infer_shapes on a model you trust)"
-            )
-    return [_copy(known[name]) for name in outputs]
+                f"{where}: the type of output {name!r} is not declared in the eval model and cannot "
+                f"be derived from what it declares ({why}). ortckpt does not run ONNX shape inference "
+                "on the models it is given (C++ code that hostile models crash): export a declared "
+                "output, or add the value's type to the model's value_info (e.g. with "
+                "onnx.shape_inference.infer_shapes on a model you trust)"
+            ) from None
+    return infos
 
 
 def plan_export(
