@@ -31,9 +31,12 @@ _RAW_VIEWS = {1: np.uint8, 2: np.uint16}
 
 
 def _storable(key: str, array: np.ndarray[Any, Any], layout: Layout) -> np.ndarray[Any, Any]:
-    if "\x00" in key:
+    problem = _native.npz_member_problem(key + ".npy")
+    if problem is not None:  # the core's rule, which from_npz applies too
         raise ConversionError(
-            f"tensor {key!r}: .npz member names cannot hold NUL characters; convert to safetensors instead"
+            f"tensor {key!r}: its .npz member name {problem}, so a zip tool would not extract it "
+            "inside its folder; ortckpt refuses to write it (convert to safetensors, whose names are "
+            "not paths, or rename the tensor)"
         )
     if array.dtype == np.dtype(object):
         if any(s.endswith("\x00") for s in array.flat):

@@ -32,6 +32,8 @@ pub enum ErrorKind {
     Interrupted,
     /// A broken internal invariant of ortckpt: a bug to report, never the input's fault.
     Internal,
+    /// An allocation an input called for failed (the process is out of memory or address space).
+    OutOfMemory,
 }
 
 /// Everything that can go wrong reading or writing a checkpoint. Variants about one tensor name it
@@ -182,6 +184,11 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
+    /// Memory for an input's contents could not be allocated.
+    OutOfMemory {
+        /// The allocation that failed.
+        bytes: usize,
+    },
     /// A broken internal invariant of ortckpt (a bug, not a problem of the input).
     Internal {
         /// What went wrong.
@@ -328,6 +335,7 @@ impl Error {
             Interrupted { .. } => ErrorKind::Interrupted,
             // It is never the input's fault; the message says it is a bug to report.
             Internal { .. } => ErrorKind::Internal,
+            OutOfMemory { .. } => ErrorKind::OutOfMemory,
         }
     }
 
@@ -435,6 +443,11 @@ impl fmt::Display for Error {
             Internal { detail } => {
                 write!(f, "internal error in ortckpt: {detail}; please report this as a bug")
             }
+            OutOfMemory { bytes } => write!(
+                f,
+                "out of memory: {bytes} bytes for the input's contents could not be allocated (the input is \
+                 larger than this process's memory or address-space limit allows)"
+            ),
             BadMessageSequence { offset, detail } => {
                 write!(f, "corrupt .pbseq message sequence at byte {offset}: {detail}")
             }

@@ -25,6 +25,7 @@
 
 mod adapter;
 pub mod aggregate;
+mod alloc;
 mod assemble;
 #[cfg(feature = "fs")]
 mod atomic;
@@ -112,8 +113,8 @@ pub use lock::DEFAULT_LOCK_TIMEOUT_SECS;
 #[cfg(feature = "fs")]
 pub use mapped::MappedFile;
 pub use npz::{
-    default_npz_budget, read_npz, read_npz_raw, NpyHeader, NpzData, NpzError, NpzMember, NPZ_BUDGET_RATIO,
-    NPZ_MIN_BUDGET,
+    default_npz_budget, npz_member_problem, read_npz, read_npz_raw, NpyHeader, NpzData, NpzError, NpzMember,
+    NPZ_BUDGET_RATIO, NPZ_MIN_BUDGET,
 };
 #[cfg(feature = "fs")]
 pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};
