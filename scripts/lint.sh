@@ -17,8 +17,8 @@ cargo clippy --target wasm32-unknown-unknown -p ortckpt-wasm --all-targets -- -D
 cargo fmt --manifest-path fuzz/Cargo.toml --all --check
 (cd fuzz && cargo clippy --all-targets -- -D warnings)
 echo "== ruff"
-ruff check python tests benches scripts examples
-ruff format --check python tests benches scripts examples
+ruff check python tests benches scripts examples fuzz/python
+ruff format --check python tests benches scripts examples fuzz/python
 echo "== mypy"
 mypy python/ortckpt
 echo "== stubtest (_native.pyi against the built module)"

@@ -54,9 +54,16 @@ def _declared(value: onnx.ValueInfoProto) -> Typed | None:
     if not tensor.HasField("shape"):
         return Typed(tensor.elem_type, None)
     dims = tuple(
-        (int(d.dim_value), "") if d.HasField("dim_value") else (None, d.dim_param) for d in tensor.shape.dim
+        (int(d.dim_value), "") if d.HasField("dim_value") else (None, _param(d.dim_param))
+        for d in tensor.shape.dim
     )
     return Typed(tensor.elem_type, dims)
+
+
+def _param(name: object) -> str:
+    """A dim's name; protobuf hands a name that is not UTF-8 over as bytes: an unnamed dim then
+    (a derived type must be one ONNX can hold)."""
+    return name if isinstance(name, str) else ""
 
 
 def _broadcast(shapes: list[tuple[Dim, ...]], op: str) -> tuple[Dim, ...]:
