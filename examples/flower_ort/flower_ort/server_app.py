@@ -4,8 +4,10 @@ Run config (pyproject.toml, or ``flwr run --run-config``): ``initial-checkpoint`
 ORT's ``generate_artifacts`` wrote), ``out-dir`` (where each round's global checkpoint and a JSON
 report go), ``training-model`` (its ``training_model.onnx``, to decode parameter buffers),
 ``num-server-rounds``, ``min-nodes``, ``local-steps``, ``lr``, ``method`` (any of
-``ortckpt.average``'s) and ``payload`` (``checkpoint``, ``checkpoint-v1`` or ``nominal+buffer``).
-Devices may reply with a checkpoint or a flat parameter buffer.
+``ortckpt.average``'s), ``byzantine`` (the attackers Krum, MultiKrum and Bulyan tolerate) and
+``payload`` (``checkpoint``, ``checkpoint-v1`` or ``nominal+buffer``). Devices may reply with a
+checkpoint or a flat parameter buffer. A round that gives no aggregate (too few good replies for
+the method) is recorded with its ``failure`` and the run goes on.
 """
 
 from __future__ import annotations
@@ -40,14 +42,17 @@ def main(grid: Grid, context: Context) -> None:
                     {"node_id": r.node_id, "client": r.client, "kind": r.kind, "reason": r.reason}
                     for r in report.rejected
                 ],
+                "failure": report.failure,
             }
         )
         (out / "rounds.json").write_text(json.dumps(rounds, indent=1))
 
     nodes = int(config["min-nodes"])
+    method, byzantine = str(config["method"]), int(config.get("byzantine", 0))
     strategy = OrtFedAvg(
         str(config["initial-checkpoint"]),
-        method=str(config["method"]),
+        method=method,
+        average_options={"byzantine": byzantine} if method in ("krum", "multi_krum", "bulyan") else {},
         payload=str(config["payload"]),
         training_model=str(config["training-model"]),
         on_round=record,
