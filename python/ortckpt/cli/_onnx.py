@@ -124,30 +124,27 @@ def run_from_onnx(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _save_model(model: onnx.ModelProto, path: str) -> bool:
-    """Write ``model`` to ``path`` atomically; models of 2 GiB or more keep their tensor data in
-    ``<path>.data`` (ONNX external data, location relative to the model). Returns True when the
-    data went there.
+    """Write ``model`` to ``path`` atomically; models over 2 GiB keep their tensors of 1 KiB or
+    more in ``<path>.data`` (ONNX external data, location relative to the model). Returns True when
+    the data went there.
 
-    Both files are written by ``onnx.save_model`` into the core's private staging directory
-    beside ``path`` (``_atomic.atomic_path``), then renamed into place, the data file first: an
-    existing model is never left half-written and a stale ``<path>.data`` is replaced, not
-    appended to.
+    The model is written by the export's writer (``_onnx_write.write_model``: the core's staged
+    output, the data file renamed first and under the rule of a checkpoint's ``.data``), never by
+    ``onnx.save_model``, which opens external data files through onnx's C++ code.
     """
-    import onnx
+    from .._onnx_write import Initializer, write_model
 
-    from .._atomic import atomic_path
-
-    external: bool = model.ByteSize() > ONNX_SIZE_LIMIT
-    with atomic_path(path, [".data"] if external else []) as staged:
-        if external:
-            # the name the companion gets beside the model (the staged file has the final name)
-            location = os.path.basename(staged) + ".data"
-            onnx.save_model(
-                model, staged, save_as_external_data=True, all_tensors_to_one_file=True, location=location
-            )
+    initializers = []
+    for proto in model.graph.initializer:
+        kept = type(proto)()
+        kept.CopyFrom(proto)
+        if proto.HasField("raw_data"):
+            kept.ClearField("raw_data")
+            initializers.append(Initializer.of(kept, proto.raw_data))
         else:
-            onnx.save_model(model, staged)
-    return external
+            initializers.append(Initializer(kept))
+    model.graph.ClearField("initializer")
+    return write_model(model, initializers, path, limit=ONNX_SIZE_LIMIT)
 
 
 def run_to_onnx(args: argparse.Namespace, out: TextIO) -> int:
