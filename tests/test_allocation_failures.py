@@ -25,7 +25,16 @@ import ortckpt
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS and /proc/self/status")
 
-SCAN = textwrap.dedent(
+#: the subprocesses' reading of /proc/self/status (bytes of VmSize:, VmHWM:, ...)
+STATUS = textwrap.dedent(
+    """
+    def status(key):
+        with open("/proc/self/status") as f:
+            return int(next(line for line in f if line.startswith(key)).split()[1]) * 1024
+    """
+)
+
+SCAN = STATUS + textwrap.dedent(
     """
     import os, resource, sys
     import ortckpt
@@ -39,16 +48,10 @@ SCAN = textwrap.dedent(
         "safetensors": lambda: ortckpt.from_safetensors(path),
     }[kind]
 
-    def in_use():
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     for factor in [0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 5, 6, 8]:
         outcome = "?"
-        resource.setrlimit(resource.RLIMIT_AS, (in_use() + int(factor * size), hard))
+        resource.setrlimit(resource.RLIMIT_AS, (status("VmSize:") + int(factor * size), hard))
         try:
             state = read()
             for p in state.parameters.values():
@@ -104,24 +107,18 @@ def test_from_adapter_is_lazy(tmp_path: Path) -> None:
     )
     path = tmp_path / "a.onnx_adapter"
     ortckpt.to_adapter(state, path)
-    script = textwrap.dedent(
+    script = STATUS + textwrap.dedent(
         """
         import os, sys
         import ortckpt
 
-        def peak():
-            with open("/proc/self/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) * 1024
-
-        before = peak()
+        before = status("VmHWM:")
         state = ortckpt.from_adapter(sys.argv[1])
-        opened = peak()
+        opened = status("VmHWM:")
         for p in state.parameters.values():
             p.data
         size = os.path.getsize(sys.argv[1])
-        print((opened - before) / size, (peak() - before) / size)
+        print((opened - before) / size, (status("VmHWM:") - before) / size)
         """
     )
     done = subprocess.run(

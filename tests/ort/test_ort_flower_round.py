@@ -43,6 +43,16 @@ def device(ort_python: str, *args: str) -> dict[str, float]:
     return result
 
 
+def run_config(artifacts: Path, out: Path, nodes: int, steps: int, method: str, extra: str) -> str:
+    """The example app's run config (``extra``: the payload, the method's options)."""
+    return (
+        f'initial-checkpoint="{artifacts / "checkpoint"}" '
+        f'training-model="{artifacts / "training_model.onnx"}" '
+        f'out-dir="{out}" num-server-rounds=2 min-nodes={nodes} local-steps={steps} lr=0.02 '
+        f'method="{method}" {extra}'
+    )
+
+
 @pytest.fixture
 def deployment(tmp_path: Path) -> Iterator[Deployment]:
     d = Deployment(tmp_path)
@@ -69,13 +79,8 @@ def test_two_rounds_on_a_flower_deployment(
         for i, (behaviour, reply) in enumerate(zip(BEHAVIOURS, replies))
     ]
     node_logs = dict(zip(deployment.start_supernodes(node_configs), BEHAVIOURS))
-    run_config = (
-        f'initial-checkpoint="{artifacts / "checkpoint"}" '
-        f'training-model="{artifacts / "training_model.onnx"}" '
-        f'out-dir="{out}" num-server-rounds=2 min-nodes={len(BEHAVIOURS)} local-steps=20 lr=0.02 '
-        f'method="fedavg" payload="{payload}"'
-    )
-    proc = deployment.run(APP, run_config, timeout=150)
+    config = run_config(artifacts, out, len(BEHAVIOURS), 20, "fedavg", f'payload="{payload}"')
+    proc = deployment.run(APP, config, timeout=150)
     context = f"flwr run:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}\n{deployment.tail()}"
     assert proc.returncode == 0, context
     assert (out / "rounds.json").exists(), context
@@ -169,13 +174,10 @@ def test_a_hostile_fleet_on_a_flower_deployment(
         behaviour_of[f"node {found.group(1)}"] = behaviour
     for method, byzantine, aggregates in HOSTILE_RUNS:
         out = tmp_path / f"out-{method}-{byzantine}"
-        run_config = (
-            f'initial-checkpoint="{artifacts / "checkpoint"}" '
-            f'training-model="{artifacts / "training_model.onnx"}" '
-            f'out-dir="{out}" num-server-rounds=2 min-nodes={len(behaviours)} local-steps=5 lr=0.02 '
-            f'method="{method}" byzantine={byzantine} payload="checkpoint"'
+        config = run_config(
+            artifacts, out, len(behaviours), 5, method, f'byzantine={byzantine} payload="checkpoint"'
         )
-        proc = deployment.run(APP, run_config, timeout=240)
+        proc = deployment.run(APP, config, timeout=240)
         context = f"{method}: flwr run:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}\n{deployment.tail()}"
         assert proc.returncode == 0, context
         rounds = json.loads((out / "rounds.json").read_text())
