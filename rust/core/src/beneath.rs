@@ -279,10 +279,9 @@ mod tests {
         for round in 0..4000 {
             let location = Path::new("sub/deeper/w.bin");
             let tries = [Some(walk(&dir, location)), kernel_beneath(&dir, location)];
-            for found in tries.into_iter().flatten() {
-                if let Ok(file) = found {
-                    assert_eq!(read(file), b"inside", "round {round}");
-                }
+            // an error is an allowed outcome; a file opened must be the one inside
+            for file in tries.into_iter().flatten().flatten() {
+                assert_eq!(read(file), b"inside", "round {round}");
             }
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
