@@ -226,3 +226,15 @@ def test_a_trimmed_mean_of_finite_values_near_the_limit_is_refused_not_inf():
     sources = [upload(v, np.float64, i=i) for i, v in enumerate(values)]
     with pytest.raises(ortckpt.AggregationError, match="trimmed_mean aggregate of 'w' is not finite"):
         ortckpt.average(sources, method="trimmed_mean", trim=0.1)
+
+
+def test_the_cli_says_why_a_round_gave_no_result(tmp_path: Path, capsys):
+    paths = []
+    for i, data in enumerate(fleet(3)):
+        paths.append(tmp_path / f"d{i}.ckpt")
+        paths[-1].write_bytes(data)
+    out = tmp_path / "out.ckpt"
+    assert main(["average", str(out), *map(str, paths), "--method", "bulyan", "--byzantine", "1"]) == 2
+    printed = capsys.readouterr().out
+    assert "nothing written: bulyan with byzantine=1 needs at least 4 * byzantine + 3 = 7" in printed
+    assert "3 were accepted (4 short)" in printed and not out.exists()
