@@ -99,7 +99,9 @@ print(json.dumps({{"seconds": time.perf_counter() - start, "grown": _status("VmH
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--scale", type=float, default=1.0, help="each large dimension times this")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tmpdir", default=None)

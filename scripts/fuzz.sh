@@ -8,7 +8,11 @@
 # specs, then read back), legacy_folder (the ORT 1.15 folder decoder on arbitrary .pbseq bytes,
 # in every role; seeded from tests/data/ort115), adapter_bytes (index_adapter, ORT adapter files,
 # on arbitrary bytes, then a write/read round trip), npz (read_npz on arbitrary bytes, within a
-# decompression budget) and safetensors_bytes (read_safetensors on arbitrary bytes). The corpus grows in fuzz/corpus/TARGET (not in git); it is seeded from
+# decompression budget) and safetensors_bytes (read_safetensors on arbitrary bytes); and two Python
+# targets (fuzz/python/, run by the venv's interpreter in their own process, a crash seen as a
+# signal): export_models (hostile eval models given to export_for_inference) and flower_records
+# (hostile Flower records and replies given to the decoders and OrtFedAvg.aggregate_train); their
+# failures land in fuzz/artifacts/python. The corpus grows in fuzz/corpus/TARGET (not in git); it is seeded from
 # tests/data, tests/data/corpus and fuzz/seeds/TARGET. Crashes, timeouts and OOMs land in
 # fuzz/artifacts/TARGET and make this script exit non-zero; logs go to fuzz/logs/TARGET.log.
 #
@@ -35,17 +39,37 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
+python_targets=(export_models flower_records)
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     mapfile -t targets < <(cargo fuzz list)
+    targets+=("${python_targets[@]}")
 fi
 
-echo "== building fuzz targets"
-cargo fuzz build
+is_python() { [[ " ${python_targets[*]} " == *" $1 "* ]]; }
+
+if [ -n "$(for t in "${targets[@]}"; do is_python "$t" || echo "$t"; done)" ]; then
+    echo "== building fuzz targets"
+    cargo fuzz build
+fi
 
 mkdir -p fuzz/logs
 failed=()
 for target in "${targets[@]}"; do
+    if is_python "$target"; then
+        log=fuzz/logs/$target.log
+        seed=$((RANDOM * 32768 + RANDOM))
+        echo "== fuzzing $target for ${seconds}s, seed $seed (log: $log)"
+        status=0
+        .venv/bin/python "fuzz/python/$target.py" "$seconds" "$seed" fuzz/artifacts/python >"$log" 2>&1 || status=$?
+        tail -n 1 "$log"
+        if [ "$status" -ne 0 ]; then
+            echo "!! $target failed (exit $status; a negative or >128 status is a signal)"
+            tail -n 40 "$log"
+            failed+=("$target")
+        fi
+        continue
+    fi
     corpus=fuzz/corpus/$target
     artifacts=fuzz/artifacts/$target
     mkdir -p "$corpus" "$artifacts"

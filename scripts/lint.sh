@@ -54,8 +54,8 @@ done
 (cd fuzz && cargo clippy --all-targets -- -D warnings)
 fi
 echo "== ruff"
-ruff check python tests benches scripts examples
-ruff format --check python tests benches scripts examples
+ruff check python tests benches scripts examples fuzz/python
+ruff format --check python tests benches scripts examples fuzz/python
 echo "== actionlint / zizmor (.github/workflows)"
 actionlint
 zizmor --offline --persona=pedantic --no-progress .github/workflows

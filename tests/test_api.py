@@ -827,9 +827,9 @@ def test_external_data_errors_name_both_files(tmp_path: pathlib.Path) -> None:
 def test_error_hierarchy_reexported() -> None:
     from ortckpt import compat, errors
 
-    # ORT's type, and the server state's (read in Python); AggregationError is the core's: it
-    # decides when a round fails
-    python_defined = {"CompatError", "ServerStateError"}
+    # ORT's type, the server state's (read in Python), and the ONNX models' (never raised by the
+    # core); AggregationError is the core's: it decides when a round fails
+    python_defined = {"CompatError", "ServerStateError", "ModelError"}
     for name in errors.__all__:
         if name in python_defined:
             assert getattr(errors, name).__module__ == "ortckpt.errors"
@@ -838,6 +838,7 @@ def test_error_hierarchy_reexported() -> None:
         assert issubclass(getattr(errors, name), ValueError)
     assert errors.AggregationError is ortckpt.AggregationError
     assert issubclass(errors.AggregationError, errors.CheckpointError)
+    assert errors.ModelError is ortckpt.ModelError and issubclass(errors.ModelError, errors.CheckpointError)
     assert errors.CompatError is compat.CompatError and issubclass(errors.CompatError, RuntimeError)
     assert errors.ServerStateError is ortckpt.ServerStateError
     assert issubclass(errors.ServerStateError, errors.CheckpointError)

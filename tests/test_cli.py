@@ -870,7 +870,7 @@ def test_to_onnx_large_model_uses_external_data(
 ) -> None:
     from ortckpt.cli import _onnx as cli_onnx
 
-    monkeypatch.setattr(cli_onnx, "ONNX_SIZE_LIMIT", 256)  # stands in for protobuf's 2 GiB
+    monkeypatch.setattr(cli_onnx, "ONNX_SIZE_LIMIT", 1024)  # stands in for protobuf's 2 GiB
     values = _mlp_values(2)
     ckpt = _save(tmp_path, "big.ckpt", CheckpointState(values))
     model_dir = tmp_path / "model"

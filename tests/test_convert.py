@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import pty
@@ -190,7 +191,7 @@ def test_safetensors_refuses_strings_and_complex128(tmp_path: Path):
 
 
 def test_odd_names_round_trip(tmp_path: Path):
-    names = ["", "a/b", "日本", "..", "/abs", "../up", "a\\b", " sp ", "x.npy"]
+    names = ["", "a/b", "日本", "..x", " sp ", "x.npy", "a..b"]
     state = CheckpointState({n: np.full(2, i, np.float32) for i, n in enumerate(names)})
     ortckpt.to_npz(state, tmp_path / "n.npz")
     ortckpt.to_safetensors(state, tmp_path / "n.safetensors")
@@ -207,6 +208,39 @@ def test_odd_names_round_trip(tmp_path: Path):
         ortckpt.to_npz(nul, tmp_path / "nul.npz")
     ortckpt.to_safetensors(nul, tmp_path / "nul.safetensors")
     assert list(ortckpt.from_safetensors(tmp_path / "nul.safetensors").parameters) == ["x\x00y"]
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("../../outside/evil", "'..' component"),
+        ("a/../../b", "'..' component"),
+        ("/abs/path", "absolute path"),
+        ("a\\..\\b", "backslash"),
+        ("C:evil", "drive letter"),
+    ],
+)
+def test_npz_member_names_a_zip_tool_would_extract_elsewhere_are_refused(
+    tmp_path: Path, name: str, problem: str
+):
+    """A device-supplied tensor name became the member name unchanged: ``to_npz`` wrote members a
+    zip tool extracts outside its folder (zip-slip). Refused both ways now (the core's rule);
+    safetensors, whose names are not paths, keeps them."""
+    import zipfile
+
+    state = CheckpointState({name: np.zeros(2, np.float32)})
+    with pytest.raises(ConversionError, match=problem) as info:
+        ortckpt.to_npz(state, tmp_path / "x.npz")
+    assert repr(name) in str(info.value) and "safetensors" in str(info.value)
+    assert not (tmp_path / "x.npz").exists()
+    with zipfile.ZipFile(tmp_path / "hostile.npz", "w") as z:  # written by another tool
+        buffer = io.BytesIO()
+        np.save(buffer, np.zeros(2, np.float32))
+        z.writestr(name + ".npy", buffer.getvalue())
+    with pytest.raises(ConversionError, match="would not extract it inside its folder"):
+        ortckpt.from_npz(tmp_path / "hostile.npz")
+    ortckpt.to_safetensors(state, tmp_path / "x.safetensors")
+    assert list(ortckpt.from_safetensors(tmp_path / "x.safetensors").parameters) == [name]
 
 
 def test_npz_refuses_trailing_nul_strings(tmp_path: Path):

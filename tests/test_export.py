@@ -129,9 +129,54 @@ def test_outputs_in_the_order_given_and_the_loss_keeps_its_labels(files: tuple[P
     x, t = RNG.standard_normal((2, 3)).astype(np.float32), RNG.standard_normal((2, 2)).astype(np.float32)
     y, loss, _ = _run(model, x=x, target=t)
     np.testing.assert_allclose(loss, np.mean((y - t) ** 2), rtol=1e-6)
-    # an intermediate value without declared type gets onnx's inferred one
+    # an intermediate value without a declared type: derived from the declared ones (x, w)
     typed = ortckpt.export_for_inference(eval_model, ckpt, ["xw"]).graph.output[0]
-    assert [d.dim_value for d in typed.type.tensor_type.shape.dim][1:] == [2]
+    assert typed == _vi("xw", TensorProto.FLOAT, ["batch", 2])
+
+
+@pytest.mark.parametrize(
+    ("node", "inputs", "expected"),
+    [
+        (("MatMul", ["a", "b"]), [["batch", 1, 4], [3, 4, 5]], [3, 1, 5]),
+        (("MatMul", ["a", "v"]), [["n", 4], [4]], ["n"]),
+        (("Add", ["a", "b"]), [["batch", 1], [3]], ["batch", 3]),
+        (("Mul", ["a", "b"]), [["n", 1], ["m", 1]], [None, 1]),
+        (("Sum", ["a", "b", "c"]), [[2, 1], [1, 3], ["k", 2, 1]], ["k", 2, 3]),
+        (("Relu", ["a"]), [["batch", 0]], ["batch", 0]),
+        (("Gemm", ["a", "b"]), [[4, "k"], [5, "k"]], [4, 5]),
+    ],
+)
+def test_undeclared_output_types_are_derived(
+    node: tuple[str, list[str]], inputs: list[Any], expected: Any
+) -> None:
+    """As ONNX's inference functions derive them (multidirectional broadcasting, numpy's matmul)."""
+    from ortckpt._export_types import Deriver, value_info
+
+    op, names = node
+    declared = [_vi(n, TensorProto.FLOAT, shape) for n, shape in zip(["a", "b", "c"], inputs)]
+    if "v" in names:
+        declared = [declared[0], _vi("v", TensorProto.FLOAT, inputs[1])]
+    attrs = {"transB": 1} if op == "Gemm" else {}
+    graph = helper.make_graph([helper.make_node(op, names, ["out"], **attrs)], "g", declared, [])
+    typed = value_info("out", Deriver(graph).type_of("out"))
+    assert typed == _vi("out", TensorProto.FLOAT, expected)
+
+
+def test_output_types_that_cannot_be_derived_are_refused_by_name(tmp_path: Path) -> None:
+    model = onnx.load(_eval_model(tmp_path / "e.onnx"))
+    model.graph.node.append(helper.make_node("Transpose", ["xw"], ["t"]))
+    model.graph.node.append(helper.make_node("Cast", ["t"], ["c16"], to=TensorProto.FLOAT16))
+    model.graph.node.append(helper.make_node("Add", ["x", "w"], ["bad"]))  # [batch, 3] + [3, 2]
+    (tmp_path / "e.onnx").write_bytes(model.SerializeToString())
+    ckpt = _ckpt(tmp_path / "t.ckpt")
+    for name, why in (
+        ("t", "produced by a Transpose node"),
+        ("c16", "Transpose"),
+        ("bad", "do not broadcast"),
+    ):
+        with pytest.raises(ortckpt.ModelError, match=f"output {name!r}") as info:
+            ortckpt.export_for_inference(tmp_path / "e.onnx", ckpt, [name])
+        assert why in str(info.value)
 
 
 def test_returned_model_is_the_written_one(files: tuple[Path, Path], tmp_path: Path) -> None:

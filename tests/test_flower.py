@@ -509,3 +509,87 @@ def test_ortfedavg_evaluation_drops_replies_flower_would_abort_on() -> None:
     ]
     with pytest.raises(Exception, match="MetricRecord"):
         FedAvg().aggregate_evaluate(2, replies)
+
+
+def _train_replies(
+    states: list[ortckpt.CheckpointState], weights: list[object], first: int = 1
+) -> list[Message]:
+    return [
+        _reply(first + i, _content(F.checkpoint_record(s.to_bytes()), MetricRecord({"num-examples": w})))
+        for i, (s, w) in enumerate(zip(states, weights, strict=True))
+    ]
+
+
+@pytest.mark.parametrize("method", ["fedavg", "multi_krum"])
+def test_ortfedavg_rejects_weights_that_would_overflow_the_total(method: str) -> None:
+    """Two replies claiming 1e308 examples made the total weight infinite: the aggregate came out
+    all zeros, every reply accepted. Now each is rejected (kind ``weight``), never summed, and the
+    aggregate is the good replies' (issue 32, item 2)."""
+    base = _base()
+    good = [_trained(base, s, 10) for s in (1, 2, 3)]
+    hostile = [_trained(base, s, 10) for s in (4, 5, 6, 7)]
+    replies = _train_replies([*good, *hostile], [10, 30, 60, 1e308, 1e308, 0, float("nan")])
+    strategy = F.OrtFedAvg(base, method=method)
+    arrays, _ = strategy.aggregate_train(1, replies)
+    report = strategy.round_reports[1]
+    assert report.accepted == ["node 1", "node 2", "node 3"] and report.failure is None
+    assert [(r.node_id, r.kind) for r in report.rejected] == [
+        (4, "weight"),
+        (5, "weight"),
+        (6, "weight"),
+        (7, "weight"),
+    ]
+    assert "outside [2^-64, 2^64]" in report.rejected[0].reason
+    expected = ortckpt.average(good, weights=[10, 30, 60], reference=base, method=method).state
+    assert arrays is not None and ortckpt.serialize(F.from_arrayrecord(arrays, base)) == ortckpt.serialize(
+        expected
+    )
+    # evaluation replies: the same rule (Flower's weighted metrics would be 1e308 * loss / inf)
+    assert strategy.aggregate_evaluate(
+        1,
+        [
+            _reply(1, RecordDict({"m": MetricRecord({"num-examples": 10, "loss": 1.0})})),
+            _reply(2, RecordDict({"m": MetricRecord({"num-examples": 1e308, "loss": 5.0})})),
+        ],
+    ) == MetricRecord({"loss": 1.0})
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"method": "bulyan", "average_options": {"byzantine": 1}},
+        {"method": "multi_krum", "average_options": {"byzantine": 3}},
+        {"method": "multi_krum", "average_options": {"keep": 4}},
+    ],
+)
+def test_ortfedavg_reports_a_round_too_small_for_its_method_and_the_run_goes_on(options: dict) -> None:
+    """One garbage and one missing reply leave fewer accepted uploads than the method needs:
+    ``average`` raised ValueError (IndexError for multi_krum) out of ``aggregate_train`` and
+    Flower's run ended. Now the round answers as Flower's own Bulyan does when it cannot
+    aggregate, (None, None) and a warning, with the shortfall in the round's report; the global
+    model stays and the next round aggregates (issue 32, item 5)."""
+    base = _base()
+    good = [_trained(base, s, 10) for s in (1, 2, 3)]
+    replies = [
+        *_train_replies(good, [10, 10, 10]),
+        _reply(4, _content(F.checkpoint_record(b"garbage"), MetricRecord({"num-examples": 10}))),
+        _reply(5, error=Error(code=0, reason="no reply")),
+    ]
+    strategy = F.OrtFedAvg(base, **options)
+    assert strategy.aggregate_train(1, replies) == (None, None)
+    report = strategy.round_reports[1]
+    assert report.failure is not None and "3 were accepted" in report.failure and "short" in report.failure
+    assert report.accepted == ["node 1", "node 2", "node 3"]
+    assert sorted((r.node_id, r.kind) for r in report.rejected) == [(4, "unreadable"), (5, "error")]
+    assert ortckpt.serialize(strategy.global_state) == ortckpt.serialize(base, include_optimizer_state=False)
+    more = [_trained(base, s, 10) for s in range(10, 17)]
+    arrays, _ = strategy.aggregate_train(2, _train_replies(more, [10] * 7))
+    assert arrays is not None and strategy.round_reports[2].failure is None
+
+
+def test_ortfedavg_checks_its_options_when_built() -> None:
+    """A NaN noise multiplier would have made every round's model NaN; it is refused at once."""
+    with pytest.raises(ValueError, match="noise_multiplier must be a finite number"):
+        F.OrtFedAvg(_base(), average_options={"clip_norm": 1.0, "noise_multiplier": float("nan")})
+    with pytest.raises(ValueError, match="byzantine"):
+        F.OrtFedAvg(_base(), method="krum", average_options={"byzantine": -1})

@@ -367,3 +367,34 @@ def test_every_bit_flip_of_the_first_256_bytes(name: str) -> None:
         for bit in range(8):
             mutant = apply(data, [("flip", pos, bit)])
             check(mutant, external, _describe(mutant, external, f"{name} bit {bit} of byte {pos}"))
+
+
+# ==================================================================================================
+# The Python fuzz targets (fuzz/python/): hostile eval models and Flower records, each in its own
+# process (a crash of native code is a signal there), a short run with fixed seeds, as CI's short
+# fuzz run (scripts/fuzz.sh) runs them with random ones.
+# ==================================================================================================
+
+
+@pytest.mark.parametrize(
+    ("target", "needs"), [("export_models", "onnx"), ("flower_records", "flwr.app")], ids=["export", "flower"]
+)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_python_fuzz_targets_find_no_crash_and_no_foreign_exception(
+    target: str, needs: str, seed: int, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    pytest.importorskip(needs)
+    repo = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, str(repo / "fuzz" / "python" / f"{target}.py"), "5", str(seed), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    current = tmp_path / f"{target}-current"
+    reproducer = current.read_bytes()[:2000] if current.exists() else b""
+    assert done.returncode == 0, (done.returncode, done.stdout[-3000:], done.stderr[-3000:], reproducer)
+    assert "no crash, only our exceptions" in done.stdout

@@ -97,8 +97,28 @@ def test_repr_html_caps_rows() -> None:
 
     state = CheckpointState({f"p{i}": np.zeros(1, np.float32) for i in range(MAX_ROWS + 5)})
     html = state._repr_html_()
-    assert html.count("<tr>") == 1 + MAX_ROWS + 1  # header, MAX_ROWS parameters, "... and N more"
-    assert "... and 5 more" in html
+    assert html.count("<tr>") == 1 + MAX_ROWS + 1  # header, MAX_ROWS parameters, "… N more"
+    assert "… 5 more" in html
+
+
+def test_repr_html_caps_every_section() -> None:
+    """100,000 properties and optimizer groups, and names of a megabyte, from an untrusted
+    checkpoint: the table stays small (it was 9.5 MiB for the properties alone)."""
+    from ortckpt._html import MAX_ROWS, MAX_TEXT
+
+    long = "n" * (1 << 20)
+    state = CheckpointState(
+        {long: np.zeros(1, np.float32)},
+        properties={f"p{i}": "v" * 300 for i in range(100_000)},
+        optimizer={f"g{i}": OptimizerGroup(step=i, initial_learning_rate=0.1) for i in range(5_000)},
+    )
+    html = state._repr_html_()
+    assert len(html) < 64 << 10, len(html)
+    assert "… 99960 more" in html and "… 4960 more" in html
+    assert f"… ({(1 << 20) - MAX_TEXT} more characters)" in html
+    assert html.count("<code>g") == MAX_ROWS
+    text = repr(state)  # the plain repr lists names too: ten of each, then a count
+    assert len(text) < 2048 and "… 99990 more" in text and "… 4990 more" in text
 
 
 def test_repr_html_of_a_loaded_ort_checkpoint() -> None:

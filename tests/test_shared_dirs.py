@@ -452,6 +452,12 @@ try:
         st = ortckpt.CheckpointState({"w": np.full(4096, float(sys.argv[3]), dtype=np.float32)})
         ortckpt.to_npz(st, path)
         out = None
+    elif op == "export":
+        # an inference model whose tensors go to <out>.data (the writer's 2 GiB limit lowered)
+        from ortckpt._export import plan_export
+        from ortckpt._onnx_write import write_model
+        plan = plan_export(sys.argv[3], sys.argv[4], ["y"])
+        out = write_model(plan.model, plan.initializers, path, limit=4096)
     elif op == "load":
         out = float(ortckpt.load(path, mmap=False).parameters["w"].data[0])
     elif op == "recover":
@@ -566,6 +572,41 @@ def test_another_users_link_at_an_output_name_is_not_followed(shared_root: Path,
     assert result.get("error") == "PermissionError" and f"uid {ATTACKER}" in result["message"], result
     assert secret.read_bytes() == SECRET
     assert sorted(os.listdir(d)) == ["m.npz"]
+
+
+@cross_user
+@pytest.mark.parametrize("mode", [0o1777, 0o2775], ids=["sticky-1777", "group-2775"])
+def test_another_users_link_at_an_exports_data_name(shared_root: Path, mode: int) -> None:
+    """An exported model's ``<out>.data`` follows a checkpoint's ``.data`` rule: in a directory
+    the attacker owns, the link the attacker planted there is replaced as a name (or, in a
+    sticky directory, refused), never followed. Before: followed as a link of the directory's
+    owner, and the victim's private file replaced with tensor bytes (issue 32, item 3)."""
+    onnx = pytest.importorskip("onnx")
+    from tests.test_export import _ckpt, _eval_model
+
+    d = shared_root / f"attackers-{mode:o}"
+    d.mkdir()
+    os.chown(d, ATTACKER, GROUP)
+    os.chmod(d, mode)
+    gid, agid = (GROUP, GROUP) if mode == 0o2775 else (VICTIM, ATTACKER)
+    secret = shared_root / "victim-home" / "secret"
+    inputs = shared_root / "inputs"
+    inputs.mkdir(mode=0o755)
+    eval_model = _eval_model(inputs / "eval.onnx", w_shape=[3, "n"])
+    ckpt = _ckpt(inputs / "t.ckpt", w=np.ones((3, 700), np.float32), unrelated=None)
+    out = d / "model.onnx"
+    assert act(ATTACKER, agid, "symlink", str(d / "model.onnx.data"), str(secret)) == {"ok": None}
+    result = act(VICTIM, gid, "export", str(out), str(eval_model), str(ckpt))
+    assert secret.read_bytes() == SECRET, result
+    if mode == 0o1777:
+        assert result.get("error") == "PermissionError" and "sticky" in result["message"], result
+        assert not out.exists()
+    else:
+        assert result == {"ok": True}, result  # True: the tensors went to model.onnx.data
+        assert not (d / "model.onnx.data").is_symlink()
+        loaded = onnx.load(out)
+        assert [t.name for t in loaded.graph.initializer] == ["c", "w", "b"]
+    assert secret.read_bytes() == SECRET
 
 
 @cross_user

@@ -31,7 +31,8 @@ import numpy as np
 
 from . import _dtypes, _native
 from ._onnx_import import require_onnx
-from .errors import CheckpointError, ConversionError, SourceTooLargeError, TensorDataError
+from ._tensor import check_numpy_shape
+from .errors import CheckpointError, ConversionError, ModelError, SourceTooLargeError, TensorDataError
 from .io import load
 from .state import CheckpointState, Parameter
 
@@ -95,7 +96,6 @@ def _model_inputs(training_model: onnx.ModelProto | StrPath) -> tuple[str, list[
     """(how to name the model in messages, its main graph's inputs that are not initializers)."""
     require_onnx("parameter buffers")
     import onnx
-    from google.protobuf.message import DecodeError
 
     from .onnx_io import _load_model
 
@@ -107,8 +107,8 @@ def _model_inputs(training_model: onnx.ModelProto | StrPath) -> tuple[str, list[
             shown = os.fsdecode(os.fspath(training_model))
         try:
             model, _ = _load_model(training_model, "training_model")
-        except DecodeError as exc:
-            raise ConversionError(f"{shown}: not an ONNX model ({exc})") from None
+        except ModelError as exc:  # documented as ConversionError here (docs/buffers.md)
+            raise ConversionError(str(exc)) from None
     graph = model.graph
     initialized = {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
     inputs = []
@@ -220,6 +220,10 @@ def _layout(state: CheckpointState, model: str, inputs: list[_Input], trainable_
                 f"{list(inp.dims)} in the model: they do not belong together; pass the training model "
                 "generated with this checkpoint"
             )
+        try:  # a shape numpy cannot hold (more than 64 dims, a size past its limit) is the model's fault
+            check_numpy_shape(inp.dims, BUFFER_DTYPE.itemsize, inp.name)
+        except TensorDataError as exc:
+            raise ConversionError(f"{model}: {exc}") from None
         count = _count(inp.dims)
         slots.append(Slot(inp.name, inp.dims, offset, count))
         offset += count
@@ -338,7 +342,9 @@ def _buffer_values(buffer: object, plan: Layout, other_size: int, trainable_only
     if isinstance(buffer, (str, os.PathLike)):
         values = read_buffer_file(buffer, plan, max(plan.size, other_size))
     elif isinstance(buffer, (bytes, bytearray, memoryview)):
-        raw = memoryview(buffer).cast("B")
+        view = memoryview(buffer)
+        # a strided view (say of every other element) is copied into order first: cast needs one
+        raw = (view if view.c_contiguous else memoryview(view.tobytes())).cast("B")
         if len(raw) % BUFFER_DTYPE.itemsize:
             raise TensorDataError(
                 f"the buffer has {len(raw)} bytes, not a whole number of float32 values "

@@ -326,6 +326,16 @@ def _robust_on_dask(
         ]
         return list(client.gather(tasks))
 
+    if base is not None:  # updates that leave float64 are left out before anything else
+        parts = run("overflows")
+        first = [min((p[i] for p in parts if p[i] is not None), default=None) for i in range(len(portables))]
+        dropped = native.drop_remote(first)
+        if dropped:
+            rnd._drop(dropped)
+            if not rnd._accepted:
+                return rnd.result(out, engine="dask")
+            portables, base = native.portables()
+            shared = client.scatter([portables, base], broadcast=True)
     n = len(portables)
     need_norms, need_distances = native.passes_needed()
     squares = np.zeros(n)

@@ -26,6 +26,7 @@ an output name that is not in the graph; an input among the parameters the check
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -40,7 +41,8 @@ from ._paths import StrPath, path_str
 from ._sources import open_state
 from ._tensor import Tensor
 from ._types import CheckpointSource
-from .errors import CheckpointError, TensorDataError
+from .errors import CheckpointError, ExternalDataError, ModelError, TensorDataError
+from .onnx_io import _load_model
 
 if TYPE_CHECKING:
     import onnx
@@ -255,6 +257,39 @@ def _buffer(tensor: Tensor, name: str) -> Buffer:
     return data
 
 
+#: ONNX data types a checkpoint cannot hold, with their bits per element (packed): their
+#: initializers are checked for dims and size here, the others by the checkpoint reader's rules.
+_PACKED_BITS = {21: 4, 22: 4, 23: 4, 24: 8, 25: 2, 26: 2}  # (u)int4, float4e2m1, float8e8m0, (u)int2
+
+
+def _check_own(proto: onnx.TensorProto, files: ExternalFiles, where: str) -> None:
+    """An initializer of the eval model, checked as the checkpoint reader checks a tensor (known
+    data type, non-negative dims, values that match them in size, one storage form), so that the
+    export never writes a model ONNX or ORT would refuse."""
+    from ._proto_decode import tensor_from_proto
+
+    name = proto.name
+    try:
+        bits = _PACKED_BITS.get(proto.data_type)
+        if bits is None:
+            tensor_from_proto(proto, name, files, nominal=False)
+            return
+        dims = [int(d) for d in proto.dims]
+        if proto.data_location == proto.EXTERNAL:
+            raise TensorDataError(f"tensor {name!r}: external data of this data type is not supported")
+        if any(d < 0 for d in dims):
+            raise TensorDataError(f"tensor {name!r}: negative dimension in dims {dims}")
+        if proto.HasField("raw_data"):
+            expected = -(-math.prod(dims) * bits // 8)
+            if len(proto.raw_data) != expected:
+                raise TensorDataError(
+                    f"tensor {name!r}: dims {dims} need {expected} bytes of raw_data, it has "
+                    f"{len(proto.raw_data)}"
+                )
+    except (TensorDataError, ExternalDataError) as exc:
+        raise type(exc)(f"{where}: initializer of the eval model: {exc}") from None
+
+
 def _own_initializer(proto: onnx.TensorProto, files: ExternalFiles) -> Initializer:
     """An initializer of the eval model, its values moved out of the proto (or mapped from its
     external data file) so they are streamed like the parameters'."""
@@ -279,42 +314,36 @@ def _own_initializer(proto: onnx.TensorProto, files: ExternalFiles) -> Initializ
 # ------------------------------------------------------------------------------------------------
 
 
-def _output_infos(model: onnx.ModelProto, outputs: list[str]) -> list[onnx.ValueInfoProto]:
-    """A ValueInfoProto for each output: the eval model's declaration of that value (graph output,
-    input, value_info), an initializer's type, else onnx's shape inference; name only when none."""
-    from onnx import ValueInfoProto, helper
+def _output_infos(model: onnx.ModelProto, outputs: list[str], where: str) -> list[onnx.ValueInfoProto]:
+    """A ValueInfoProto for each output: the eval model's own declaration of that value (graph
+    output, input, value_info), an initializer's type, or the type derived from the declared ones
+    through the node producing it (``_export_types``). ONNX shape inference is never run on the
+    model (C++ code that hostile models crash); an output whose type can be neither found nor
+    derived is refused, by name."""
+    from ._export_types import Deriver, Underived, value_info
 
     graph = model.graph
-    known: dict[str, onnx.ValueInfoProto] = {}
+    declared: dict[str, onnx.ValueInfoProto] = {}
     for v in [*graph.value_info, *graph.input, *graph.output]:  # later ones win
-        known[v.name] = v
-    for t in graph.initializer:
-        known.setdefault(t.name, helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
-    missing = [name for name in outputs if name not in known]
-    if missing:
-        known.update(_inferred(model, missing))
-    return [_copy(known[name]) if name in known else ValueInfoProto(name=name) for name in outputs]
-
-
-def _inferred(model: onnx.ModelProto, names: list[str]) -> dict[str, onnx.ValueInfoProto]:
-    import onnx.shape_inference
-
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # inference is a nicety: without it the output has no type
-        return {}
-    return {v.name: v for v in inferred.graph.value_info if v.name in names}
-
-
-def _load_eval_model(eval_model: onnx.ModelProto | StrPath, where: str) -> tuple[onnx.ModelProto, str | None]:
-    from google.protobuf.message import DecodeError
-
-    from .onnx_io import _load_model
-
-    try:
-        return _load_model(eval_model, "eval_model")
-    except DecodeError as exc:
-        raise ValueError(f"{where}: not an ONNX model ({exc})") from None
+        if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type:
+            declared[v.name] = v
+    deriver = Deriver(graph)
+    infos = []
+    for name in outputs:
+        if name in declared:
+            infos.append(_copy(declared[name]))
+            continue
+        try:
+            infos.append(value_info(name, deriver.type_of(name)))
+        except Underived as why:
+            raise ModelError(
+                f"{where}: the type of output {name!r} is not declared in the eval model and cannot "
+                f"be derived from what it declares ({why}). ortckpt does not run ONNX shape inference "
+                "on the models it is given (C++ code that hostile models crash): export a declared "
+                "output, or add the value's type to the model's value_info (e.g. with "
+                "onnx.shape_inference.infer_shapes on a model you trust)"
+            ) from None
+    return infos
 
 
 def plan_export(
@@ -337,7 +366,7 @@ def plan_export(
             f"{ckpt} is nominal (names and data types, no values): export from a checkpoint saved "
             "after training (ORT refuses a nominal state too)"
         )
-    model, model_dir = _load_eval_model(eval_model, where)
+    model, model_dir = _load_model(eval_model, "eval_model")  # ModelError when not an ONNX model
     graph = model.graph
     _check_outputs(graph, outputs, where)
     kept, used = _kept_nodes(graph, outputs)
@@ -349,7 +378,7 @@ def plan_export(
     params = state.parameters
     for v in param_values:
         _check_parameter(v, params[v.name], where, ckpt)
-    output_infos = _output_infos(model, outputs)
+    output_infos = _output_infos(model, outputs, where)
     own = [t for t in graph.initializer if t.name in needed]
     if model_dir is None and any(t.data_location == t.EXTERNAL for t in own):
         raise ValueError(
@@ -357,6 +386,8 @@ def plan_export(
             "ModelProto), so that they are found beside it"
         )
     files = ExternalFiles(model_dir)
+    for t in own:
+        _check_own(t, files, where)
     initializers = [_own_initializer(t, files) for t in own]
     chosen = [v.name for v in param_values if v.name in needed]
     initializers += [_parameter_initializer(name, params[name]) for name in chosen]

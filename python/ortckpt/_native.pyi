@@ -14,6 +14,8 @@ __all__ = [
     "CRASH_STEPS",
     "DATA_TYPES",
     "DEFAULT_EXTERNAL_DATA_THRESHOLD",
+    "MAX_WEIGHT",
+    "MIN_WEIGHT",
     "NPZ_BUDGET_RATIO",
     "NPZ_MIN_BUDGET",
     "SAFETENSORS_DTYPES",
@@ -29,6 +31,7 @@ __all__ = [
     "CheckpointError",
     "ConversionError",
     "DuplicateNameError",
+    "ExternalDataDir",
     "ExternalDataError",
     "Index",
     "InterruptedSaveError",
@@ -51,6 +54,7 @@ __all__ = [
     "is_unchanging",
     "load_checkpoint",
     "merge_partials",
+    "npz_member_problem",
     "range_pass",
     "read_adapter",
     "read_adapter_bytes",
@@ -64,6 +68,7 @@ __all__ = [
     "serialize_checkpoint",
     "simd_level",
     "tensor_proto_values",
+    "weight_problem",
 ]
 
 # str, bytes (any file name bytes) or os.PathLike; passed to the OS through os.fsencode
@@ -165,6 +170,15 @@ class MappedFile:
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
 @final
+class ExternalDataDir:
+    """A model's directory held open; ``map(location)`` maps the regular file ``location`` names
+    inside it (``openat2`` with ``RESOLVE_BENEATH``, or an ``O_NOFOLLOW`` walk): a location leading
+    out, absolute, empty or naming a directory raises ExternalDataError."""
+
+    def __new__(cls, path: PathArg) -> ExternalDataDir: ...
+    def map(self, location: PathArg) -> MappedFile: ...
+
+@final
 class UploadBytes:
     """A read-only 1-D byte buffer over a file upload's private memory (no copy); keeps the upload
     alive."""
@@ -217,8 +231,9 @@ def external_data_location(path: PathArg) -> str: ...
 def read_legacy_folder(path: PathArg) -> Index | None: ...
 def tensor_proto_values(data: bytes, tensor: str) -> bytes: ...
 
-# ORT adapter files: (format_version, adapter_version, model_version, [(name, data type code, dims, values)])
-AdapterContents: TypeAlias = tuple[int, int, int, list[tuple[str, int, list[int], bytes]]]
+# ORT adapter files: (format_version, adapter_version, model_version, the adapter as a lazy checkpoint
+# index over the file's bytes: every parameter trainable, no properties)
+AdapterContents: TypeAlias = tuple[int, int, int, Index]
 
 def read_adapter(path: PathArg) -> AdapterContents: ...
 def file_kind(path: PathArg) -> str | None: ...
@@ -257,6 +272,8 @@ _Plan = tuple[
 ]
 _Partial = tuple[NDArray[np.float64], NDArray[np.float64], float, int]
 _MemberReport = tuple[str, float, float, bool, float, float | None, bool]
+# values, divisor, total weight, count, members, dropped (place, kind, message)
+_Finish = tuple[list[NDArray[np.float64]], float, float, int, list[_MemberReport], list[tuple[int, str, str]]]
 
 @final
 class RoundVerdict:
@@ -347,7 +364,7 @@ class Round:
     ) -> RoundVerdict: ...
     def take_partial(self) -> _Partial: ...
     def absorb(self, partial: _Partial) -> None: ...
-    def finish(self) -> tuple[list[NDArray[np.float64]], float, float, int, list[_MemberReport]]: ...
+    def finish(self) -> _Finish: ...
     def passes_needed(self) -> tuple[bool, bool]: ...
     def take_portables(self) -> list[_Portable]: ...
     def admit(self, portable: _Portable) -> RoundVerdict | None: ...
@@ -361,8 +378,11 @@ class Round:
         squares: Sequence[float],
         plan: _Plan,
         scores: Sequence[float] | None,
-    ) -> tuple[list[NDArray[np.float64]], float, float, int, list[_MemberReport]]: ...
+    ) -> _Finish: ...
+    def drop_remote(self, first: Sequence[int | None]) -> list[tuple[int, str, str]]: ...
 
+def npz_member_problem(name: str) -> str | None: ...
+def weight_problem(value: float) -> str | None: ...
 def merge_partials(first: _Partial, second: _Partial) -> _Partial: ...
 def range_pass(
     layout: AggregationLayout,
@@ -388,6 +408,8 @@ CRASH_STEPS: list[str]
 DATA_TYPES: list[tuple[int, str, str, int]]
 NPZ_BUDGET_RATIO: int
 NPZ_MIN_BUDGET: int
+MAX_WEIGHT: float
+MIN_WEIGHT: float
 
 def read_safetensors(
     path: PathArg,

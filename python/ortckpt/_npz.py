@@ -23,6 +23,7 @@ from . import _native
 from ._atomic import atomic_file
 from ._flat_layout import NPZ_KEY, Layout, array_of, build_state, decode, encode, tensors_of
 from ._progress import progress
+from ._tensor import empty_array
 from .errors import ConversionError
 from .state import CheckpointState
 
@@ -30,9 +31,12 @@ _RAW_VIEWS = {1: np.uint8, 2: np.uint16}
 
 
 def _storable(key: str, array: np.ndarray[Any, Any], layout: Layout) -> np.ndarray[Any, Any]:
-    if "\x00" in key:
+    problem = _native.npz_member_problem(key + ".npy")
+    if problem is not None:  # the core's rule, which from_npz applies too
         raise ConversionError(
-            f"tensor {key!r}: .npz member names cannot hold NUL characters; convert to safetensors instead"
+            f"tensor {key!r}: its .npz member name {problem}, so a zip tool would not extract it "
+            "inside its folder; ortckpt refuses to write it (convert to safetensors, whose names are "
+            "not paths, or rename the tensor)"
         )
     if array.dtype == np.dtype(object):
         if any(s.endswith("\x00") for s in array.flat):
@@ -62,12 +66,14 @@ def write(state: CheckpointState, path: str, *, include_optimizer_state: bool, s
             np.lib.format.write_array(member, np.frombuffer(encode(layout).encode(), np.uint8))
 
 
-def _array(descr: str, shape: list[int], fortran: bool, buffer: object, offset: int) -> np.ndarray[Any, Any]:
+def _array(
+    descr: str, shape: list[int], fortran: bool, buffer: object, offset: int, key: str, path: str
+) -> np.ndarray[Any, Any]:
     """A read-only view of a member's data (the core checked its dtype, shape and length)."""
     dtype = np.dtype(descr)
     count = math.prod(shape)
     if count == 0:
-        return np.zeros(shape, dtype)
+        return empty_array(tuple(shape), dtype, key, path)
     flat = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)  # type: ignore[call-overload]
     # read-only views of the archive's private bytes or of a bytes: memory that cannot change,
     # which a state keeps without copying
@@ -108,7 +114,7 @@ def read(
     for key, descr, shape, fortran, buffer, offset in progress(
         members, enabled=show_progress, desc="reading", total=len(members), unit="tensor"
     ):
-        array = _array(descr, shape, fortran, buffer, offset)
+        array = _array(descr, shape, fortran, buffer, offset, key, path)
         if key != NPZ_KEY:
             arrays[key] = array
         elif array.dtype != np.uint8 or array.ndim != 1:

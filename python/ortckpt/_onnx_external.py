@@ -1,15 +1,17 @@
 """ONNX external data (``data_location = EXTERNAL``): locating a tensor's bytes in a file.
 
-Locations are resolved relative to a base directory (the model's directory) and must stay inside it:
-absolute locations, ``..`` escapes and symlinks leading out are refused. Offsets and lengths are
-checked against the file's real size. Files are memory-mapped, once each, so a tensor's bytes are
-read only when the checkpoint is written, and never the whole file.
+Locations are opened by the core inside a base directory (the model's directory) held open: they
+must stay inside it (absolute locations, ``..`` escapes and symlinks leading out are refused, in
+the same step as the open). Offsets and lengths are checked against the file's real size. Files
+are memory-mapped, once each, so a tensor's bytes are read only when they are used, and never the
+whole file.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from . import _dtypes, _native
@@ -22,56 +24,43 @@ if TYPE_CHECKING:
 
 
 class ExternalFiles:
-    """Resolves, confines and memory-maps the external data files of a set of TensorProtos.
+    """Opens and memory-maps the external data files of a set of TensorProtos, inside a base
+    directory (the model's) held open for the whole operation.
 
-    Each file is mapped once (``_native.MappedFile``) and shared by the tensors that live in it.
+    Every location is opened by the core relative to that directory (``_native.ExternalDataDir``:
+    ``openat2`` with ``RESOLVE_BENEATH``, or a walk with ``O_NOFOLLOW`` at every component), so
+    checking that it stays inside and opening it are one step: absolute locations, ``..`` escapes
+    and symlinks leading out are refused, even when a directory is swapped for a symlink while
+    the model is read. Each file is mapped once and shared by the tensors that live in it.
     """
 
     def __init__(self, base_dir: StrPath | None) -> None:
         self._base = None if base_dir is None else path_str(base_dir)
-        self._real_base: str | None = None
+        self._dir: _native.ExternalDataDir | None = None
         self._maps: dict[str, _native.MappedFile] = {}
 
-    def _resolve(self, name: str, location: str) -> str:
+    def open(self, name: str, location: str) -> tuple[str, _native.MappedFile]:
+        """(the file's path, for messages; its mapping) for tensor ``name``'s ``location``."""
         if self._base is None:
             raise ExternalDataError(
                 f"tensor {name!r}: its data is in the external file {location!r}, but no base directory "
                 "was given to resolve it against (pass base_dir=, the directory of the model)"
             )
-        if not location:
-            raise ExternalDataError(f"tensor {name!r}: external data without a 'location'")
-        if "\x00" in location:
-            raise ExternalDataError(f"tensor {name!r}: external data location {location!r} contains NUL")
-        if os.path.isabs(location) or os.path.splitdrive(location)[0] or location.startswith(("/", "\\")):
-            raise ExternalDataError(
-                f"tensor {name!r}: external data location {location!r} is an absolute path; ONNX "
-                "external data must be relative to the model's directory"
-            )
-        if self._real_base is None:
-            self._real_base = os.path.realpath(self._base)
-        real_base = self._real_base
-        real = os.path.realpath(os.path.join(real_base, location))
-        if real == real_base or os.path.commonpath([real, real_base]) != real_base:
-            raise ExternalDataError(
-                f"tensor {name!r}: external data location {location!r} resolves to {real!r}, which is "
-                f"not a file inside the model's directory {real_base!r} (no '..' escapes or symlinks "
-                "leading out)"
-            )
-        return real
-
-    def open(self, name: str, location: str) -> tuple[str, _native.MappedFile]:
-        real = self._resolve(name, location)
-        mapped = self._maps.get(real)
+        path = os.path.join(self._base, location)
+        mapped = self._maps.get(location)
         if mapped is None:
             try:
-                # looked up on _native at call time, so a patched MappedFile takes effect
-                mapped = _native.MappedFile(real)
+                if self._dir is None:
+                    self._dir = _native.ExternalDataDir(self._base)
+                mapped = self._dir.map(location)
+            except ExternalDataError as exc:
+                raise ExternalDataError(f"tensor {name!r}: {exc}") from None
             except FileNotFoundError:
                 raise ExternalDataError(
-                    f"tensor {name!r}: external data file {real!r} (location {location!r}) is missing"
+                    f"tensor {name!r}: external data file {path!r} (location {location!r}) is missing"
                 ) from None
-            self._maps[real] = mapped
-        return real, mapped
+            self._maps[location] = mapped
+        return path, mapped
 
 
 def _external_fields(proto: onnx.TensorProto, name: str) -> tuple[str, int, int | None]:
@@ -126,3 +115,41 @@ def external_tensor(
             f"which has {size} bytes"
         )
     return MappedTensor.checked(mapped, offset, length, data_type, shape, name)
+
+
+def _all_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every TensorProto of ``graph``: its initializers and its nodes' tensor attributes, in its
+    subgraphs too (what ``onnx.external_data_helper`` visits)."""
+    from onnx import AttributeProto
+
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == AttributeProto.TENSOR:
+                yield attr.t
+            elif attr.type == AttributeProto.TENSORS:
+                yield from attr.tensors
+            elif attr.type == AttributeProto.GRAPH:
+                yield from _all_tensors(attr.g)
+            elif attr.type == AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _all_tensors(sub)
+
+
+def inline_external_data(model: onnx.ModelProto, base_dir: StrPath) -> None:
+    """Read every external tensor of ``model`` into its ``raw_data`` (what
+    ``onnx.external_data_helper.load_external_data_for_model`` does), through ortckpt's own reader:
+    each tensor is checked as a checkpoint tensor and its file opened inside ``base_dir`` by the
+    core, never by onnx's C++ code."""
+    from ._proto_decode import tensor_from_proto
+
+    files = ExternalFiles(base_dir)
+    for proto in _all_tensors(model.graph):
+        if proto.data_location != proto.EXTERNAL:
+            continue
+        tensor = tensor_from_proto(proto, proto.name, files, nominal=False)
+        data = tensor.spec_data(proto.name)
+        assert data is not None and not isinstance(data, list)  # strings are never external
+        proto.raw_data = bytes(memoryview(data))
+        proto.data_location = proto.DEFAULT
+        del proto.external_data[:]

@@ -187,19 +187,21 @@ def write_model(
     frames = _frames(initializers, None)
     size, graph_size = _model_size(head, graph_head, frames)
     external = size > limit
-    if external:
-        frames = _frames(initializers, os.path.basename(data_path(path)))
-        size, graph_size = _model_size(head, graph_head, frames)
-        if size > limit:
-            raise ValueError(
-                f"{path}: the model's graph alone (nodes, small tensors) is {size} bytes with its "
-                "tensor data external, more than the 2 GiB ONNX allows in one file"
-            )
     # Both files are written in full before either replaces anything (the core's staged output:
-    # the data file is renamed first, then the model).
+    # the data file is renamed first, then the model; the companion under the rule of a
+    # checkpoint's .data: replaced as a name, never followed).
     suffix = data_path("")
     with _atomic.atomic_path(path, [suffix] if external else []) as staged:
         if external:
+            # the location is the companion's name beside the model (the staged file has the
+            # model's final name, after the caller's own symlinks)
+            frames = _frames(initializers, os.path.basename(staged) + suffix)
+            size, graph_size = _model_size(head, graph_head, frames)
+            if size > limit:
+                raise ValueError(
+                    f"{path}: the model's graph alone (nodes, small tensors) is {size} bytes with its "
+                    "tensor data external, more than the 2 GiB ONNX allows in one file"
+                )
             with open(staged + suffix, "xb") as f:
                 _write_data(frames, f)
         with open(staged, "xb") as f:

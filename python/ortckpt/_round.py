@@ -446,14 +446,29 @@ class Round:
         native = self._native
         return self._finish(native.finish, out, engine)
 
+    def _drop(self, dropped: list[tuple[int, str, str]]) -> None:
+        """Uploads accepted when they came and left out at the end (an update against
+        ``relative_to`` that leaves float64), by their place in the order of acceptance: their
+        reports become rejections."""
+        gone = set()
+        for place, kind, message in dropped:
+            position = self._accepted[place]
+            r = self._reports[position]
+            self._reports[position] = SourceReport(
+                r.index, r.client, False, kind=kind, reason=message, staleness=r.staleness
+            )
+            gone.add(position)
+        self._accepted = [p for p in self._accepted if p not in gone]
+
     def _finish(self, finish: Any, out: StrPath | None, engine: str) -> AggregationReport:
         """The report of the round: ``finish()`` gives the native aggregate ``(values, divisor,
-        total weight, count, members)``."""
+        total weight, count, members, dropped)``."""
         assert self._reference is not None and self._spec is not None
         self._done = True
         server = None
         try:
-            values, divisor, total_weight, _, members = finish()
+            values, divisor, total_weight, _, members, dropped = finish()
+            self._drop(dropped)
             if self._server is not None:
                 if divisor != 1.0:  # the optimizer steps on the means
                     for part in values:

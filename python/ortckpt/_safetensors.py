@@ -26,6 +26,7 @@ from . import _native
 from ._atomic import atomic_file
 from ._flat_layout import SAFETENSORS_KEY, array_of, build_state, decode, encode, tensors_of
 from ._progress import progress
+from ._tensor import empty_array
 from .errors import ConversionError
 from .state import CheckpointState
 
@@ -99,7 +100,7 @@ def read(path: str, *, trainable: object, show_progress: bool) -> CheckpointStat
         dtype = numpy_dtype(name)
         assert dtype is not None  # the core returns only names of its own table
         if nbytes == 0:
-            tensors[key] = np.zeros(shape, dtype)
+            tensors[key] = empty_array(tuple(shape), dtype, key, path)
             continue
         flat = np.frombuffer(file, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset)  # type: ignore[call-overload]
         # a read-only view of the file's private bytes: memory that cannot change, which a state

@@ -93,6 +93,14 @@ def read_url(url: str, *, max_bytes: int | None = None, storage_options: Storage
     return bytes(data)
 
 
+def data_url(url: str) -> str:
+    """The URL of the external data file of the checkpoint at ``url``: ``.data`` appended to the
+    checkpoint's own path. In a chained URL (``zip://a.ckpt::file:///x/arch.zip``) that is the
+    first link, the file itself (``zip://a.ckpt.data::...``), never the archive holding it."""
+    head, sep, rest = url.partition("::")
+    return external_data_path(head) + sep + rest
+
+
 def _exists(url: str, storage_options: StorageOptions) -> bool:
     fs, path = _filesystem(url, storage_options)
     try:
@@ -112,7 +120,7 @@ def load_url(
 ) -> CheckpointState:
     """Load the checkpoint at an fsspec URL (and its ``<url>.data`` external data file, if any)."""
     data = read_url(url, max_bytes=max_bytes, storage_options=storage_options)
-    ext_url = external_data_path(url)
+    ext_url = data_url(url)
     external = None
     if _exists(ext_url, storage_options):
         left = None if max_bytes is None else max_bytes - len(data)

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _dtypes, _native
 from ._scalars import check_string
-from .errors import CheckpointError, TensorDataError
+from .errors import CheckpointError, ConversionError, TensorDataError
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -52,6 +52,16 @@ def check_numpy_shape(shape: tuple[int, ...], itemsize: int, name: str) -> None:
             size *= dim
     if size > _MAX_BYTES:
         raise TensorDataError(f"tensor {name!r}: shape {list(shape)} is too large for a numpy array")
+
+
+def empty_array(shape: tuple[int, ...], dtype: np.dtype[Any], key: str, path: str) -> NDArray[Any]:
+    """The empty array of a file's zero-size tensor, or ``ConversionError`` (naming the file and
+    the tensor) for a shape numpy cannot hold (see ``check_numpy_shape``)."""
+    try:
+        check_numpy_shape(shape, dtype.itemsize, key)
+    except TensorDataError as exc:
+        raise ConversionError(f"{path}: {exc}") from None
+    return np.zeros(shape, dtype)
 
 
 def _readonly(arr: NDArray[Any]) -> NDArray[Any]:

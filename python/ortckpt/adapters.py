@@ -15,7 +15,6 @@ import numpy as np
 from . import _atomic, _dtypes, _native
 from ._paths import StrPath, path_str
 from ._sources import open_state
-from ._tensor import check_numpy_shape
 from .state import CheckpointState
 
 __all__ = ["ADAPTER_VERSION_PROPERTY", "MODEL_VERSION_PROPERTY", "from_adapter", "to_adapter"]
@@ -108,20 +107,21 @@ def to_adapter(
 
 
 def from_adapter(path: StrPath | bytes | bytearray | memoryview) -> CheckpointState:
-    """Read an ORT adapter file (a path, or its bytes) into a state: its parameters (trainable,
-    values copied), and its version numbers in the properties ``adapter_version`` and
-    ``model_version``. Malformed files raise ``InvalidCheckpointError`` (or another
-    ``CheckpointError``); nothing of a file is trusted before the core has checked it."""
+    """Read an ORT adapter file (a path, or its bytes) into a state: its parameters (trainable),
+    and its version numbers in the properties ``adapter_version`` and ``model_version``.
+    Malformed files raise ``InvalidCheckpointError`` (or another ``CheckpointError``); nothing of
+    a file is trusted before the core has checked it.
+
+    Lazy, as ``load(path, mmap=False)``: a file is read into private memory once and indexed by the
+    core; each parameter's values are a view of those bytes, made when first used (``bytes`` are
+    used in place; other buffers are copied first). Memory is the file plus the core's compact
+    index, never a copy per tensor; an allocation the input calls for that fails raises
+    ``MemoryError``."""
     if isinstance(path, (bytes, bytearray, memoryview)):
-        contents = _native.read_adapter_bytes(path, "<bytes>")
+        _format, adapter_version, model_version, index = _native.read_adapter_bytes(path, "<bytes>")
     else:
-        contents = _native.read_adapter(path)
-    _format, adapter_version, model_version, tensors = contents
-    arrays = {}
-    for name, code, dims, data in tensors:
-        dtype = _dtypes.to_numpy(code)
-        # Shapes the format allows but numpy cannot hold ([0, 2**62]) raise TensorDataError.
-        check_numpy_shape(tuple(dims), dtype.itemsize, name)
-        arrays[name] = np.frombuffer(data, dtype=dtype).reshape(dims)
-    properties = {ADAPTER_VERSION_PROPERTY: adapter_version, MODEL_VERSION_PROPERTY: model_version}
-    return CheckpointState(arrays, properties=properties)
+        _format, adapter_version, model_version, index = _native.read_adapter(path)
+    state = CheckpointState._from_index(index)
+    state.properties[ADAPTER_VERSION_PROPERTY] = adapter_version
+    state.properties[MODEL_VERSION_PROPERTY] = model_version
+    return state

@@ -9,11 +9,13 @@ a Dask cluster. See docs/federated.md.
 
 from __future__ import annotations
 
-import math
+import numbers
 import os
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from . import _native
 from ._paths import StrPath
 from ._privacy import AdaptiveClipping, PrivacyAccountant
 from ._progress import progress as progress_bar
@@ -28,6 +30,20 @@ from .errors import AggregationError
 Source = CheckpointSource
 
 __all__ = ["AggregationError", "AggregationReport", "Round", "SourceReport", "average"]
+
+
+def _weight_problem(value: object) -> str | None:
+    """Why ``value`` cannot be an upload's weight (a phrase completing "weight ..."), or None.
+    The rule is the core's (``_native.weight_problem``: a finite number in [2^-64, 2^64], the
+    bound that keeps a round's total weight finite), applied here to numbers given in Python: a
+    string, a bool or an integer beyond float64 is no weight either."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return "is not a number"
+    try:
+        as_float = float(value)
+    except OverflowError:  # an integer beyond float64: beyond the largest weight too
+        return _native.weight_problem(sys.float_info.max)
+    return _native.weight_problem(as_float)
 
 
 def _items(sources: Iterable[Source] | Mapping[str, Source], weights: Any) -> Iterator[Item]:
@@ -57,9 +73,10 @@ def _items(sources: Iterable[Source] | Mapping[str, Source], weights: Any) -> It
                 value = next(given)
             except StopIteration:
                 raise ValueError(f"fewer weights than sources ({index})") from None
+            problem = _weight_problem(value)
+            if problem is not None:
+                raise ValueError(f"weight {value!r} of source {index} {problem}")
             rule = float(value)
-            if not (math.isfinite(rule) and rule > 0):
-                raise ValueError(f"weight {value!r} of source {index} must be a positive finite number")
         yield index, label if label is not None else _label(index, src), src, rule, 0
     if given is not None and next(given, None) is not None:
         raise ValueError("more weights than sources")
@@ -103,20 +120,26 @@ def average(
     URLs before download). A failing upload is rejected with a reason in the report; it never raises
     and never reaches the sum.
 
-    ``weights``: None (equal), one positive number per source (a sequence, or a mapping for
-    mapping sources), or a property name whose value in each upload is its weight (e.g. the
-    device's sample count; an upload without a positive number there is rejected).
+    ``weights``: None (equal), one number per source (a sequence, or a mapping for mapping
+    sources), or a property name whose value in each upload is its weight (e.g. the device's
+    sample count). A weight is a finite number in [2^-64, 2^64] (zero is refused; the bound keeps
+    the total finite): a given one outside raises ``ValueError``, an upload whose property is
+    outside is rejected (kind ``weight``).
 
     The trainable parameters (and momentums, when ``include_optimizer_state``) of the accepted
     uploads are averaged in float64 and rounded once to their dtype; frozen parameters, properties
     and the optimizer groups' step and learning rate come from the reference. The result is
     written to ``out`` (a path or URL; atomic for local paths) when given, and returned in the
-    report as ``report.state``. If no upload is accepted nothing is written and
-    ``AggregationError`` (with ``.report``) is raised.
+    report as ``report.state``. Nothing is written and ``AggregationError`` (with ``.report``) is
+    raised when no upload is accepted, when fewer are accepted than the method needs (named in
+    the message), or when the aggregate is not finite in its dtype (finite inputs that overflow
+    it): a NaN or infinite model is never returned. Every option is checked on entry
+    (``ValueError`` for NaN, inf, negative or out-of-range values; docs/federated.md).
 
-    ``engine``: None runs here; a ``dask.distributed.Client`` maps loading, checks and partial
-    sums over the cluster's workers in batches and adds the partial sums in a tree (paths must
-    then be readable by the workers: shared storage or URLs). ``progress`` shows a bar on a terminal.
+    ``engine``: None runs here; a ``dask.distributed.Client`` runs the round on the cluster's
+    workers, every method and option (paths must then be readable by the workers: shared storage
+    or URLs; docs/federated.md, "Aggregating on a cluster"). ``progress`` shows a bar on a
+    terminal.
 
     ``method``: ``"fedavg"`` (the weighted mean), ``"median"`` (coordinate-wise),
     ``"trimmed_mean"`` (``trim`` = share cut at each side, ``int(trim * n)`` values), ``"krum"`` /
@@ -129,7 +152,7 @@ def average(
     (with ``clip_norm``) adds Gaussian noise of standard deviation ``noise_multiplier * clip_norm /
     n`` to the aggregate (central DP; ``seed`` makes it reproducible). Any method but plain FedAvg
     streams the uploads chunk by chunk: at most ``chunk_bytes`` of float64 values across all of
-    them at a time (local engine only; the median and trimmed mean hold the values as the files
+    them at a time (the median and trimmed mean hold the values as the files
     store them, and over at most 32 uploads need less: each core reads and reduces about 1 MiB of
     them at a time). The report's sources then carry
     diagnostics (``norm``, ``clipped``, ``distance``, ``krum_score``, ``selected``).

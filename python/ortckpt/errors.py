@@ -14,6 +14,8 @@ re-exported here; the two that carry Python state, and the server state's, are d
     ├── SourceTooLargeError         an input is larger than the max_bytes it was read with
     ├── ConversionError             a safetensors/npz file is malformed, or a checkpoint cannot be
     │                               converted without losing data the caller did not agree to lose
+    ├── ModelError                  an ONNX model given to ortckpt cannot be used as it is (not an
+    │                               ONNX model; an exported output whose type it does not declare)
     ├── AggregationError            a round gave no aggregate: no upload accepted, fewer than the
     │                               method needs, or not finite (``.report`` says why)
     └── ServerStateError            a global checkpoint's server state (optimizer moments, clipping
@@ -56,11 +58,19 @@ __all__ = [
     "ExternalDataError",
     "InterruptedSaveError",
     "InvalidCheckpointError",
+    "ModelError",
     "ServerStateError",
     "SourceTooLargeError",
     "TensorDataError",
     "UnsupportedVersionError",
 ]
+
+
+class ModelError(ConversionError):
+    """An ONNX model given to ortckpt cannot be used as it is: its bytes are not an ONNX model,
+    or it does not declare what an operation needs from it (the type of an exported output).
+    ortckpt never runs onnx's C++ routines (shape inference, checker) on the models it is
+    given, so what they would have inferred must be declared."""
 
 
 class CompatError(RuntimeError):

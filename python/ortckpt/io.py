@@ -90,10 +90,20 @@ def load_bytes(data: Buffer, *, external_data: Buffer | None = None) -> Checkpoi
     Memory that cannot change is used zero-copy: ``bytes``, a read-only ``mmap``, read-only numpy
     arrays that own their data, and read-only views of those. Any other buffer (``bytearray``, a
     read-only ``memoryview`` or array over writable memory, ...) is copied first, since the state
-    must not change with it. ``external_data`` is the content of the external data file, for
-    checkpoints that have one.
+    must not change with it, and so is a strided buffer (a non-contiguous view). ``external_data``
+    is the content of the external data file, for checkpoints that have one.
     """
+    data, external_data = _contiguous(data), None if external_data is None else _contiguous(external_data)
     return CheckpointState._from_index(_native.index_checkpoint(data, BYTES_SOURCE, external_data, None))
+
+
+def _contiguous(data: Buffer) -> Buffer:
+    """``data``, or a copy of its bytes in order when it is a strided view (which the native
+    reader, taking one contiguous block, would refuse with a ValueError)."""
+    if isinstance(data, bytes):
+        return data
+    view = memoryview(data)
+    return data if view.c_contiguous else view.tobytes()
 
 
 def save(

@@ -29,7 +29,7 @@ from ._parameter import Parameter, tensor_of
 from ._paths import StrPath, path_str
 from ._proto_decode import as_proto, proto_name, tensor_from_proto
 from ._scalars import check_name
-from .errors import CheckpointError, ConversionError, DuplicateNameError
+from .errors import CheckpointError, DuplicateNameError, ModelError
 from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, check_threshold, load
 from .state import CheckpointState
 
@@ -174,7 +174,7 @@ def _load_model(model: onnx.ModelProto | StrPath, what: str) -> tuple[onnx.Model
         try:
             loaded = onnx.load_model_from_string(bytes(data))
         except DecodeError as exc:
-            raise ConversionError(f"{path}: not an ONNX model (protobuf cannot parse it: {exc})") from None
+            raise ModelError(f"{path}: not an ONNX model (protobuf cannot parse it: {exc})") from None
         return loaded, os.path.dirname(os.path.abspath(path))
     raise TypeError(f"{what} must be an onnx.ModelProto or a path, got {type(model).__name__}")
 

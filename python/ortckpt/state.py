@@ -75,6 +75,10 @@ def _add_new(out: dict[str, Parameter], param: Parameter) -> None:
     out[param.name] = param
 
 
+#: optimizer groups and property names a repr shows (an untrusted checkpoint may hold 100,000)
+_REPR_ITEMS = 10
+
+
 class CheckpointState:
     """Parameters, optimizer state and properties of an ONNX Runtime training checkpoint.
 
@@ -273,10 +277,14 @@ class CheckpointState:
         if dtypes:
             parts.append("dtypes " + "/".join(dtypes))
         if self._optimizer is not None:
-            groups = ", ".join(f"{name!r} step {g.step}" for name, g in self._optimizer.items())
-            parts.append(f"optimizer [{groups}]")
+            items = list(self._optimizer.items())
+            groups = [f"{name!r} step {g.step}" for name, g in items[:_REPR_ITEMS]]
+            groups += [f"… {len(items) - _REPR_ITEMS} more"] if len(items) > _REPR_ITEMS else []
+            parts.append(f"optimizer [{', '.join(groups)}]")
         if self._properties:
-            parts.append(f"properties {list(self._properties)!r}")
+            names = list(self._properties)
+            more = f", … {len(names) - _REPR_ITEMS} more" if len(names) > _REPR_ITEMS else ""
+            parts.append(f"properties {names[:_REPR_ITEMS]!r}"[:-1] + f"{more}]")
         if self._source is not None:
             parts.append(f"from {self._source!r}")
         return f"<CheckpointState {', '.join(parts)}>"

@@ -42,6 +42,16 @@ def device(ort_python: str, *args: str) -> dict[str, float]:
     return result
 
 
+def run_config(artifacts: Path, out: Path, nodes: int, steps: int, method: str, extra: str) -> str:
+    """The example app's run config (``extra``: the payload, the method's options)."""
+    return (
+        f'initial-checkpoint="{artifacts / "checkpoint"}" '
+        f'training-model="{artifacts / "training_model.onnx"}" '
+        f'out-dir="{out}" num-server-rounds=2 min-nodes={nodes} local-steps={steps} lr=0.02 '
+        f'method="{method}" {extra}'
+    )
+
+
 @pytest.mark.parametrize("setup", sorted(SETUPS))
 def test_two_rounds_on_a_flower_deployment(
     setup: str, deployment: Deployment, ort_python: str, tmp_path: Path
@@ -59,13 +69,8 @@ def test_two_rounds_on_a_flower_deployment(
         for i, (behaviour, reply) in enumerate(zip(BEHAVIOURS, replies))
     ]
     node_logs = dict(zip(deployment.start_supernodes(node_configs), BEHAVIOURS))
-    run_config = (
-        f'initial-checkpoint="{artifacts / "checkpoint"}" '
-        f'training-model="{artifacts / "training_model.onnx"}" '
-        f'out-dir="{out}" num-server-rounds=2 min-nodes={len(BEHAVIOURS)} local-steps=20 lr=0.02 '
-        f'method="fedavg" payload="{payload}"'
-    )
-    proc = deployment.run(APP, run_config, timeout=150)
+    config = run_config(artifacts, out, len(BEHAVIOURS), 20, "fedavg", f'payload="{payload}"')
+    proc = deployment.run(APP, config, timeout=150)
     context = f"flwr run:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}\n{deployment.tail()}"
     assert proc.returncode == 0, context
     assert (out / "rounds.json").exists(), context
@@ -107,3 +112,72 @@ def test_stop_leaves_no_process_behind(tmp_path: Path) -> None:
     finally:
         d.stop()
     assert [p.pid for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+
+
+#: what each hostile device sends, and the kind its reply is rejected with
+HOSTILE = {
+    "overflow": "weight",  # an honest checkpoint claiming 1e308 examples
+    "nan": "non-finite",
+    "corrupt": "unreadable",  # garbage bytes
+    "empty": "malformed",  # nothing: no ArrayRecord, no metrics
+    "crash": "error",  # no reply: Flower's error message
+}
+#: (method, byzantine, whether its rounds aggregate with three good replies)
+HOSTILE_RUNS = [
+    ("fedavg", 0, True),
+    ("median", 0, True),
+    ("trimmed_mean", 0, True),
+    ("krum", 0, True),
+    ("multi_krum", 1, True),
+    ("bulyan", 0, True),
+    ("bulyan", 1, False),  # needs 4 * 1 + 3 = 7 accepted: every round fails, the run goes on
+]
+
+
+def test_a_hostile_fleet_on_a_flower_deployment(
+    deployment: Deployment, ort_python: str, tmp_path: Path
+) -> None:
+    """Issue 32: three honest devices and five hostile ones (overflowing weight, NaN, garbage,
+    nothing, a crash) on one loopback deployment, one ``flwr run`` of two rounds per method:
+    every run completes all its rounds, every bad reply is reported with its kind in every round,
+    and each round either aggregates the honest replies only or, when they are too few for the
+    method, reports the shortfall and keeps the global model (``RoundReport.failure``)."""
+    artifacts = tmp_path / "artifacts"
+    device(ort_python, "artifacts", str(artifacts))
+    deployment.start_superlink()
+    behaviours = ["honest"] * 3 + list(HOSTILE)
+    node_configs = [
+        f'partition-id={i} behaviour="{b}" reply="checkpoint" ort-python="{ort_python}" '
+        f'artifacts="{artifacts}"'
+        for i, b in enumerate(behaviours)
+    ]
+    logs = deployment.start_supernodes(node_configs)
+    behaviour_of = {}
+    for log, behaviour in zip(logs, behaviours, strict=True):
+        found = None
+        for _ in range(100):  # the id is logged once the node registered
+            found = re.search(r"SuperNode ID: (\d+)", log.read_text(errors="replace"))
+            if found:
+                break
+            time.sleep(0.1)
+        assert found, log.read_text()
+        behaviour_of[f"node {found.group(1)}"] = behaviour
+    for method, byzantine, aggregates in HOSTILE_RUNS:
+        out = tmp_path / f"out-{method}-{byzantine}"
+        config = run_config(
+            artifacts, out, len(behaviours), 5, method, f'byzantine={byzantine} payload="checkpoint"'
+        )
+        proc = deployment.run(APP, config, timeout=240)
+        context = f"{method}: flwr run:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}\n{deployment.tail()}"
+        assert proc.returncode == 0, context
+        rounds = json.loads((out / "rounds.json").read_text())
+        assert [r["round"] for r in rounds] == [1, 2], context
+        for r in rounds:
+            assert sorted(behaviour_of[c] for c in r["accepted"]) == ["honest"] * 3, (method, r)
+            kinds = {behaviour_of[x["client"]]: x["kind"] for x in r["rejected"]}
+            assert kinds == HOSTILE, (method, r)
+            if aggregates:
+                assert r["failure"] is None and (out / f"global_round{r['round']}.ckpt").exists(), (method, r)
+            else:
+                assert "3 were accepted (4 short)" in r["failure"], (method, r)
+                assert not (out / f"global_round{r['round']}.ckpt").exists()

@@ -5,8 +5,11 @@ parameter buffer), trains the device's model for a few steps with onnxruntime-tr
 (``ort_device.py``, run by the Python of ORT's own environment: the node config's ``ort-python``),
 and replies with the trained checkpoint's bytes, or (node config ``reply="buffer"``) the flat
 buffer of its trainable parameters (``Module.get_contiguous_parameters``), with its sample count
-and loss. Two behaviours simulate a broken fleet (node config ``behaviour``): ``"corrupt"``
-replies with damaged bytes (a truncated upload), ``"nan"`` with weights that diverged to NaN.
+and loss. Other behaviours simulate a broken or hostile fleet (node config ``behaviour``):
+``"corrupt"`` replies with damaged bytes (a truncated upload), ``"nan"`` with weights that
+diverged to NaN, ``"overflow"`` with an honest checkpoint claiming 1e308 examples (a weight that
+would make the round's total infinite), ``"empty"`` with nothing (no ArrayRecord, no metrics),
+and ``"crash"`` fails (Flower replies with an error message).
 """
 
 from __future__ import annotations
@@ -63,6 +66,11 @@ def _misbehave(reply: ArrayRecord, behaviour: str) -> ArrayRecord:
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     node, config, payload = context.node_config, msg.content["config"], msg.content["arrays"]
+    behaviour = str(node.get("behaviour", "honest"))
+    if behaviour == "crash":
+        raise RuntimeError("this device fails to train")
+    if behaviour == "empty":
+        return Message(RecordDict({}), reply_to=msg)
     with tempfile.TemporaryDirectory() as tmp:
         start, trained, upload = Path(tmp, "global.ckpt"), Path(tmp, "trained.ckpt"), Path(tmp, "up.bin")
         start.write_bytes(checkpoint_bytes(payload))  # a full checkpoint, or the nominal one
@@ -94,5 +102,7 @@ def train(msg: Message, context: Context) -> Message:
         )
     # the sample count and loss the device stored as properties, under FedAvg's weight key
     metrics: MetricRecord = to_metricrecord(data)
-    reply = _misbehave(reply, str(node.get("behaviour", "honest")))
+    if behaviour == "overflow":
+        metrics["num-examples"] = 1e308
+    reply = _misbehave(reply, behaviour)
     return Message(RecordDict({"arrays": reply, "metrics": metrics}), reply_to=msg)

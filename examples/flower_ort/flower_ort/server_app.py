@@ -4,10 +4,12 @@ Run config (pyproject.toml, or ``flwr run --run-config``): ``initial-checkpoint`
 ORT's ``generate_artifacts`` wrote), ``out-dir`` (where each round's global checkpoint and a JSON
 report go), ``training-model`` (its ``training_model.onnx``, to decode parameter buffers),
 ``num-server-rounds``, ``min-nodes``, ``local-steps``, ``lr``, ``method`` (any of
-``ortckpt.average``'s), ``payload`` (``checkpoint``, ``checkpoint-v1`` or ``nominal+buffer``) and
-``server-optimizer`` (``""``, ``fedavgm``, ``fedadagrad``, ``fedadam`` or ``fedyogi``, with Flower's
-defaults; ``server-lr`` sets its learning rate when > 0). Devices may reply with a checkpoint or a
-flat parameter buffer.
+``ortckpt.average``'s), ``byzantine`` (the attackers Krum, MultiKrum and Bulyan tolerate),
+``payload`` (``checkpoint``, ``checkpoint-v1`` or ``nominal+buffer``) and ``server-optimizer``
+(``""``, ``fedavgm``, ``fedadagrad``, ``fedadam`` or ``fedyogi``, with Flower's defaults;
+``server-lr`` sets its learning rate when > 0). Devices may reply with a checkpoint or a flat
+parameter buffer. A round that gives no aggregate (too few good replies for the method) is
+recorded with its ``failure`` and the run goes on.
 
 With a server optimizer the ServerApp resumes: each round's global checkpoint carries the
 optimizer's state, and a ServerApp started again (after a crash, a redeployment) goes on from the
@@ -76,13 +78,16 @@ def main(grid: Grid, context: Context) -> None:
                     {"node_id": r.node_id, "client": r.client, "kind": r.kind, "reason": r.reason}
                     for r in report.rejected
                 ],
+                "failure": report.failure,
             }
         )
         (out / "rounds.json").write_text(json.dumps(rounds, indent=1))
 
     nodes = int(config["min-nodes"])
+    method, byzantine = str(config["method"]), int(config.get("byzantine", 0))
     options = {
-        "method": str(config["method"]),
+        "method": method,
+        "average_options": {"byzantine": byzantine} if method in ("krum", "multi_krum", "bulyan") else {},
         "payload": str(config["payload"]),
         "training_model": str(config["training-model"]),
         "on_round": record,

@@ -143,7 +143,8 @@ def run_average(args: argparse.Namespace, out: TextIO) -> int:
         )
     except AggregationError as exc:
         failed = exc.report
-        lines = [failed.summary(), "nothing written: no upload could be averaged"]
+        why = str(exc).split(":\n", 1)[0]  # no upload accepted, too few for the method, an overflow
+        lines = [failed.summary(), f"nothing written: {why}"]
         emit(args, out, _report_json(failed, written=False), lines)
         return 2
     emit(args, out, _report_json(report, written=True), [report.summary()])

@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from .._onnx_import import require_onnx
+from ..errors import ExternalDataError, TensorDataError
 from ..io import external_data_path, load
 from ._errors import ArgumentsError, UsageError
 from ._format import JsonValue, file_size, human_size
@@ -84,7 +85,7 @@ def _from_onnx_report(path: str, args: argparse.Namespace) -> tuple[dict[str, Js
 def _from_onnx_dry_run(model: str, dest: str, args: argparse.Namespace) -> tuple[dict[str, JsonValue], str]:
     from ..onnx_io import _load_model, split_initializers
 
-    proto, _ = _load_model(model, "MODEL")
+    proto, _ = _load_model(model, "MODEL")  # opened by the core: a FIFO is refused, never waited on
     trainable, frozen = split_initializers(proto, args.trainable)
     report: dict[str, JsonValue] = {
         "model": model,
@@ -123,35 +124,32 @@ def run_from_onnx(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _save_model(model: onnx.ModelProto, path: str) -> bool:
-    """Write ``model`` to ``path`` atomically; models of 2 GiB or more keep their tensor data in
-    ``<path>.data`` (ONNX external data, location relative to the model). Returns True when the
-    data went there.
+    """Write ``model`` to ``path`` atomically; models over 2 GiB keep their tensors of 1 KiB or
+    more in ``<path>.data`` (ONNX external data, location relative to the model). Returns True when
+    the data went there.
 
-    Both files are written by ``onnx.save_model`` into the core's private staging directory
-    beside ``path`` (``_atomic.atomic_path``), then renamed into place, the data file first: an
-    existing model is never left half-written and a stale ``<path>.data`` is replaced, not
-    appended to.
+    The model is written by the export's writer (``_onnx_write.write_model``: the core's staged
+    output, the data file renamed first and under the rule of a checkpoint's ``.data``), never by
+    ``onnx.save_model``, which opens external data files through onnx's C++ code.
     """
-    import onnx
+    from .._onnx_write import Initializer, write_model
 
-    from .._atomic import atomic_path
-
-    external: bool = model.ByteSize() > ONNX_SIZE_LIMIT
-    with atomic_path(path, [".data"] if external else []) as staged:
-        if external:
-            location = os.path.basename(path) + ".data"
-            onnx.save_model(
-                model, staged, save_as_external_data=True, all_tensors_to_one_file=True, location=location
-            )
+    initializers = []
+    for proto in model.graph.initializer:
+        kept = type(proto)()
+        kept.CopyFrom(proto)
+        if proto.HasField("raw_data"):
+            kept.ClearField("raw_data")
+            initializers.append(Initializer.of(kept, proto.raw_data))
         else:
-            onnx.save_model(model, staged)
-    return external
+            initializers.append(Initializer(kept))
+    model.graph.ClearField("initializer")
+    return write_model(model, initializers, path, limit=ONNX_SIZE_LIMIT)
 
 
 def run_to_onnx(args: argparse.Namespace, out: TextIO) -> int:
     _need_onnx("to-onnx")
-    import onnx.external_data_helper
-
+    from .._onnx_external import inline_external_data
     from ..onnx_io import load_into_model
 
     ckpt, model_path, dest = os.fsdecode(args.ckpt), os.fsdecode(args.model), os.fsdecode(args.out)
@@ -160,10 +158,8 @@ def run_to_onnx(args: argparse.Namespace, out: TextIO) -> int:
         model = load_into_model(state, model_path)
         # Initializers the checkpoint did not replace may keep their data in files next to MODEL:
         # read them in, so that OUT does not depend on where MODEL was.
-        onnx.external_data_helper.load_external_data_for_model(
-            model, os.path.dirname(os.path.abspath(model_path))
-        )
-    except _onnx_errors() as exc:
+        inline_external_data(model, os.path.dirname(os.path.abspath(model_path)))
+    except (*_onnx_errors(), ExternalDataError, TensorDataError) as exc:
         raise _model_error(model_path, exc) from None
     params = state.parameters
     inits = list(model.graph.initializer)

@@ -326,7 +326,8 @@ def _add_server_commands(parser: Parser, commands: Any) -> None:
         "trainable flags, dtypes, shapes, finite values, size. Bad uploads are rejected and listed,\n"
         "never averaged. Frozen parameters and properties come from the reference. Sums are\n"
         "float64, one upload in memory at a time. Glob patterns in URLs are expanded. Exit 0 when\n"
-        "OUT was written, 2 when no upload could be averaged.",
+        "OUT was written, 2 when the round gave no result (no upload accepted, fewer than the\n"
+        "method needs, or an aggregate that overflows).",
         "  ortckpt average global.ckpt uploads/*.ckpt\n"
         "  ortckpt average global.ckpt uploads/*.ckpt --weights-property num_samples\n"
         "  ortckpt average global.ckpt s3://bucket/round7/*.ckpt --reference base.ckpt\n",

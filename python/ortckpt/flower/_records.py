@@ -27,8 +27,9 @@ from flwr.common import Parameters
 
 from .. import _dtypes
 from .._sources import open_state
+from .._tensor import check_numpy_shape
 from .._types import CheckpointSource
-from ..errors import ConversionError
+from ..errors import ConversionError, TensorDataError
 from ..state import CheckpointState
 
 #: The key of the one ``Array`` that carries a whole checkpoint's bytes in an ``ArrayRecord``.
@@ -94,7 +95,8 @@ def _header(data: bytes, name: str) -> tuple[str, bool, tuple[int, ...], int]:
     try:
         text = data[start : start + length].decode("latin1")
         header = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
+    except (ValueError, SyntaxError, TypeError, OverflowError, MemoryError, RecursionError) as exc:
+        # TypeError: an unhashable dict key or set member ({[1]: 2}) fails inside literal_eval
         raise ConversionError(f"tensor {name!r}: malformed .npy header ({exc})") from None
     if not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"}:
         raise ConversionError(f"tensor {name!r}: malformed .npy header {text[:80]!r}")
@@ -103,6 +105,10 @@ def _header(data: bytes, name: str) -> tuple[str, bool, tuple[int, ...], int]:
         raise ConversionError(f"tensor {name!r}: malformed .npy header {text[:80]!r}")
     if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
         raise ConversionError(f"tensor {name!r}: .npy shape {shape!r} is not a tuple of sizes")
+    try:  # more than 64 dims, or sizes past numpy's limit even when a 0 dim empties the array
+        check_numpy_shape(shape, 1, name)
+    except TensorDataError as exc:
+        raise ConversionError(str(exc)) from None
     return descr, fortran, shape, start + length
 
 

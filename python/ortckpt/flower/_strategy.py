@@ -9,7 +9,6 @@ reported while the others are aggregated.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from logging import WARNING
@@ -21,6 +20,7 @@ from flwr.serverapp.strategy import FedAvg
 from flwr.supercore import log
 
 from .._buffers import parameters_from_buffer, parameters_to_buffer
+from .._fedavg import weight_problem
 from .._sources import open_state
 from .._types import CheckpointSource
 from ..aggregate import AggregationReport, average
@@ -63,6 +63,9 @@ class RoundReport:
     accepted: list[str] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
     aggregation: AggregationReport | None = None
+    #: why the round gave no aggregate (None when it gave one): no reply accepted, fewer accepted
+    #: than the method needs, or an aggregate that overflows; the global model then stays
+    failure: str | None = None
 
     @property
     def state(self) -> CheckpointState | None:
@@ -107,7 +110,11 @@ class OrtFedAvg(FedAvg):
     trimmed_mean, krum, multi_krum, bulyan; options such as ``clip_norm`` or ``byzantine``). A
     reply that fails (malformed, not a checkpoint, other names, dtypes or shapes, NaN/inf, no
     usable weight, a Flower error) is left out and reported in ``round_reports[server_round]`` and
-    the log, never ending the round. Evaluation replies without exactly one MetricRecord holding a
+    the log, never ending the round. A round that gives no aggregate (no reply accepted, fewer
+    than the method needs, an aggregate that overflows) returns ``(None, None)`` with a warning,
+    as Flower's own strategies do when they cannot aggregate; ``RoundReport.failure`` says why
+    and the global model stays. The options are checked here, when the strategy is built.
+    Evaluation replies without exactly one MetricRecord holding a
     usable weight are dropped the same way (``evaluate_reports``). ``on_round`` is called with
     each ``RoundReport``. The other arguments are FedAvg's.
     """
@@ -130,6 +137,10 @@ class OrtFedAvg(FedAvg):
         for reserved in ("sources", "out", "weights", "reference"):
             if reserved in options:
                 raise ValueError(f"average_options cannot set {reserved!r}: the strategy sets it")
+        try:  # every option checked now, not in every round (an empty round checks them all)
+            average([], method=method, **options)
+        except AggregationError:
+            pass  # valid options: only the empty round failed
         self.method = method
         self.average_options = options
         if payload == "nominal+buffer" and training_model is None:
@@ -218,11 +229,10 @@ class OrtFedAvg(FedAvg):
         for metrics in content.metric_records.values():
             if self.weighted_by_key in metrics:
                 value = metrics[self.weighted_by_key]
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    weight = float(value)
-                    if math.isfinite(weight) and weight > 0:
-                        return weight
-                raise ValueError(f"weight {self.weighted_by_key!r} is {value!r}, not a positive number")
+                problem = weight_problem(value)
+                if problem is not None:
+                    raise ValueError(f"weight {self.weighted_by_key!r} = {value!r} {problem}")
+                return float(value)  # type: ignore[arg-type]  # a real number: weight_problem said so
         raise ValueError(f"the reply has no MetricRecord with the weight {self.weighted_by_key!r}")
 
     def aggregate_train(
@@ -256,7 +266,6 @@ class OrtFedAvg(FedAvg):
                 msg.content,
                 node,
             )
-        aggregation: AggregationReport | None
         try:
             aggregation = average(
                 sources,
@@ -266,8 +275,11 @@ class OrtFedAvg(FedAvg):
                 **self.average_options,
             )
         except AggregationError as exc:
+            # no aggregate this round, as Flower's own strategies answer when they cannot
+            # aggregate (Bulyan with too few replies): (None, None), a warning, the run goes on
             aggregation = exc.report
-        for s in aggregation.sources if aggregation is not None else []:
+            report.failure = str(exc).split(":\n", 1)[0]
+        for s in aggregation.sources:
             if s.accepted:
                 report.accepted.append(s.client)
             else:
@@ -277,7 +289,8 @@ class OrtFedAvg(FedAvg):
         self.round_reports[server_round] = report
         for r in report.rejected:
             log(WARNING, "round %s: reply of %s rejected (%s): %s", server_round, r.client, r.kind, r.reason)
-        if not report.accepted or aggregation is None:
+        if report.failure is not None:
+            log(WARNING, "round %s: no aggregate, the global model stays: %s", server_round, report.failure)
             if self.on_round is not None:
                 self.on_round(report)
             return None, None

@@ -201,8 +201,14 @@ impl Assembler {
         };
 
         let index = &mut self.index;
+        let doc = fields.doc_string.unwrap_or_default();
+        // the arenas grow with the input: an allocation that fails is an error, not an abort
+        crate::alloc::reserve_str(&mut index.names, name.len())?;
+        crate::alloc::reserve_str(&mut index.doc_strings, doc.len())?;
+        crate::alloc::reserve(&mut index.dims, dims.len())?;
+        crate::alloc::reserve(&mut index.tensors, 1)?;
         index.names.push_str(name);
-        index.doc_strings.push_str(fields.doc_string.unwrap_or_default());
+        index.doc_strings.push_str(doc);
         index.dims.extend_from_slice(dims);
         let entry = TensorEntry {
             offset,
@@ -220,8 +226,8 @@ impl Assembler {
 
     /// Makes room for `count` more tensors; the parser checked the file has a 4-byte offset for
     /// each, so `count` is bounded by the input's length.
-    pub(crate) fn reserve_tensors(&mut self, count: usize) {
-        self.index.tensors.reserve(count);
+    pub(crate) fn reserve_tensors(&mut self, count: usize) -> Result<()> {
+        crate::alloc::reserve(&mut self.index.tensors, count)
     }
 
     /// The tensors so far are the trainable parameters.
@@ -235,7 +241,8 @@ impl Assembler {
         index.parameter_count = index.tensors.len();
         let count = u32::try_from(index.parameter_count)
             .map_err(|_| Error::Malformed { what: "more parameters than an index holds", offset: 0 })?;
-        let mut by_name: Vec<u32> = (0..count).collect();
+        let mut by_name: Vec<u32> = crate::alloc::vec_for(count as usize)?;
+        by_name.extend(0..count);
         by_name.sort_unstable_by(|&a, &b| index.name_at(a as usize).cmp(index.name_at(b as usize)));
         ensure_unique_sorted("parameter", by_name.iter().map(|&p| index.name_at(p as usize)))?;
         index.params_by_name = by_name;

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use crate::dir::{fstat, set_permissions, Dir, Entry, FileId};
-use crate::target::{resolve, Target};
+use crate::target::{check_companion, ensure_replaceable, resolve, Target};
 use crate::{Error, Result};
 
 /// Temporary names of atomic outputs: `.ortckpt-out-<32 random hex digits>.tmp` (files) and
@@ -95,13 +95,7 @@ fn checked_target(path: &Path) -> Result<Target> {
     let target = resolve(path, "write to")?;
     target.dir.check_name(&target.name)?;
     if let Some(entry) = &target.entry {
-        if !target.dir.may_replace(entry) {
-            let e = std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!("it is {} in a sticky directory, which only its owner can replace", entry.describe()),
-            );
-            return Err(Error::io(target.path(), "write to", e));
-        }
+        ensure_replaceable(&target.dir, entry, &target.path(), "write to")?;
     }
     Ok(target)
 }
@@ -164,8 +158,9 @@ impl AtomicOutput {
 ///
 /// A writer may also write companion files named after the destination (ONNX external data:
 /// `<model>.data`): [`StagedOutput::create_with`] names their suffixes, and each one written is
-/// committed by the same rules, before the main file (so a reader of the new main file finds its
-/// companion in place).
+/// committed before the main file (so a reader of the new main file finds its companion in
+/// place), under the companion rule a checkpoint save's `.data` follows (`target.rs`,
+/// [`check_companion`]): beside the destination, replaced as a name, never followed.
 #[derive(Debug)]
 pub struct StagedOutput {
     target: Target,
@@ -182,8 +177,9 @@ impl StagedOutput {
         StagedOutput::create_with(path, &[])
     }
 
-    /// Starts an output to `path` with companion files `<path><suffix>` for each suffix (each
-    /// destination checked as in [`AtomicOutput::create`], before anything is written).
+    /// Starts an output to `path` with companion files `<destination><suffix>` for each suffix,
+    /// beside the destination (own symlinks at `path` followed) and named after it; each companion
+    /// name is checked by the companion rule before anything is written.
     pub fn create_with(path: &Path, companion_suffixes: &[&str]) -> Result<StagedOutput> {
         let target = checked_target(path)?;
         let mut companions = Vec::with_capacity(companion_suffixes.len());
@@ -199,11 +195,11 @@ impl StagedOutput {
                     ),
                 ));
             }
-            let mut staged = target.name.clone();
-            staged.push(suffix);
-            let mut destination = target.path().into_os_string();
-            destination.push(suffix);
-            companions.push((staged, checked_target(Path::new(&destination))?));
+            let mut name = target.name.clone();
+            name.push(suffix);
+            target.dir.check_name(&name)?;
+            let companion = companion_target(&target.dir, name)?;
+            companions.push((companion.name.clone(), companion));
         }
         let (staging_name, staging) = target
             .dir
@@ -228,9 +224,18 @@ impl StagedOutput {
                 .stat(staged)
                 .map_err(|e| Error::io(self.staging.show(staged), "read metadata of", e))?;
             if written.is_some() {
-                self.install(staged, target)?;
+                // checked again: what the name holds now is what the rename replaces
+                let now = companion_target(&target.dir, target.name.clone())?;
+                self.install(staged, &now)?;
                 target.dir.sync()?;
             }
+        }
+        let (dir, name) = (&self.target.dir, &self.target.name);
+        match dir.stat(name).map_err(|e| Error::io(self.target.path(), "read metadata of", e))? {
+            Some(found) if !found.is_file() => {
+                return Err(Error::io(self.target.path(), "write to", found.not_regular()));
+            }
+            _ => {}
         }
         self.install(&self.target.name, &self.target)?;
         self.done = true;
@@ -243,18 +248,12 @@ impl StagedOutput {
         let written = self.staging.show(staged);
         let (file, _) = self.staging.open_regular(staged).map_err(|e| Error::io(&written, "open", e))?;
         let mode = match target.entry {
-            Some(old) => old.permissions(),
-            None => 0o666 & !current_umask(),
+            Some(old) if old.is_file() => old.permissions(),
+            _ => 0o666 & !current_umask(), // new, or a symlink replaced as a name
         };
         set_permissions(&file, mode).map_err(|e| Error::io(&written, "set permissions of", e))?;
         file.sync_all().map_err(|e| Error::io(&written, "sync", e))?;
         let (dir, name) = (&target.dir, &target.name);
-        match dir.stat(name).map_err(|e| Error::io(target.path(), "read metadata of", e))? {
-            Some(found) if !found.is_file() => {
-                return Err(Error::io(target.path(), "write to", found.not_regular()));
-            }
-            _ => {}
-        }
         self.staging.rename_to(staged, dir, name).map_err(|e| Error::io(target.path(), "replace", e))
     }
 
@@ -274,6 +273,14 @@ impl Drop for StagedOutput {
             self.remove_staging();
         }
     }
+}
+
+/// The companion `name` in `dir` (see [`check_companion`]): what it holds now, checked.
+fn companion_target(dir: &Dir, name: OsString) -> Result<Target> {
+    let path = dir.show(&name);
+    let entry = dir.stat(&name).map_err(|e| Error::io(&path, "read metadata of", e))?;
+    check_companion(dir, entry.as_ref(), &path, "write to")?;
+    Ok(Target { dir: dir.clone(), name, entry })
 }
 
 /// The process's file mode creation mask, read without changing it for other threads where the

@@ -30,6 +30,7 @@ use crate::journal::{write_journal, Journal, NewFile, OldFile};
 use crate::lock::{lock_unsupported, DirLock};
 use crate::pair::{place, PairPaths};
 use crate::recover::recover_locked;
+use crate::target::{check_companion, ensure_replaceable};
 use crate::{Error, Result};
 
 /// Writes the bytes of one file of the pair.
@@ -110,32 +111,13 @@ fn check_names(paths: &PairPaths, external: bool) -> Result<Option<Entry>> {
         if !entry.is_file() {
             return Err(Error::io(&paths.checkpoint, "save to", entry.not_regular()));
         }
-        ensure_replaceable(&paths.ckpt_dir, &entry, &paths.checkpoint)?;
+        ensure_replaceable(&paths.ckpt_dir, &entry, &paths.checkpoint, "save to")?;
     }
     if external {
         paths.data_dir.check_name(&paths.data_name)?;
     }
-    if let Some(entry) = paths.data_entry()? {
-        if !entry.is_file() && !entry.is_symlink() {
-            return Err(Error::io(&paths.external, "save to", entry.not_regular()));
-        }
-        ensure_replaceable(&paths.data_dir, &entry, &paths.external)?;
-    }
+    check_companion(&paths.data_dir, paths.data_entry()?.as_ref(), &paths.external, "save to")?;
     Ok(checkpoint)
-}
-
-fn ensure_replaceable(dir: &Dir, entry: &Entry, path: &Path) -> Result<()> {
-    if dir.may_replace(entry) {
-        return Ok(());
-    }
-    let e = io::Error::new(
-        io::ErrorKind::PermissionDenied,
-        format!(
-            "it is {} in a sticky directory, which only its owner can replace; nothing was written",
-            entry.describe()
-        ),
-    );
-    Err(Error::io(path, "save to", e))
 }
 
 /// A new file of the save, written and synced under its temporary name.

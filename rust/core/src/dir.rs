@@ -162,7 +162,7 @@ fn retry<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
 }
 
 /// Checks that `file` (opened non-blocking) is a regular file and makes it blocking again.
-fn regular_and_blocking(file: File) -> io::Result<(File, Entry)> {
+pub(crate) fn regular_and_blocking(file: File) -> io::Result<(File, Entry)> {
     let entry = fstat(&file)?;
     if !entry.is_file() {
         return Err(entry.not_regular());
@@ -195,6 +195,12 @@ pub fn random_hex(len: usize) -> io::Result<String> {
     let mut bytes = vec![0u8; len];
     getrandom::fill(&mut bytes).map_err(|e| io::Error::other(format!("no random source: {e}")))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+impl AsRawFd for Dir {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
+    }
 }
 
 impl Dir {
@@ -268,6 +274,20 @@ impl Dir {
     pub fn open_regular(&self, name: &OsStr) -> io::Result<(File, Entry)> {
         let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
         regular_and_blocking(self.open_at(name, flags, 0).map_err(|e| self.symlink_error(name, e))?)
+    }
+
+    /// Opens `name` for reading, whatever it is but a symlink (`O_NOFOLLOW`; never blocking):
+    /// the caller checks what it got.
+    pub fn open_nofollow(&self, name: &OsStr) -> io::Result<File> {
+        self.open_at(name, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC, 0)
+    }
+
+    /// Opens the directory `name` in this one (a symlink there is refused, never followed).
+    pub fn open_dir(&self, name: &OsStr) -> io::Result<Dir> {
+        let flags =
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+        let file = self.open_at(name, flags, 0)?;
+        Ok(Dir { fd: Arc::new(OwnedFd::from(file)), path: self.show(name) })
     }
 
     fn open_at(&self, name: &OsStr, flags: libc::c_int, mode: libc::mode_t) -> io::Result<File> {

@@ -35,6 +35,8 @@ pub enum ErrorKind {
     /// An aggregation round cannot give an aggregate (too few accepted uploads, or one that is
     /// not finite).
     Aggregation,
+    /// An allocation an input called for failed (the process is out of memory or address space).
+    OutOfMemory,
 }
 
 /// Everything that can go wrong reading or writing a checkpoint. Variants about one tensor name it
@@ -163,6 +165,14 @@ pub enum Error {
         /// The tensor whose range starts inside the first one's.
         second: String,
     },
+    /// An ONNX external data `location` that cannot name a file inside the model's directory
+    /// (empty, NUL, absolute, leading out of it, a directory).
+    ExternalDataLocation {
+        /// The location as given.
+        location: String,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// The checkpoint has external data but its file is not available.
     ExternalDataMissing {
         /// Why, e.g. "its external data file x.ckpt.data is missing".
@@ -184,6 +194,11 @@ pub enum Error {
     InvalidSpec {
         /// What is wrong.
         detail: String,
+    },
+    /// Memory for an input's contents could not be allocated.
+    OutOfMemory {
+        /// The allocation that failed.
+        bytes: usize,
     },
     /// A broken internal invariant of ortckpt (a bug, not a problem of the input).
     Internal {
@@ -327,7 +342,8 @@ impl Error {
             | ExternalWithoutFlag { .. }
             | ExternalOutOfRange { .. }
             | ExternalOverlap { .. }
-            | ExternalDataMissing { .. } => ErrorKind::ExternalData,
+            | ExternalDataMissing { .. }
+            | ExternalDataLocation { .. } => ErrorKind::ExternalData,
             DuplicateName { .. } => ErrorKind::DuplicateName,
             Io { .. } => ErrorKind::Io,
             InterruptedSave { .. } | Unrecoverable { .. } => ErrorKind::InterruptedSave,
@@ -337,6 +353,7 @@ impl Error {
             // It is never the input's fault; the message says it is a bug to report.
             Internal { .. } => ErrorKind::Internal,
             Aggregation { .. } => ErrorKind::Aggregation,
+            OutOfMemory { .. } => ErrorKind::OutOfMemory,
         }
     }
 
@@ -431,6 +448,9 @@ impl fmt::Display for Error {
                 offset.saturating_add(*len)
             ),
             ExternalDataMissing { detail } => write!(f, "checkpoint has external data but {detail}"),
+            ExternalDataLocation { location, detail } => {
+                write!(f, "external data location {} {detail}", crate::aggregate::py_repr(location))
+            }
             ExternalOverlap { first, second } => {
                 write!(f, "tensors {first:?} and {second:?} claim overlapping external data")
             }
@@ -444,6 +464,11 @@ impl fmt::Display for Error {
             Internal { detail } => {
                 write!(f, "internal error in ortckpt: {detail}; please report this as a bug")
             }
+            OutOfMemory { bytes } => write!(
+                f,
+                "out of memory: {bytes} bytes for the input's contents could not be allocated (the input is \
+                 larger than this process's memory or address-space limit allows)"
+            ),
             BadMessageSequence { offset, detail } => {
                 write!(f, "corrupt .pbseq message sequence at byte {offset}: {detail}")
             }

@@ -170,6 +170,7 @@ impl<'i> Walker<'i> {
             return Err(self.fail("a string runs past the end of the buffer", pos));
         }
         self.charge(n, pos)?;
+        crate::alloc::reserve(out, n)?; // copy_to's own reserve is then a no-op: never an abort
         self.input.copy_to(start, n, out).ok_or_else(|| self.fail(OUTSIDE, pos))?;
         if self.input.u8(start.saturating_add(n)) != Some(0) {
             return Err(self.fail("a string lacks its zero terminator", pos));

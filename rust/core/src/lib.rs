@@ -25,9 +25,12 @@
 
 mod adapter;
 pub mod aggregate;
+mod alloc;
 mod assemble;
 #[cfg(feature = "fs")]
 mod atomic;
+#[cfg(feature = "fs")]
+mod beneath;
 #[cfg(feature = "fs")]
 mod commit;
 #[cfg(feature = "fs")]
@@ -93,7 +96,11 @@ pub use adapter::{read_adapter_file, AdapterFile};
 #[cfg(feature = "fs")]
 pub use atomic::{AtomicOutput, StagedOutput};
 #[cfg(feature = "fs")]
+pub use beneath::open_beneath;
+#[cfg(feature = "fs")]
 pub use crash::{Step as CrashStep, STEPS as CRASH_STEPS};
+#[cfg(feature = "fs")]
+pub use dir::Dir;
 pub use dtype::DataType;
 pub use error::{Error, ErrorKind, Result};
 pub use external::check_external_ranges;
@@ -116,8 +123,8 @@ pub use lock::DEFAULT_LOCK_TIMEOUT_SECS;
 #[cfg(feature = "fs")]
 pub use mapped::MappedFile;
 pub use npz::{
-    default_npz_budget, read_npz, read_npz_raw, NpyHeader, NpzData, NpzError, NpzMember, NPZ_BUDGET_RATIO,
-    NPZ_MIN_BUDGET,
+    default_npz_budget, npz_member_problem, read_npz, read_npz_raw, NpyHeader, NpzData, NpzError, NpzMember,
+    NPZ_BUDGET_RATIO, NPZ_MIN_BUDGET,
 };
 #[cfg(feature = "fs")]
 pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};

@@ -6,7 +6,10 @@ use crate::{Error, Result};
 /// in file order for a few names, the smallest duplicate otherwise). Sorts instead of hashing:
 /// no per-name allocation, and O(n log n) whatever the names.
 pub(crate) fn ensure_unique<'a>(kind: &'static str, names: impl IntoIterator<Item = &'a str>) -> Result<()> {
-    let mut names: Vec<&str> = names.into_iter().collect();
+    let names = names.into_iter();
+    let mut list: Vec<&str> = crate::alloc::vec_for(names.size_hint().0)?;
+    list.extend(names);
+    let mut names = list;
     if names.len() <= 8 {
         for (i, name) in names.iter().enumerate() {
             if names[..i].contains(name) {

@@ -185,7 +185,7 @@ impl Parser<'_> {
         s: &mut Scratch,
     ) -> Result<()> {
         let Some((start, count)) = self.vector(t, slot, 4)? else { return Ok(()) };
-        asm.reserve_tensors(count);
+        asm.reserve_tensors(count)?;
         for i in 0..count {
             // In range: the vector's `4 × count` bytes were checked to lie inside the input.
             let pos = self.follow(start + 4 * i)?;
@@ -202,7 +202,7 @@ impl Parser<'_> {
         s.dims.clear();
         if let Some((start, count)) = self.vector(&t, T::VT_DIMS, 8)? {
             // `count` dims were checked to fit in the input (8 bytes each).
-            s.dims.reserve(count);
+            crate::alloc::reserve(&mut s.dims, count)?;
             for i in 0..count {
                 let at = start + 8 * i;
                 s.dims.push(self.input.i64(at).ok_or_else(|| malformed(OUTSIDE, at))?);

@@ -112,6 +112,37 @@ pub fn resolve_for(path: &Path, action: &'static str, purpose: Purpose) -> Resul
     Err(Error::io(path, action, io::Error::from_raw_os_error(libc::ELOOP)))
 }
 
+/// The rule for a companion name, a file named after a destination and written with it
+/// (`<checkpoint>.data`, an exported model's `<model>.data`): it is replaced as a name and never
+/// followed, so a symlink there (anyone's: the directory's owner's too) is replaced itself, never
+/// written through. What it holds (`entry`) must be nothing, a regular file or a symlink, and
+/// replaceable by the caller (in a sticky directory: the caller's own, or the directory's);
+/// `path` and `action` name it in errors.
+pub fn check_companion(dir: &Dir, entry: Option<&Entry>, path: &Path, action: &'static str) -> Result<()> {
+    let Some(entry) = entry else { return Ok(()) };
+    if !entry.is_file() && !entry.is_symlink() {
+        return Err(Error::io(path, action, entry.not_regular()));
+    }
+    ensure_replaceable(dir, entry, path, action)
+}
+
+/// Fails unless the caller may replace `entry` in `dir` (a sticky directory lets only the
+/// file's owner, the directory's owner and root do it): checked before anything is written, so a
+/// write that cannot finish never starts.
+pub fn ensure_replaceable(dir: &Dir, entry: &Entry, path: &Path, action: &'static str) -> Result<()> {
+    if dir.may_replace(entry) {
+        return Ok(());
+    }
+    let e = io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "it is {} in a sticky directory, which only its owner can replace; nothing was written",
+            entry.describe()
+        ),
+    );
+    Err(Error::io(path, action, e))
+}
+
 /// Opens the directory `dir_path` holding `path`. When it is missing or not a directory, the
 /// error names `path` (what the user asked for) and the directory, so no helper's name leaks.
 fn open_parent(dir_path: &Path, path: &Path, action: &'static str) -> Result<Dir> {

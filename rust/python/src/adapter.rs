@@ -5,48 +5,46 @@ use pyo3::types::PyBytes;
 
 use crate::convert::BorrowedBytes;
 use crate::errors::{core_error, guarded, GuardedError};
+use crate::index::{Held, Index};
 use crate::mapped::{interruptible, path_arg, show};
 
-/// One parameter: (name, ORT data type code, dims, values as little-endian bytes).
-type AdapterTensor = (String, i32, Vec<i64>, Py<PyBytes>);
+/// (format_version, adapter_version, model_version, the adapter as a checkpoint index).
+type AdapterContents = (i32, i32, i32, Index);
 
-/// (format_version, adapter_version, model_version, parameters in file order).
-type AdapterContents = (i32, i32, i32, Vec<AdapterTensor>);
-
-/// The contents of the adapter `index` describes, values copied out of `data` (what was indexed).
-fn contents(py: Python<'_>, index: &ortckpt_core::AdapterIndex, data: &[u8]) -> AdapterContents {
-    let tensors = index
-        .parameters
-        .iter()
-        .map(|p| {
-            (
-                p.name.clone(),
-                p.data_type as i32,
-                p.dims.clone(),
-                PyBytes::new(py, data.get(p.offset..p.offset + p.len).unwrap_or_default()).unbind(),
-            )
-        })
-        .collect();
-    (index.format_version, index.adapter_version, index.model_version, tensors)
+/// The adapter `adapter` over `held` (the bytes it was indexed from) as a lazy checkpoint index:
+/// no value is copied, and no Python object is made per tensor until one is asked for.
+fn contents(adapter: &ortckpt_core::AdapterIndex, held: Held, source: &str) -> PyResult<AdapterContents> {
+    let built = guarded(|| {
+        let index = adapter.to_checkpoint_index()?;
+        ortckpt_core::LoadedCheckpoint::from_index(index, held)
+    });
+    let loaded = built.map_err(|e| core_error(source, e))?;
+    let index = Index::new(loaded, source.to_owned());
+    Ok((adapter.format_version, adapter.adapter_version, adapter.model_version, index))
 }
 
 /// Reads the adapter file `path` (regular files only) into private memory and checks it.
 #[pyfunction]
 fn read_adapter(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<AdapterContents> {
     let path = path_arg(path)?;
-    let file =
-        interruptible(py, &show(&path), |keep_going| ortckpt_core::read_adapter_file(&path, keep_going))?;
-    Ok(contents(py, &file.index, file.bytes()))
+    let source = show(&path);
+    let file = interruptible(py, &source, |keep_going| ortckpt_core::read_adapter_file(&path, keep_going))?;
+    let (adapter, bytes) = file.into_parts();
+    contents(&adapter, Held::file(py, bytes)?, &source)
 }
 
-/// Checks `data` (any buffer; copied first, so it cannot change while it is read) as an adapter
-/// file; `source` names it in error messages.
+/// Checks `data` (any buffer; used in place when its memory cannot change, else copied first, so
+/// it cannot change while it is read) as an adapter file; `source` names it in error messages.
 #[pyfunction]
-fn read_adapter_bytes(py: Python<'_>, data: &Bound<'_, PyAny>, source: &str) -> PyResult<AdapterContents> {
-    let owned = BorrowedBytes::get(data)?.view().slice().to_vec();
-    let index =
-        py.detach(|| guarded(|| ortckpt_core::index_adapter(&owned))).map_err(|e| core_error(source, e))?;
-    Ok(contents(py, &index, &owned))
+fn read_adapter_bytes(data: &Bound<'_, PyAny>, source: &str) -> PyResult<AdapterContents> {
+    let py = data.py();
+    let held = Held::of(data)?;
+    let (base, len) = ortckpt_core::CheckpointBytes::raw(&held);
+    // SAFETY: `held` keeps these bytes alive and unchanged while it lives, past this call.
+    let bytes = unsafe { std::slice::from_raw_parts(base, len) };
+    let adapter =
+        py.detach(|| guarded(|| ortckpt_core::index_adapter(bytes))).map_err(|e| core_error(source, e))?;
+    contents(&adapter, held, source)
 }
 
 /// Serializes `parameters` — (name, ORT data type code, dims, values as any buffer) — as an

@@ -101,7 +101,17 @@ impl UploadBytes {
     }
 }
 
+/// Why `value` cannot be an upload's weight (a phrase completing "weight ... "), or `None`: the
+/// core's one rule for given weights and weight properties alike.
+#[pyfunction]
+fn weight_problem(value: f64) -> Option<&'static str> {
+    ortckpt_core::aggregate::weight_problem(value)
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(weight_problem, m)?)?;
+    m.add("MAX_WEIGHT", ortckpt_core::aggregate::MAX_WEIGHT)?;
+    m.add("MIN_WEIGHT", ortckpt_core::aggregate::MIN_WEIGHT)?;
     m.add_class::<AggregationLayout>()?;
     m.add_class::<UploadBytes>()?;
     Ok(())

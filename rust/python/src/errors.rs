@@ -5,8 +5,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use ortckpt_core::{Error, ErrorKind};
 use pyo3::create_exception;
 use pyo3::exceptions::{
-    PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyKeyboardInterrupt, PyNotADirectoryError,
-    PyOSError, PyPermissionError, PyValueError,
+    PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyKeyboardInterrupt, PyMemoryError,
+    PyNotADirectoryError, PyOSError, PyPermissionError, PyValueError,
 };
 use pyo3::prelude::*;
 
@@ -101,6 +101,7 @@ pub(crate) fn silence_panic_output() {
 
 /// Runs `f`, turning a panic into an error so it can never reach Python as a PanicException.
 pub(crate) fn guarded<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<T, GuardedError> {
+    crate::reserve::rearm(); // one atomic load when the reserve is in place
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => result.map_err(GuardedError::Core),
         Err(payload) => {
@@ -122,6 +123,7 @@ pub(crate) enum GuardedError {
 /// Maps an error to the matching Python exception; `source` (a path or `<bytes>`) prefixes the
 /// message so users see which input was wrong.
 pub(crate) fn core_error(source: &str, e: GuardedError) -> PyErr {
+    crate::reserve::rearm(); // the failed operation's memory is freed by now
     let e = match e {
         GuardedError::Core(e) => e,
         GuardedError::Panic(message) => {
@@ -132,6 +134,10 @@ pub(crate) fn core_error(source: &str, e: GuardedError) -> PyErr {
         }
     };
     if let Error::Io { path, source: io, .. } = &e {
+        if io.kind() == std::io::ErrorKind::OutOfMemory {
+            // ENOMEM for a buffer an input called for (a file's private copy): as Python's own
+            return PyMemoryError::new_err(e.to_string());
+        }
         return os_error(&e.to_string(), path, io);
     }
     let message = format!("{source}: {e}");
@@ -144,6 +150,7 @@ pub(crate) fn core_error(source: &str, e: GuardedError) -> PyErr {
         ErrorKind::InterruptedSave => InterruptedSaveError::new_err(message),
         ErrorKind::CheckpointChanged => CheckpointChangedError::new_err(message),
         ErrorKind::Interrupted => return PyKeyboardInterrupt::new_err(message),
+        ErrorKind::OutOfMemory => return PyMemoryError::new_err(message),
         ErrorKind::Internal => CheckpointError::new_err(format!(
             "{message}; this is a bug in ortckpt, please report it with the file"
         )),

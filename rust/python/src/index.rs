@@ -14,22 +14,23 @@ use crate::arrays::view;
 use crate::convert::{unchanging_owner, BorrowedBytes};
 use crate::errors::{core_error, GuardedError};
 use crate::mapped::MappedFile;
+use crate::pyobj::{py_int, py_ints, py_str, py_strs, py_uint};
 
 /// One tensor of an index: what the core found, with its storage kind decided by the core.
 #[pyclass(frozen, get_all, module = "ortckpt._native")]
 pub(crate) struct TensorRecord {
     /// Position in the index (file order: trainable, frozen, then momentums).
-    position: usize,
-    name: String,
-    doc_string: String,
+    position: Py<PyAny>,
+    name: Py<PyString>,
+    doc_string: Py<PyString>,
     data_type: i32,
     dims: Py<PyTuple>,
     /// "inline", "external", "strings" or "nominal".
-    storage: &'static str,
+    storage: Py<PyString>,
     /// Byte offset in the checkpoint ("inline") or in the external data file ("external").
-    offset: u64,
+    offset: Py<PyAny>,
     /// Bytes of values ("inline", "external"); 0 otherwise.
-    nbytes: u64,
+    nbytes: Py<PyAny>,
     /// The values of a "strings" tensor.
     strings: Option<Py<PyList>>,
     /// True/False for parameters, None for momentums.
@@ -41,12 +42,12 @@ impl TensorRecord {
     fn __repr__(&self, py: Python<'_>) -> String {
         format!(
             "TensorRecord({:?}, data_type={}, dims={}, storage={:?}, offset={}, nbytes={})",
-            self.name,
+            self.name.bind(py).to_string(),
             self.data_type,
             self.dims.bind(py).repr().map(|r| r.to_string()).unwrap_or_default(),
-            self.storage,
-            self.offset,
-            self.nbytes
+            self.storage.bind(py).to_string(),
+            self.offset.bind(py),
+            self.nbytes.bind(py)
         )
     }
 }
@@ -127,22 +128,26 @@ impl Index {
     }
 
     fn record(&self, py: Python<'_>, position: usize, tensor: TensorRef<'_>) -> PyResult<TensorRecord> {
+        // every object made here may fail for want of memory: MemoryError, never a panic
+        crate::reserve::rearm();
         let (storage, offset, nbytes, strings) = match tensor.storage {
             Storage::Inline { offset, len, .. } => ("inline", offset as u64, len as u64, None),
             Storage::External { offset, len } => ("external", offset, len, None),
-            Storage::Strings(values) => ("strings", 0, 0, Some(PyList::new(py, values)?.unbind())),
+            Storage::Strings(values) => {
+                ("strings", 0, 0, Some(py_strs(py, values.iter().map(String::as_str))?.unbind()))
+            }
             Storage::Nominal => ("nominal", 0, 0, None),
         };
         let trainable = self.index().param_kind(position).map(|k| k == ParamKind::Trainable);
         Ok(TensorRecord {
-            position,
-            name: tensor.name.to_owned(),
-            doc_string: tensor.doc_string.to_owned(),
+            position: py_uint(py, position as u64)?.unbind(),
+            name: py_str(py, tensor.name)?.unbind(),
+            doc_string: py_str(py, tensor.doc_string)?.unbind(),
             data_type: tensor.data_type.code(),
-            dims: PyTuple::new(py, tensor.dims)?.unbind(),
-            storage,
-            offset,
-            nbytes,
+            dims: py_ints(py, tensor.dims)?.unbind(),
+            storage: py_str(py, storage)?.unbind(),
+            offset: py_uint(py, offset)?.unbind(),
+            nbytes: py_uint(py, nbytes)?.unbind(),
             strings,
             trainable,
         })
@@ -273,7 +278,7 @@ impl Index {
         let index = self.index();
         let names =
             index.parameters_by_name().iter().filter_map(|&p| index.tensor(p as usize).map(|t| t.name));
-        PyList::new(py, names)
+        py_strs(py, names)
     }
 
     /// Whether `name` is a trainable parameter (None when there is no such parameter).
@@ -323,10 +328,11 @@ impl Index {
     fn properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
         for p in &self.index().properties {
+            let name = py_str(py, &p.name)?;
             match &p.value {
-                PropertyValue::Int(v) => out.append((&p.name, *v))?,
-                PropertyValue::Float(v) => out.append((&p.name, f64::from(*v)))?,
-                PropertyValue::Str(v) => out.append((&p.name, v))?,
+                PropertyValue::Int(v) => out.append((name, py_int(py, *v)?))?,
+                PropertyValue::Float(v) => out.append((name, f64::from(*v)))?,
+                PropertyValue::Str(v) => out.append((name, py_str(py, v)?))?,
             }
         }
         Ok(out)

@@ -11,6 +11,8 @@ mod index;
 mod legacy;
 mod mapped;
 mod npz;
+mod pyobj;
+mod reserve;
 mod round;
 mod safetensors;
 mod sniff;
@@ -24,7 +26,12 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use crate::convert::spec_from_py;
 use crate::errors::{core_error, guarded};
 use crate::index::{Held, Index, TensorRecord};
-use crate::mapped::{interruptible, path_arg, show, MappedFile};
+use crate::mapped::{interruptible, path_arg, show, ExternalDataDir, MappedFile};
+
+/// Rust's allocations in this extension: the system's, with an emergency reserve so that a
+/// reader out of memory raises MemoryError rather than aborting (see `reserve`).
+#[global_allocator]
+static ALLOCATOR: reserve::WithReserve = reserve::WithReserve;
 
 /// Verifies `data` (any buffer) as a checkpoint and returns its [`Index`]. Memory that cannot
 /// change (`convert::unchanging_owner`: `bytes`, a `MappedFile`, ...) is used zero-copy; any other
@@ -149,9 +156,11 @@ fn data_types() -> Vec<(i32, &'static str, &'static str, u64)> {
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::silence_panic_output();
+    reserve::rearm();
     adapter::register(m)?;
     sniff::register(m)?;
     m.add_class::<MappedFile>()?;
+    m.add_class::<ExternalDataDir>()?;
     m.add_class::<atomic::AtomicOutput>()?;
     m.add_class::<atomic::StagedOutput>()?;
     m.add_class::<Index>()?;
@@ -169,6 +178,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(legacy::read_legacy_folder, m)?)?;
     m.add_function(wrap_pyfunction!(legacy::tensor_proto_values, m)?)?;
     m.add_function(wrap_pyfunction!(npz::read_npz, m)?)?;
+    m.add_function(wrap_pyfunction!(npz::npz_member_problem, m)?)?;
     m.add_function(wrap_pyfunction!(safetensors::read_safetensors, m)?)?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add("CRASH_STEPS", ortckpt_core::CRASH_STEPS.to_vec())?;

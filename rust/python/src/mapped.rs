@@ -178,3 +178,41 @@ pub(crate) unsafe fn export_read_only(
     }
     Ok(())
 }
+
+/// A model's directory held open, for its ONNX external data files: `map(location)` maps the
+/// file `location` names inside it, opened by the core's beneath rule (`openat2` with
+/// `RESOLVE_BENEATH`, or a component-by-component walk with `O_NOFOLLOW`): a location leading out
+/// of the directory, absolute, empty or naming a directory raises ExternalDataError; a missing
+/// file or a FIFO, the OSError.
+#[pyclass(frozen, module = "ortckpt._native")]
+pub(crate) struct ExternalDataDir {
+    dir: ortckpt_core::Dir,
+}
+
+#[pymethods]
+impl ExternalDataDir {
+    #[new]
+    fn new(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let path = path_arg(path)?;
+        let dir = py
+            .detach(|| ortckpt_core::Dir::open(&path))
+            .map_err(|e| core_error(&show(&path), GuardedError::Core(e)))?;
+        Ok(ExternalDataDir { dir })
+    }
+
+    /// Opens and memory-maps the regular file `location` names inside the directory.
+    fn map(&self, py: Python<'_>, location: &Bound<'_, PyAny>) -> PyResult<MappedFile> {
+        let location = path_arg(location)?;
+        let dir = &self.dir;
+        let shown = show(dir.path());
+        let inner = py
+            .detach(|| {
+                crate::errors::guarded(|| {
+                    let (file, _) = ortckpt_core::open_beneath(dir, &location)?;
+                    ortckpt_core::MappedFile::map(file, &dir.path().join(&location))
+                })
+            })
+            .map_err(|e| core_error(&shown, e))?;
+        Ok(MappedFile::wrap(inner))
+    }
+}

@@ -72,3 +72,10 @@ pub(crate) fn read_npz(
     }
     Ok((file, out))
 }
+
+/// Why an `.npz` member may not be named `name` (the core's rule: a zip tool would extract it
+/// outside its folder, or it cannot be a file name), or None.
+#[pyfunction]
+pub(crate) fn npz_member_problem(name: &str) -> Option<&'static str> {
+    ortckpt_core::npz_member_problem(name)
+}

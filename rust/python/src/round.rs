@@ -355,10 +355,7 @@ impl Round {
     /// `(label, weight, norm, clipped, distance, krum_score, selected)`. Raises AggregationError
     /// when no aggregate can be given (too few uploads, or not finite).
     #[allow(clippy::type_complexity)]
-    fn finish<'py>(
-        &mut self,
-        py: Python<'py>,
-    ) -> PyResult<(Vec<Bound<'py, PyArray1<f64>>>, f64, f64, usize, Vec<MemberTuple>)> {
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<FinishTuple<'py>> {
         let round = self.inner.take().ok_or_else(|| PyValueError::new_err("this round has finished"))?;
         let outcome = py.detach(|| {
             let outcome = guarded(|| round.finish());
@@ -371,8 +368,10 @@ impl Round {
             Values::Sums { divisor, .. } => *divisor,
             Values::Flat(_) => 1.0,
         };
+        let dropped =
+            done.dropped.into_iter().map(|(i, r)| (i, r.kind.code().to_owned(), r.message)).collect();
         let values = slot_arrays(py, done.values, &done.lanes)?;
-        Ok((values, divisor, done.total_weight, done.count, members))
+        Ok((values, divisor, done.total_weight, done.count, members, dropped))
     }
 
     /// Whether the round's cluster passes need the updates' norms first, and their distances.
@@ -410,6 +409,17 @@ impl Round {
         Ok((remote, base))
     }
 
+    /// Leaves out the admitted uploads whose update leaves float64 (`first[i]`: the first slot
+    /// where upload `i`'s does, or None): their `(place, kind, message)`.
+    fn drop_remote(&mut self, first: Vec<Option<usize>>) -> PyResult<Vec<(usize, String, String)>> {
+        let round = self.round()?;
+        Ok(round
+            .drop_remote(&first)
+            .into_iter()
+            .map(|(i, r)| (i, r.kind.code().to_owned(), r.message))
+            .collect())
+    }
+
     /// Each admitted upload's clipping scale from its squared norm.
     fn clip_scale(&mut self, squares: Vec<f64>) -> PyResult<Vec<f64>> {
         Ok(aggregate::clip_scale(&squares, self.round()?.options().clip_norm))
@@ -436,7 +446,7 @@ impl Round {
         squares: Vec<f64>,
         plan: PlanTuple,
         scores: Option<Vec<f64>>,
-    ) -> PyResult<(Vec<Bound<'py, PyArray1<f64>>>, f64, f64, usize, Vec<MemberTuple>)> {
+    ) -> PyResult<FinishTuple<'py>> {
         let round = self.inner.take().ok_or_else(|| PyValueError::new_err("this round has finished"))?;
         let plan = plan_of_tuple(plan)?;
         let reduced = aggregate::Reduced { values, gaps, squares: Vec::new() };
@@ -447,8 +457,10 @@ impl Round {
             Values::Sums { divisor, .. } => *divisor,
             Values::Flat(_) => 1.0,
         };
+        let dropped =
+            done.dropped.into_iter().map(|(i, r)| (i, r.kind.code().to_owned(), r.message)).collect();
         let values = slot_arrays(py, done.values, &done.lanes)?;
-        Ok((values, divisor, done.total_weight, done.count, members))
+        Ok((values, divisor, done.total_weight, done.count, members, dropped))
     }
 }
 
@@ -703,6 +715,10 @@ fn slot_arrays<'py>(
     }
 }
 
+/// What `finish` gives: `(values, divisor, total_weight, count, members, dropped)`.
+type FinishTuple<'py> =
+    (Vec<Bound<'py, PyArray1<f64>>>, f64, f64, usize, Vec<MemberTuple>, Vec<(usize, String, String)>);
+
 type MemberTuple = (String, f64, f64, bool, f64, Option<f64>, bool);
 
 fn member_tuple(m: aggregate::MemberReport) -> MemberTuple {
@@ -735,6 +751,22 @@ pub(crate) fn range_pass<'py>(
     let range = (start, end);
     let fail = |e| core_error("round", e);
     match kind {
+        "overflows" => {
+            let out = py
+                .detach(|| {
+                    guarded(|| {
+                        aggregate::passes::update_overflows(
+                            &members,
+                            base.as_ref(),
+                            &lanes,
+                            range,
+                            chunk_bytes,
+                        )
+                    })
+                })
+                .map_err(fail)?;
+            Ok(out.into_pyobject(py)?.into_any())
+        }
         "squares" => {
             let out = py
                 .detach(|| {

@@ -11,6 +11,9 @@ use super::{index_adapter, serialize_adapter, AdapterIndex, AdapterParameterSpec
 pub fn check_adapter_bytes(data: &[u8]) {
     let Ok(index) = index_adapter(data) else { return };
     check_rewrite(&index, data);
+    // `from_adapter` reads it as a checkpoint index over the same bytes: every accepted adapter is one
+    let as_checkpoint = index.to_checkpoint_index().expect("an accepted adapter is no checkpoint index");
+    assert_eq!(as_checkpoint.parameter_count(), index.parameters.len());
     // The verifier with the reader's budgets.
     let opts = VerifierOptions {
         max_depth: 8,

@@ -68,6 +68,40 @@ impl AdapterFile {
     pub fn bytes(&self) -> &[u8] {
         self.file.bytes()
     }
+
+    /// The index and the file's bytes, apart (to hand the bytes to a [`crate::LoadedCheckpoint`]).
+    pub fn into_parts(self) -> (AdapterIndex, MappedFile) {
+        (self.index, self.file)
+    }
+}
+
+impl AdapterIndex {
+    /// The adapter as a checkpoint index over the same bytes: every parameter trainable, its
+    /// values where the adapter has them (nothing is copied), format version 2, no properties
+    /// (the caller adds the adapter's versions). The checkpoint's own rules are applied on top
+    /// (data types, sizes, unique names), so what the index hands out is what `load` would.
+    pub fn to_checkpoint_index(&self) -> Result<crate::CheckpointIndex> {
+        use crate::assemble::{Assembler, RawData, Role, TensorFields};
+        let mut assembler = Assembler::new(2)?;
+        assembler.module_state(false, false);
+        assembler.reserve_tensors(self.parameters.len())?;
+        for p in &self.parameters {
+            let fields = TensorFields {
+                name: Some(&p.name),
+                doc_string: None,
+                dims: &p.dims,
+                data_type: p.data_type.code(),
+                raw_data: RawData::Read { offset: p.offset, len: p.len },
+                string_count: 0,
+                external_data_offset: -1,
+            };
+            assembler.tensor(&fields, Role::Parameter, &mut |_| Ok(()))?;
+        }
+        assembler.end_trainable();
+        assembler.end_parameters()?;
+        assembler.end_groups()?;
+        assembler.finish()
+    }
 }
 
 /// Opens `path` (a regular file, never blocking on FIFOs or devices), reads it into private
@@ -115,7 +149,7 @@ fn parameter(p: &mut Walker<'_>, pos: usize) -> Result<AdapterParameter> {
     let (start, count) =
         p.vector(&t, P::VT_DIMS, 8)?.ok_or_else(|| malformed("a parameter has no dims", pos))?;
     // `count` dims were checked to fit in the input (8 bytes each).
-    let mut dims = Vec::with_capacity(count);
+    let mut dims = crate::alloc::vec_for(count)?;
     for i in 0..count {
         let at = start + 8 * i;
         dims.push(p.input.i64(at).ok_or_else(|| malformed(OUTSIDE, at))?);
@@ -169,15 +203,12 @@ fn parse(input: Input<'_>) -> Result<AdapterIndex> {
         .vector(&root, A::VT_PARAMETERS, 4)?
         .ok_or_else(|| malformed("the adapter has no parameter list", root_pos))?;
     // `count` offsets were checked to fit in the input (4 bytes each).
-    let mut parameters = Vec::with_capacity(count);
-    let mut names = std::collections::HashSet::with_capacity(count);
+    let mut parameters = crate::alloc::vec_for(count)?;
     for i in 0..count {
         let pos = p.follow(start + 4 * i)?;
-        let parameter = parameter(p, pos)?;
-        if !names.insert(parameter.name.clone()) {
-            return Err(Error::DuplicateName { kind: "parameter", name: parameter.name });
-        }
-        parameters.push(parameter);
+        parameters.push(parameter(p, pos)?);
     }
+    // sorted, not hashed: no copy of each name (names in file order for the first duplicate)
+    crate::names::ensure_unique("parameter", parameters.iter().map(|p| p.name.as_str()))?;
     Ok(AdapterIndex { format_version, adapter_version, model_version, parameters })
 }

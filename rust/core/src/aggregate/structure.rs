@@ -77,6 +77,12 @@ impl Layout {
         trainable.chain(self.momentums.iter().map(|m| m.data_type)).collect()
     }
 
+    /// How slot `i` is named after "the aggregate of": `'w'` or `momentum 'group/param/momentum0'`.
+    pub fn slot_name(&self, slot: usize) -> String {
+        let label = self.slot_label(slot);
+        label.strip_prefix("parameter ").map_or(label.clone(), str::to_owned)
+    }
+
     /// How slot `i` is named in messages: `parameter 'w'` or `momentum 'group/param/momentum0'`.
     pub fn slot_label(&self, slot: usize) -> String {
         let trainable = self.params.iter().filter(|p| p.trainable).count();
@@ -270,23 +276,48 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
 /// How an upload's weight is chosen.
 #[derive(Clone, Debug, PartialEq)]
 pub enum WeightRule {
-    /// This number (checked positive and finite by the caller).
+    /// This number (checked by [`weight_problem`] like a property's).
     Given(f64),
-    /// The value of this property, which must be a positive finite number.
+    /// The value of this property, which must pass [`weight_problem`].
     Property(String),
     /// The value of this property times a factor (a staleness discount).
     PropertyTimes(String, f64),
 }
 
+/// The largest weight an upload may have: 2^64, above any count of examples (Flower carries
+/// them as 64-bit integers). With every weight at most this, a round's total weight is finite
+/// whatever the number of uploads (float64 overflows past 2^1024: 2^960 uploads), so the mean is
+/// never `sum / inf`.
+pub const MAX_WEIGHT: f64 = 18_446_744_073_709_551_616.0;
+/// The smallest weight: 2^-64. Weights are relative; a smaller one is a scale the caller chose
+/// badly, and its products with the values would fall into float64's subnormal range.
+pub const MIN_WEIGHT: f64 = 1.0 / MAX_WEIGHT;
+
+/// Why `value` cannot be an upload's weight (a phrase completing "weight ... "), or `None`: a
+/// weight is a finite number in [[`MIN_WEIGHT`], [`MAX_WEIGHT`]]. Zero is refused: an upload of no
+/// examples adds nothing to a weighted mean, and a round of zero weights has none.
+pub fn weight_problem(value: f64) -> Option<&'static str> {
+    if !value.is_finite() {
+        Some("is not a finite number")
+    } else if value <= 0.0 {
+        Some("is not a positive number")
+    } else if !(MIN_WEIGHT..=MAX_WEIGHT).contains(&value) {
+        Some("is outside [2^-64, 2^64] (weights are relative: scale them into that range)")
+    } else {
+        None
+    }
+}
+
 /// The upload's weight under `rule`.
 pub fn weight_of(index: &CheckpointIndex, rule: &WeightRule) -> Result<f64, Rejection> {
     let (name, factor) = match rule {
-        WeightRule::Given(w) if w.is_finite() && *w > 0.0 => return Ok(*w),
         WeightRule::Given(w) => {
-            return Err(Rejection::new(
-                RejectionKind::Weight,
-                format!("the weight {} is not a positive finite number", py_float(*w)),
-            ))
+            return match weight_problem(*w) {
+                None => Ok(*w),
+                Some(problem) => {
+                    Err(Rejection::new(RejectionKind::Weight, format!("weight {} {problem}", py_float(*w))))
+                }
+            }
         }
         WeightRule::Property(name) => (name, 1.0),
         WeightRule::PropertyTimes(name, factor) => (name, *factor),
@@ -302,23 +333,26 @@ pub fn weight_of(index: &CheckpointIndex, rule: &WeightRule) -> Result<f64, Reje
         PropertyValue::Float(v) => (f64::from(*v), py_float(f64::from(*v))),
         PropertyValue::Str(s) => (f64::NAN, py_repr(s)),
     };
-    if value.is_finite() && value > 0.0 {
-        let weight = value * factor;
-        if !(weight.is_finite() && weight > 0.0) {
-            return Err(Rejection::new(
-                RejectionKind::Weight,
-                format!(
-                    "property {} = {shown} discounted by {factor} is not a positive number",
-                    py_repr(name)
-                ),
-            ));
+    match weight_problem(value) {
+        None => {
+            let weight = value * factor;
+            match weight_problem(weight) {
+                None => Ok(weight),
+                Some(problem) => Err(Rejection::new(
+                    RejectionKind::Weight,
+                    format!("property {} = {shown} discounted by {factor}: weight {problem}", py_repr(name)),
+                )),
+            }
         }
-        return Ok(weight);
+        Some(_) if matches!(property.value, PropertyValue::Str(_)) => Err(Rejection::new(
+            RejectionKind::Weight,
+            format!("property {} = {shown} is not a number", py_repr(name)),
+        )),
+        Some(problem) => Err(Rejection::new(
+            RejectionKind::Weight,
+            format!("property {} = {shown} {problem}", py_repr(name)),
+        )),
     }
-    Err(Rejection::new(
-        RejectionKind::Weight,
-        format!("property {} = {shown} is not a positive number", py_repr(name)),
-    ))
 }
 
 fn py_float(v: f64) -> String {
@@ -353,5 +387,15 @@ mod tests {
         assert_eq!(type_name(DataType::Bfloat16), "bfloat16");
         assert_eq!(py_float(0.0), "0.0");
         assert_eq!(py_float(-1.5), "-1.5");
+    }
+
+    #[test]
+    fn weights_are_finite_positive_and_bounded() {
+        for good in [MIN_WEIGHT, 1.0, 0.5, 1e6, MAX_WEIGHT] {
+            assert_eq!(weight_problem(good), None, "{good}");
+        }
+        for bad in [0.0, -0.0, -1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e308, MIN_WEIGHT / 2.0] {
+            assert!(weight_problem(bad).is_some(), "{bad}");
+        }
     }
 }

@@ -205,10 +205,10 @@ impl<'a> Stream<'a> {
     pub(crate) fn read_into(&mut self, n: u64, bound: Bound, what: &str, out: &mut Vec<u8>) -> Result<()> {
         self.check_len(n, bound, what)?;
         // `n` is at most the file's size, which fits in memory's address space only if the
-        // allocation succeeds: a file larger than memory fails here as an allocation the file
-        // itself justified.
+        // allocation succeeds: a file larger than memory fails here (OutOfMemory, not an abort)
+        // as an allocation the file itself justified.
         let mut left = usize::try_from(n).map_err(|_| bad(self.pos, format!("the {what} is too large")))?;
-        out.reserve(left);
+        crate::alloc::reserve(out, left)?;
         while left > 0 {
             let take = left.min(CHUNK);
             let start = out.len();

@@ -96,6 +96,26 @@ pub unsafe fn read_npz_raw(base: *const u8, len: usize, budget: u64) -> Result<V
     read_input(unsafe { Input::from_raw(base, len) }, budget)
 }
 
+/// Bytes the zip crate holds at its peak per central-directory entry, for the probe below: its
+/// `ZipFileData` list and the name-keyed map it builds from it (a copy of each entry, the name
+/// cloned) exist at once. A record takes at least 46 bytes of the archive.
+const ZIP_ENTRY_BYTES: usize = 640;
+
+/// The central directory's length as the end-of-central-directory record states it (its last
+/// occurrence within the 64 KiB comment's reach), or the whole input's length when there is no
+/// such record or the archive is zip64 (the zip crate then finds what is wrong).
+fn directory_len(input: Input<'_>) -> usize {
+    const EOCD: u32 = 0x0605_4b50;
+    let len = input.len();
+    let first = len.saturating_sub(22 + 0xFFFF);
+    (first..=len.saturating_sub(22))
+        .rev()
+        .find(|&at| input.u32(at) == Some(EOCD))
+        .and_then(|at| input.u32(at + 12))
+        .filter(|&size| size != u32::MAX)
+        .map_or(len, |size| (size as usize).min(len))
+}
+
 /// [`read_members`], whose error, for a file of another kind (an ONNX model, a checkpoint, a
 /// PyTorch zip, ...), says what the file is and what reads it (`sniff.rs`).
 fn read_input(input: Input<'_>, budget: u64) -> Result<Vec<NpzMember>, NpzError> {
@@ -108,6 +128,10 @@ fn read_input(input: Input<'_>, budget: u64) -> Result<Vec<NpzMember>, NpzError>
 }
 
 fn read_members(input: Input<'_>, budget: u64) -> Result<Vec<NpzMember>, NpzError> {
+    // The zip crate allocates its directory itself (an abort if that fails): make sure the room
+    // it can need for an archive this long exists first.
+    let directory = directory_len(input);
+    crate::alloc::probe(directory / 46 * ZIP_ENTRY_BYTES).map_err(|e| archive_error(e.to_string()))?;
     let config = Config { archive_offset: ArchiveOffset::Known(0) };
     let mut zip = ZipArchive::with_config(config, InputCursor::new(input))
         .map_err(|e| archive_error(format!("it is not a valid zip archive ({e})")))?;
@@ -120,8 +144,11 @@ fn read_members(input: Input<'_>, budget: u64) -> Result<Vec<NpzMember>, NpzErro
         )));
     }
     check_budget(&mut zip, budget)?;
-    let mut seen = HashSet::with_capacity(zip.len());
-    let mut members = Vec::with_capacity(zip.len());
+    let no_room = |_| archive_error(format!("out of memory for the index of its {} members", zip.len()));
+    let mut seen = HashSet::new();
+    seen.try_reserve(zip.len()).map_err(no_room)?;
+    let mut members = Vec::new();
+    members.try_reserve(zip.len()).map_err(no_room)?;
     for i in 0..zip.len() {
         let member = read_member(&mut zip, i, input)?;
         if !seen.insert(member.key.clone()) {
@@ -166,6 +193,28 @@ fn check_budget(zip: &mut ZipArchive<InputCursor<'_>>, budget: u64) -> Result<()
     Ok(())
 }
 
+/// Why an `.npz` member may not be named `name` (a phrase completing "its name ..."), or `None`:
+/// a zip tool extracting the archive would place it outside the folder it extracts into (an
+/// absolute path, a `..` component, a backslash that Windows tools take for a separator, a drive
+/// letter), or the name cannot be a file name at all (NUL). ortckpt writes no
+/// such member and reads none: the archive stays safe to unzip, whatever the tensor names.
+pub fn npz_member_problem(name: &str) -> Option<&'static str> {
+    let bytes = name.as_bytes();
+    if name.contains('\0') {
+        Some("holds NUL characters")
+    } else if name.starts_with('/') {
+        Some("is an absolute path")
+    } else if name.contains('\\') {
+        Some("holds a backslash, which Windows zip tools take for a directory separator")
+    } else if bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' {
+        Some("starts with a drive letter")
+    } else if name.split('/').any(|part| part == "..") {
+        Some("has a '..' component, which leads out of the extraction folder")
+    } else {
+        None
+    }
+}
+
 fn read_member(
     zip: &mut ZipArchive<InputCursor<'_>>,
     i: usize,
@@ -181,6 +230,11 @@ fn read_member(
         Ok(name) if name == file.name() => name.to_owned(),
         _ => return Err(fail("its name is not valid UTF-8 (or is not marked as UTF-8)".into())),
     };
+    if let Some(problem) = npz_member_problem(&name) {
+        return Err(fail(format!(
+            "its name {problem}: a zip tool would not extract it inside its folder, so ortckpt refuses it"
+        )));
+    }
     let Some(key) = name.strip_suffix(".npy") else {
         return Err(fail("it is not a .npy array (an .npz archive holds only .npy members)".into()));
     };

@@ -96,3 +96,25 @@ fn truncated_and_inconsistent_members_are_refused() {
     }
     assert!(read_npz(b"not a zip at all", 0).unwrap_err().detail.contains("not a valid zip"));
 }
+
+#[test]
+fn names_a_zip_tool_would_extract_outside_its_folder_are_refused() {
+    let member = npy("|u1", "(1,)", &[7]);
+    for name in ["../../outside/evil.npy", "/abs/path.npy", "a\\..\\b.npy", "C:evil.npy", "a/../b.npy"] {
+        assert!(npz_member_problem(name).is_some(), "{name}");
+        let bytes = archive(&[(name, CompressionMethod::Stored, member.clone())]);
+        let err = read_npz(&bytes, 0).unwrap_err();
+        assert!(err.detail.contains("would not extract it inside its folder"), "{name}: {err}");
+    }
+    for name in [
+        "w.npy",
+        "fc1.weight.npy",
+        "layers/0/w.npy",
+        "__optimizer__/g/p/m.npy",
+        "..w.npy",
+        "a..b.npy",
+        "a//b.npy",
+    ] {
+        assert_eq!(npz_member_problem(name), None, "{name}");
+    }
+}

@@ -67,6 +67,9 @@ pub fn read_safetensors(bytes: &[u8]) -> Result<SafetensorsFile, SafetensorsErro
             _ => e,
         }
     })?;
+    // serde_json's heap for the header is at most 6x its length (tests/safetensors_budget.rs)
+    crate::alloc::probe(json.len().saturating_mul(6))
+        .map_err(|e| SafetensorsError::malformed(None, e.to_string()))?;
     let parsed = header::parse(json)?;
     check_unique_names(&parsed.entries)?;
     let data_len = bytes.len() as u64 - data_start;
@@ -99,8 +102,13 @@ fn header_bytes(bytes: &[u8]) -> Result<(&[u8], u64), SafetensorsError> {
     Ok((json, 8 + size))
 }
 
+fn out_of_memory(entries: usize) -> SafetensorsError {
+    SafetensorsError::malformed(None, format!("out of memory for the index of its {entries} tensors"))
+}
+
 fn check_unique_names(entries: &[header::Entry]) -> Result<(), SafetensorsError> {
-    let mut seen = HashSet::with_capacity(entries.len());
+    let mut seen = HashSet::new();
+    seen.try_reserve(entries.len()).map_err(|_| out_of_memory(entries.len()))?;
     for entry in entries {
         if !seen.insert(entry.name.as_str()) {
             return Err(SafetensorsError::malformed(
@@ -119,7 +127,8 @@ fn lay_out(
     data_start: u64,
     data_len: u64,
 ) -> Result<Vec<SafetensorsTensor>, SafetensorsError> {
-    let mut tensors = Vec::with_capacity(entries.len());
+    let mut tensors = Vec::new();
+    tensors.try_reserve(entries.len()).map_err(|_| out_of_memory(entries.len()))?;
     for header::Entry { name, dtype, shape, begin, end } in entries {
         if begin > end || end > data_len {
             return Err(SafetensorsError::malformed(

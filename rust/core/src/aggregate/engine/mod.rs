@@ -163,8 +163,11 @@ pub struct Aggregate {
     pub total_weight: f64,
     /// The accepted uploads.
     pub count: usize,
-    /// Per kept upload (robust methods and hygiene), in the order they were accepted.
+    /// Per kept upload (robust methods and hygiene) still counted, in the order they were accepted.
     pub members: Vec<MemberReport>,
+    /// Uploads accepted when they came but left out at the end, by their place in the order of
+    /// acceptance: an update against `relative_to` that leaves float64 (kind `overflow`).
+    pub dropped: Vec<(usize, Rejection)>,
 }
 
 /// The FedAvg sums of part of a round's uploads (a Dask task's batch): what [`Round::absorb`]
@@ -496,6 +499,30 @@ impl Round {
         Some(Verdict::Accepted { weight })
     }
 
+    /// Leaves out the admitted uploads whose update against `relative_to` leaves float64
+    /// (`first[i]`: the first slot where upload `i`'s does, found by the cluster's tasks); their
+    /// rejections, by place in the order of admission.
+    pub fn drop_remote(&mut self, first: &[Option<usize>]) -> Vec<(usize, Rejection)> {
+        let mut dropped = Vec::new();
+        let mut kept = Vec::with_capacity(self.remote.len());
+        for (i, p) in std::mem::take(&mut self.remote).into_iter().enumerate() {
+            match first.get(i).copied().flatten() {
+                Some(slot) => {
+                    let message = format!(
+                        "its update against relative_to overflows float64 in {}",
+                        self.layout.slot_name(slot)
+                    );
+                    self.accepted = self.accepted.saturating_sub(1);
+                    self.tally.total_weight -= p.weight;
+                    dropped.push((i, Rejection::new(RejectionKind::Overflow, message)));
+                }
+                None => kept.push(p),
+            }
+        }
+        self.remote = kept;
+        dropped
+    }
+
     /// The uploads admitted by [`Round::admit`], in order.
     pub fn remote(&self) -> &[Portable] {
         &self.remote
@@ -517,7 +544,7 @@ impl Round {
         self.check_count()?;
         // the tasks' ranges, in order, cut into the slots again
         let values = Values::Flat(reduced.values);
-        check_finite(&self.layout, &values.slots(&self.lanes))?;
+        check_finite(&self.layout, self.options.method.name(), &values.slots(&self.lanes))?;
         let members: Vec<MemberReport> = self
             .remote
             .iter()
@@ -533,7 +560,14 @@ impl Round {
             })
             .collect();
         let lanes = self.lanes.clone();
-        Ok(Aggregate { values, lanes, total_weight: self.tally.total_weight, count: self.accepted, members })
+        Ok(Aggregate {
+            values,
+            lanes,
+            total_weight: self.tally.total_weight,
+            count: self.accepted,
+            members,
+            dropped: Vec::new(),
+        })
     }
 
     fn check_count(&self) -> Result<(), Error> {
@@ -821,7 +855,9 @@ impl Round {
     /// The aggregate of the accepted uploads; `Err` when there is none, when there are fewer
     /// than the method needs, when a kept file changed during the round, or when the aggregate
     /// is not finite (finite uploads whose aggregate passes float64's limit).
-    pub fn finish(self) -> Result<Aggregate, Error> {
+    pub fn finish(mut self) -> Result<Aggregate, Error> {
+        self.check_count()?;
+        let dropped = self.drop_overflowing_updates()?;
         self.check_count()?;
         let (count, total_weight) = (self.accepted, self.tally.total_weight);
         let Round { layout, lanes, options, tally, members, base, .. } = self;
@@ -830,22 +866,56 @@ impl Round {
         } else {
             let (flat, reports) = robust::aggregate(&lanes, &options, &members, base.as_ref())?;
             let values = Values::Flat(flat);
-            check_finite(&layout, &values.slots(&lanes))?;
+            check_finite(&layout, options.method.name(), &values.slots(&lanes))?;
             (values, reports)
         };
-        Ok(Aggregate { values, lanes, total_weight, count, members: reports })
+        Ok(Aggregate { values, lanes, total_weight, count, members: reports, dropped })
+    }
+
+    /// With `relative_to`: the kept uploads whose update (values minus the global model's) leaves
+    /// float64 in some tensor (finite values of opposite signs near the limit) are left out,
+    /// rejected with kind `overflow`, before anything is aggregated (one pass over the updates).
+    fn drop_overflowing_updates(&mut self) -> Result<Vec<(usize, Rejection)>, Error> {
+        let Some(base) = self.base.as_ref() else { return Ok(Vec::new()) };
+        let total: usize = self.lanes.iter().sum();
+        let passes = robust::Passes::new(
+            &self.members,
+            Some(base),
+            segments(&self.lanes, 0, total),
+            self.options.chunk_bytes,
+        );
+        let found = passes.update_overflows()?;
+        let mut dropped = Vec::new();
+        let mut kept = Vec::with_capacity(self.members.len());
+        for (i, (m, bad)) in std::mem::take(&mut self.members).into_iter().zip(found).enumerate() {
+            match bad {
+                Some(slot) => {
+                    let message = format!(
+                        "its update against relative_to overflows float64 in {}",
+                        self.layout.slot_name(slot)
+                    );
+                    self.accepted = self.accepted.saturating_sub(1);
+                    self.tally.total_weight -= m.weight;
+                    dropped.push((i, Rejection::new(RejectionKind::Overflow, message)));
+                }
+                None => kept.push(m),
+            }
+        }
+        self.members = kept;
+        Ok(dropped)
     }
 }
 
 /// `Err` naming the first tensor of the aggregate holding a value that is not finite.
-fn check_finite(layout: &Layout, values: &[&[f64]]) -> Result<(), Error> {
+fn check_finite(layout: &Layout, method: &str, values: &[&[f64]]) -> Result<(), Error> {
     for (slot, part) in values.iter().enumerate() {
         if part.iter().any(|v| !v.is_finite()) {
             return Err(Error::Aggregation {
                 detail: format!(
-                    "the aggregate of {} is not finite: the uploads are finite, but their aggregate passes \
-                     float64's limit (values near ±1.8e308, or an update added to the global model)",
-                    layout.slot_label(slot)
+                    "the {method} aggregate of {} is not finite in float64: the uploads are finite, but \
+                     their aggregate passes float64's limit (values near ±1.8e308, or an update added to \
+                     the global model)",
+                    layout.slot_name(slot)
                 ),
             });
         }
@@ -883,6 +953,20 @@ pub mod passes {
             m.held.confirm_unchanged()?;
         }
         Ok(value)
+    }
+
+    /// Per upload, the first slot within lanes `start..end` where its update leaves float64.
+    pub fn update_overflows(
+        portables: &[Portable],
+        base: Option<&Portable>,
+        lanes: &[usize],
+        (start, end): (usize, usize),
+        chunk_bytes: usize,
+    ) -> Result<Vec<Option<usize>>, Error> {
+        let (members, base) = opened(portables, base)?;
+        let out = Passes::new(&members, base.as_ref(), segments(lanes, start, end), chunk_bytes)
+            .update_overflows()?;
+        confirmed(&members, base.as_ref(), out)
     }
 
     /// Per upload, the sum of the squares of its update over lanes `start..end`.

@@ -267,6 +267,23 @@ impl<'a> Passes<'a> {
         Ok(())
     }
 
+    /// Per upload, the first slot where its update (its values minus the global model's) is not
+    /// finite in float64 (finite values of opposite signs near the limit), over these lanes.
+    pub(crate) fn update_overflows(&self) -> Result<Vec<Option<usize>>, Error> {
+        let n = self.members.len();
+        let mut first: Vec<Option<usize>> = vec![None; n];
+        self.run(&vec![1.0; n], |(_, segment), _, _, x, _| {
+            let count = x.len() / n.max(1);
+            for (row, found) in x.chunks(count.max(1)).zip(first.iter_mut()) {
+                if found.is_none() && !row.iter().all(|v| v.is_finite()) {
+                    *found = Some(segment.slot);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(first)
+    }
+
     /// Per upload, the sum of the squares of its update over these lanes (for its norm).
     pub(crate) fn squares(&self) -> Result<Vec<f64>, Error> {
         let n = self.members.len();
