@@ -4,6 +4,7 @@
 //! read into private memory ([`read_file`]), never through a shared mapping.
 
 mod block;
+#[cfg(feature = "fs")] // the checks of a round's uploads
 mod checks;
 mod columns;
 mod distances;
