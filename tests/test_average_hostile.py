@@ -236,5 +236,5 @@ def test_the_cli_says_why_a_round_gave_no_result(tmp_path: Path, capsys):
     out = tmp_path / "out.ckpt"
     assert main(["average", str(out), *map(str, paths), "--method", "bulyan", "--byzantine", "1"]) == 2
     printed = capsys.readouterr().out
-    assert "nothing written: bulyan with byzantine=1 needs at least 4 * byzantine + 3 = 7" in printed
+    assert "nothing written: bulyan with byzantine = 1 needs at least 4 * byzantine + 3 = 7" in printed
     assert "3 were accepted (4 short)" in printed and not out.exists()

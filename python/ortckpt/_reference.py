@@ -141,7 +141,7 @@ def slim(state: CheckpointState) -> CheckpointState:
 def _wanted(spec: ModelSpec) -> list[tuple[str, np.dtype[Any], tuple[int, ...]]]:
     """Per slot (the core's order: trainable parameters, then momentums): a label, its dtype, its shape."""
     wanted = [
-        (f"parameter {name!r}", _dtypes.to_numpy(code), shape)
+        (repr(name), _dtypes.to_numpy(code), shape)
         for name, (trainable, code, shape) in spec.params.items()
         if trainable
     ]
@@ -180,8 +180,8 @@ def _rounded(
             np.divide(part.reshape(shape), divisor, out=view, casting="unsafe")
         if not np.isfinite(view).all():
             raise AggregationError(
-                f"the aggregate of {label} passes the range of {dtype.name}: the uploads are finite, but "
-                "their aggregate (an update added to the global model) is not representable"
+                f"the aggregate of {label} is not finite in {dtype.name}: the uploads are finite, but "
+                f"their aggregate (an update added to the global model, noise) passes {dtype.name}'s range"
             )
         out.append(view)
     for array in [*flats.values(), *out]:

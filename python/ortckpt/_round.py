@@ -48,12 +48,15 @@ def _label(index: int, src: object) -> str:
     return f"upload #{index}"
 
 
-def _whole(name: str, value: Any, *, minimum: int = 0, optional: bool = True) -> int | None:
-    """A whole-number option, checked (never a bool, a float or a negative number)."""
+def _whole(
+    name: str, value: Any, *, minimum: int = 0, maximum: int = 2**63 - 1, optional: bool = True
+) -> int | None:
+    """A whole-number option, checked (never a bool, a float, a negative number, or one past
+    what the core counts in: 64 bits)."""
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be a whole number >= {minimum}; got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ValueError(f"{name} must be a whole number in [{minimum}, {maximum}]; got {value!r}")
     return value
 
 
@@ -115,7 +118,7 @@ class Round:
             "keep": _whole("keep", keep, minimum=1),
             "clip_norm": _number("clip_norm", clip_norm),
             "noise_multiplier": _number("noise_multiplier", noise_multiplier),
-            "seed": _whole("seed", seed),
+            "seed": _whole("seed", seed, maximum=2**64 - 1),
             "chunk_bytes": _whole("chunk_bytes", chunk_bytes, minimum=8, optional=False),
             "staleness_exponent": _number("staleness_exponent", staleness_exponent),
             "max_staleness": _whole("max_staleness", max_staleness),
@@ -425,7 +428,7 @@ class Round:
             None,
             self.reference_label,
             sorted(self._reports, key=lambda r: r.index),
-            0.0,
+            sum(self._reports[p].weight or 0.0 for p in self._accepted),
             CheckpointState(),
             engine,
             self.method,

@@ -6,7 +6,9 @@ from any of them; a bad upload becomes a rejection of its own, never the round's
 
 from __future__ import annotations
 
+import numbers
 import os
+import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -16,9 +18,23 @@ from typing import Any
 from . import _native
 from ._reference import Rejected
 from ._reports import SourceReport
-from ._sources import SourceTooLargeError, _exists, is_url, local_path, read_url
-from .io import external_data_path, load
+from ._sources import SourceTooLargeError, _exists, data_url, is_url, local_path, read_url
+from .io import load
 from .state import CheckpointState
+
+
+def weight_problem(value: object) -> str | None:
+    """Why ``value`` cannot be an upload's weight (a phrase completing "weight ..."), or None.
+    The rule is the core's (``_native.weight_problem``: a finite number in [2^-64, 2^64], the
+    bound that keeps a round's total weight finite), applied here to numbers given in Python: a
+    string, a bool or an integer beyond float64 is no weight either."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return "is not a number"
+    try:
+        as_float = float(value)
+    except OverflowError:  # an integer beyond float64: beyond the largest weight too
+        return _native.weight_problem(sys.float_info.max)
+    return _native.weight_problem(as_float)
 
 
 @dataclass(frozen=True)
@@ -68,7 +84,7 @@ def read_source(src: Any, max_bytes: int | None, storage_options: Any) -> Payloa
         url = str(src)
         data = read_url(url, max_bytes=max_bytes, storage_options=storage_options)
         external = None
-        ext_url = external_data_path(url)
+        ext_url = data_url(url)  # in a chained URL, beside the file, not the archive
         if _exists(ext_url, storage_options):
             left = None if max_bytes is None else max_bytes - len(data)
             external = read_url(ext_url, max_bytes=left, storage_options=storage_options)

@@ -9,13 +9,10 @@ a Dask cluster. See docs/federated.md.
 
 from __future__ import annotations
 
-import numbers
 import os
-import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from . import _native
 from ._paths import StrPath
 from ._privacy import AdaptiveClipping, PrivacyAccountant
 from ._progress import progress as progress_bar
@@ -23,27 +20,13 @@ from ._reports import AggregationReport, SourceReport
 from ._round import DEFAULT_CHUNK_BYTES, Round, _label
 from ._server_opt import ServerOptimizer
 from ._types import CheckpointSource
-from ._uploads import Item
+from ._uploads import Item, weight_problem
 from .errors import AggregationError
 
 #: One upload: a local path or fsspec URL, the checkpoint's bytes, or a loaded state.
 Source = CheckpointSource
 
 __all__ = ["AggregationError", "AggregationReport", "Round", "SourceReport", "average"]
-
-
-def _weight_problem(value: object) -> str | None:
-    """Why ``value`` cannot be an upload's weight (a phrase completing "weight ..."), or None.
-    The rule is the core's (``_native.weight_problem``: a finite number in [2^-64, 2^64], the
-    bound that keeps a round's total weight finite), applied here to numbers given in Python: a
-    string, a bool or an integer beyond float64 is no weight either."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return "is not a number"
-    try:
-        as_float = float(value)
-    except OverflowError:  # an integer beyond float64: beyond the largest weight too
-        return _native.weight_problem(sys.float_info.max)
-    return _native.weight_problem(as_float)
 
 
 def _items(sources: Iterable[Source] | Mapping[str, Source], weights: Any) -> Iterator[Item]:
@@ -73,7 +56,7 @@ def _items(sources: Iterable[Source] | Mapping[str, Source], weights: Any) -> It
                 value = next(given)
             except StopIteration:
                 raise ValueError(f"fewer weights than sources ({index})") from None
-            problem = _weight_problem(value)
+            problem = weight_problem(value)
             if problem is not None:
                 raise ValueError(f"weight {value!r} of source {index} {problem}")
             rule = float(value)

@@ -143,7 +143,8 @@ def run_average(args: argparse.Namespace, out: TextIO) -> int:
         )
     except AggregationError as exc:
         failed = exc.report
-        why = str(exc).split(":\n", 1)[0]  # no upload accepted, too few for the method, an overflow
+        # no upload accepted, too few for the method, an overflow
+        why = str(exc).split(":\n", 1)[0].removeprefix("no aggregate: ")
         lines = [failed.summary(), f"nothing written: {why}"]
         emit(args, out, _report_json(failed, written=False), lines)
         return 2

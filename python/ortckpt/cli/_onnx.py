@@ -149,7 +149,7 @@ def _save_model(model: onnx.ModelProto, path: str) -> bool:
 
 def run_to_onnx(args: argparse.Namespace, out: TextIO) -> int:
     _need_onnx("to-onnx")
-    from .._onnx_external import inline_external_data
+    from .._onnx_inline import inline_external_data
     from ..onnx_io import load_into_model
 
     ckpt, model_path, dest = os.fsdecode(args.ckpt), os.fsdecode(args.model), os.fsdecode(args.out)

@@ -20,9 +20,9 @@ from flwr.serverapp.strategy import FedAvg
 from flwr.supercore import log
 
 from .._buffers import parameters_from_buffer, parameters_to_buffer
-from .._fedavg import weight_problem
 from .._sources import open_state
 from .._types import CheckpointSource
+from .._uploads import weight_problem
 from ..aggregate import AggregationReport, average
 from ..conversions import to_nominal
 from ..errors import AggregationError, CheckpointError, TensorDataError

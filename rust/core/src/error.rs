@@ -449,7 +449,7 @@ impl fmt::Display for Error {
             ),
             ExternalDataMissing { detail } => write!(f, "checkpoint has external data but {detail}"),
             ExternalDataLocation { location, detail } => {
-                write!(f, "external data location {} {detail}", crate::aggregate::py_repr(location))
+                write!(f, "external data location {} {detail}", crate::spelling::py_repr(location))
             }
             ExternalOverlap { first, second } => {
                 write!(f, "tensors {first:?} and {second:?} claim overlapping external data")

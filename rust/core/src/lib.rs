@@ -81,6 +81,7 @@ mod shape;
 mod simd;
 mod sniff;
 mod spec;
+mod spelling;
 #[cfg(feature = "fs")]
 mod target;
 pub mod values;

@@ -41,8 +41,8 @@ pub use round::{add_files, check_files, Screened};
 #[cfg(feature = "fs")]
 pub use rows::{read_rows, reduce_rows, reduce_slots, RowSource, MIN_CHUNK_LANES};
 pub use structure::{
-    check_structure, py_repr, type_name, weight_of, weight_problem, ExpectedMomentum, ExpectedParam, Layout,
-    Located, WeightRule, MAX_WEIGHT, MIN_WEIGHT,
+    check_structure, type_name, weight_of, weight_problem, ExpectedMomentum, ExpectedParam, Layout, Located,
+    WeightRule, MAX_WEIGHT, MIN_WEIGHT,
 };
 #[cfg(feature = "fs")]
 pub use upload::{index_upload, read_file, release_buffers, Buffer, FileUpload, HeldFiles, UploadError};

@@ -6,6 +6,7 @@ use super::rejection::RejectionKind;
 use std::ops::Range;
 
 use super::rejection::Rejection;
+use crate::spelling::{py_float, py_repr, py_tuple};
 use crate::values::Lanes;
 use crate::{CheckpointIndex, DataType, PropertyValue, Storage, TensorRef};
 
@@ -105,37 +106,6 @@ fn lanes_of(data_type: DataType, dims: &[i64]) -> usize {
     let elements = dims.iter().map(|&d| usize::try_from(d).unwrap_or(0)).product::<usize>();
     let complex = matches!(data_type, DataType::Complex64 | DataType::Complex128);
     elements * if complex { 2 } else { 1 }
-}
-
-/// Python's `repr` of a string, for names in messages.
-pub fn py_repr(text: &str) -> String {
-    let quote = if text.contains('\'') && !text.contains('"') { '"' } else { '\'' };
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push(quote);
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
-
-/// Python's spelling of a shape: `()`, `(5,)`, `(5, 6)`.
-fn py_tuple(dims: &[i64]) -> String {
-    match dims {
-        [one] => format!("({one},)"),
-        _ => format!("({})", dims.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")),
-    }
 }
 
 /// numpy's name of a type (`float32`, `bfloat16`, ...): [`DataType::numpy_name`].
@@ -355,38 +325,14 @@ pub fn weight_of(index: &CheckpointIndex, rule: &WeightRule) -> Result<f64, Reje
     }
 }
 
-fn py_float(v: f64) -> String {
-    if v.is_nan() {
-        "nan".into()
-    } else if v.is_infinite() {
-        if v > 0.0 {
-            "inf".into()
-        } else {
-            "-inf".into()
-        }
-    } else if v == v.trunc() && v.abs() < 1e16 {
-        format!("{v:.1}")
-    } else {
-        format!("{v}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn python_spellings() {
-        assert_eq!(py_repr("fc1.weight"), "'fc1.weight'");
-        assert_eq!(py_repr("it's"), "\"it's\"");
-        assert_eq!(py_repr("a\nb\\"), "'a\\nb\\\\'");
-        assert_eq!(py_tuple(&[]), "()");
-        assert_eq!(py_tuple(&[5]), "(5,)");
-        assert_eq!(py_tuple(&[5, 6]), "(5, 6)");
+    fn numpy_type_names() {
         assert_eq!(type_name(DataType::Double), "float64");
         assert_eq!(type_name(DataType::Bfloat16), "bfloat16");
-        assert_eq!(py_float(0.0), "0.0");
-        assert_eq!(py_float(-1.5), "-1.5");
     }
 
     #[test]

@@ -576,7 +576,10 @@ impl Round {
             return Err(Error::Aggregation { detail: "no upload was accepted".into() });
         }
         if self.accepted < needed {
-            return Err(Error::Aggregation { detail: format!("{why}; {} were accepted", self.accepted) });
+            let short = needed - self.accepted;
+            return Err(Error::Aggregation {
+                detail: format!("{why}; {} were accepted ({short} short)", self.accepted),
+            });
         }
         Ok(())
     }

@@ -56,7 +56,7 @@ impl Method {
         match *self {
             Method::Bulyan { byzantine } => {
                 let n = byzantine.saturating_mul(4).saturating_add(3);
-                (n, format!("bulyan needs at least 4 * byzantine + 3 = {n} accepted uploads"))
+                (n, format!("bulyan with byzantine = {byzantine} needs at least 4 * byzantine + 3 = {n} accepted uploads"))
             }
             Method::MultiKrum { byzantine, keep: None } => {
                 let n = byzantine.saturating_add(1);
@@ -140,6 +140,14 @@ impl Options {
             if !(z.is_finite() && z >= 0.0) {
                 return Err(format!("noise_multiplier must be a finite number >= 0; got {z}"));
             }
+            if let Some(c) = self.clip_norm {
+                // the noise's standard deviation is their product: it must be a number too
+                if !(z * c).is_finite() {
+                    return Err(format!(
+                        "noise_multiplier × clip_norm overflows float64 (the noise's standard deviation); got {z} × {c}"
+                    ));
+                }
+            }
         }
         if self.max_bytes == Some(0) {
             return Err("max_bytes must be positive, got 0".into());
@@ -193,6 +201,13 @@ mod tests {
                     o.noise_multiplier = Some(-1.0)
                 }),
                 "noise_multiplier",
+            ),
+            (
+                with(&|o| {
+                    o.clip_norm = Some(1e300);
+                    o.noise_multiplier = Some(1e300)
+                }),
+                "overflows",
             ),
             (with(&|o| o.max_bytes = Some(0)), "max_bytes"),
             (with(&|o| o.chunk_bytes = 7), "chunk_bytes"),

@@ -162,10 +162,7 @@ fn weights_past_the_bounds_are_rejected_not_summed() {
             words(&got).into_iter().map(|w| w.split(' ').next().unwrap_or("").to_string()).collect();
         assert_eq!(kinds, ["accepted", "weight", "weight"], "{options:?}");
         let done = round.finish().unwrap();
-        assert!(
-            done.means().concat().iter().all(|v| (v - 0.001f32 as f64).abs() < 1e-9),
-            "{options:?}"
-        );
+        assert!(done.means().concat().iter().all(|v| (v - 0.001f32 as f64).abs() < 1e-9), "{options:?}");
     }
 }
 
