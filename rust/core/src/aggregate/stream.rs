@@ -204,24 +204,39 @@ impl Pass {
     }
 }
 
+/// Per-slot views of a flat copy of `sums` (one allocation, made when first needed: huge pages
+/// back it, where a vector per slot of a few MiB each would take a page fault per 4 KiB).
+fn copy_slots<'c>(copy: &'c mut Vec<f64>, sums: &[&mut [f64]]) -> Vec<&'c mut [f64]> {
+    let total = sums.iter().map(|s| s.len()).sum::<usize>();
+    if copy.len() != total {
+        *copy = crate::platform::huge_f64s(total, true);
+    }
+    let mut rest: &mut [f64] = copy.as_mut_slice();
+    let mut out = Vec::with_capacity(sums.len());
+    for acc in sums {
+        let n = acc.len().min(rest.len());
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(n);
+        out.push(head);
+        rest = tail;
+    }
+    out
+}
+
 /// Step 2: one pass adding `group` into `sums` (see the module note), `copy` (when given)
 /// receiving the sums as they were; the caller undoes it ([`restore`]) when the pass is not clean.
-fn add_group(group: &[&Opened], sums: &mut [&mut [f64]], copy: Option<&mut [Vec<f64>]>) -> Pass {
+fn add_group(group: &[&Opened], sums: &mut [&mut [f64]], copy: Option<&mut Vec<f64>>) -> Pass {
     let bad: Vec<AtomicBool> = group.iter().map(|_| AtomicBool::new(false)).collect();
     let mut pieces: Vec<Piece<'_>> = Vec::new();
     let mut bytes = 0usize;
-    let mut saved_slots: Vec<Option<&mut Vec<f64>>> = match copy {
-        Some(copy) => copy.iter_mut().map(Some).collect(),
+    let mut saved_slots: Vec<Option<&mut [f64]>> = match copy {
+        Some(copy) => copy_slots(copy, sums).into_iter().map(Some).collect(),
         None => sums.iter().map(|_| None).collect(),
     };
     for (slot, (acc, saved)) in sums.iter_mut().zip(saved_slots.iter_mut()).enumerate() {
         let width = group.first().and_then(|s| s.located.get(slot)).map_or(8, |l| l.lanes.width());
         bytes = bytes.saturating_add(acc.len().saturating_mul(width).saturating_mul(group.len()));
-        match saved {
+        match saved.take() {
             Some(saved) => {
-                if saved.len() != acc.len() {
-                    **saved = vec![0.0; acc.len()];
-                }
                 for (p, (chunk, saved)) in acc.chunks_mut(PIECE).zip(saved.chunks_mut(PIECE)).enumerate() {
                     pieces.push((slot, p * PIECE, chunk, Some(saved)));
                 }
@@ -290,12 +305,15 @@ fn add_group(group: &[&Opened], sums: &mut [&mut [f64]], copy: Option<&mut [Vec<
     pass
 }
 
-/// Puts back the sums [`add_group`] copied aside.
-fn restore(sums: &mut [&mut [f64]], copy: &[Vec<f64>]) {
-    for (acc, saved) in sums.iter_mut().zip(copy) {
-        if let Some(saved) = saved.get(..acc.len()) {
+/// Puts back the sums [`add_group`] copied aside (flat, slot after slot).
+fn restore(sums: &mut [&mut [f64]], copy: &[f64]) {
+    let mut at = 0usize;
+    for acc in sums.iter_mut() {
+        let end = at.saturating_add(acc.len());
+        if let Some(saved) = copy.get(at..end) {
             acc.copy_from_slice(saved);
         }
+        at = end;
     }
 }
 
@@ -313,7 +331,7 @@ struct Round<'a, 'k> {
     lanes: &'a [usize],
     max_bytes: Option<u64>,
     /// The sums as they were before a group's pass; None: groups are checked first.
-    copy: Option<Vec<Vec<f64>>>,
+    copy: Option<Vec<f64>>,
     verdicts: Vec<Option<Verdict>>,
     keep_going: &'k mut dyn FnMut() -> bool,
 }
@@ -337,7 +355,7 @@ impl Round<'_, '_> {
                 return Err(Error::Interrupted { path });
             }
             let refs: Vec<&Opened> = members.iter().map(|(_, s)| s).collect();
-            let pass = add_group(&refs, sums, self.copy.as_deref_mut());
+            let pass = add_group(&refs, sums, self.copy.as_mut());
             if pass.clean() {
                 let grown: Vec<f64> = bounds
                     .iter()
@@ -510,7 +528,7 @@ fn add_streamed(call: FileRound<'_, '_>, copy: bool) -> Result<Vec<Verdict>, Err
         layout,
         lanes: &lanes,
         max_bytes,
-        copy: copy.then(|| vec![Vec::new(); lanes.len()]),
+        copy: copy.then(Vec::new),
         verdicts: Vec::with_capacity(items.len()),
         keep_going,
     };
@@ -793,7 +811,7 @@ mod tests {
                 layout: &layout,
                 lanes: &lanes,
                 max_bytes: None,
-                copy: Some(vec![Vec::new(); lanes.len()]),
+                copy: Some(Vec::new()),
                 verdicts: vec![None, None, None],
                 keep_going: &mut || true,
             };
