@@ -323,6 +323,73 @@ def test_malformed_protos_raise_errors_naming_the_tensor() -> None:
     _bad(TypeError, 42, r"expected an onnx.TensorProto")
 
 
+def test_hostile_typed_fields_give_our_errors_from_the_core() -> None:
+    """Typed fields are decoded by the core (the 1.15 folder reader's rules): wrong counts, values
+    in the wrong field, bit patterns out of range and dims far larger than the values raise
+    TensorDataError naming the tensor, without allocating what the dims claim."""
+    cases: list[tuple[dict[str, Any], str]] = [
+        (
+            {"data_type": TensorProto.INT8, "dims": [3], "int32_data": [1, 2]},
+            r"int8 shape \[3\] needs 3 values in int32_data, found 2",
+        ),
+        (
+            {"data_type": TensorProto.INT64, "dims": [2], "int64_data": [1, 2, 3]},
+            r"needs 2 values in int64_data, found 3",
+        ),
+        (
+            {"data_type": TensorProto.UINT32, "dims": [2], "uint64_data": [2**64 - 1]},
+            r"needs 2 values in uint64_data, found 1",
+        ),
+        (
+            {"data_type": TensorProto.COMPLEX128, "dims": [1], "double_data": [1.0, 2.0, 3.0]},
+            r"needs 2 values in double_data, found 3",
+        ),
+        (
+            {"data_type": TensorProto.FLOAT16, "dims": [2], "int32_data": [1]},
+            r"needs 2 values in int32_data, found 1",
+        ),
+        ({"data_type": TensorProto.INT16, "dims": [5]}, r"needs 5 values in int32_data, found 0"),
+        ({"data_type": TensorProto.FLOAT, "dims": [4]}, r"needs 4 values in float_data, found 0"),
+        (
+            {"data_type": TensorProto.INT8, "dims": [1], "int64_data": [1]},
+            r"int8 values belong in int32_data, found int64_data",
+        ),
+        (
+            {"data_type": TensorProto.DOUBLE, "dims": [1], "uint64_data": [1]},
+            r"belong in double_data, found uint64_data",
+        ),
+        (
+            {"data_type": TensorProto.BFLOAT16, "dims": [2], "int32_data": [1, 2**31 - 1]},
+            r"value 2147483647 in int32_data",
+        ),
+        (
+            {"data_type": TensorProto.FLOAT8E4M3FNUZ, "dims": [1], "int32_data": [-(2**31)]},
+            r"value -2147483648 in int32_data",
+        ),
+        # dims claiming a terabyte against three values: refused by count, nothing allocated
+        (
+            {"data_type": TensorProto.INT8, "dims": [2**40], "int32_data": [1, 2, 3]},
+            r"needs 1099511627776 values in int32_data, found 3",
+        ),
+        (
+            {"data_type": TensorProto.UINT64, "dims": [2**20, 2**20], "uint64_data": [7]},
+            r"needs 1099511627776 values",
+        ),
+    ]
+    for fields, match in cases:
+        t = TensorProto(name="hostile", **fields)
+        with pytest.raises(TensorDataError, match=rf"tensor 'hostile': .*{match}") as caught:
+            onnx_io.from_tensor_proto(t)
+        assert caught.value.tensor == "hostile"  # type: ignore[attr-defined]
+    # int32_data values outside a narrow integer wrap as ORT's conversion does (every 32-bit value)
+    t = TensorProto(
+        name="i8", data_type=TensorProto.INT8, dims=[4], int32_data=[128, -129, 2**31 - 1, -(2**31)]
+    )
+    assert onnx_io.from_tensor_proto(t).data.tolist() == [-128, 127, -1, 0]
+    t = TensorProto(name="u32", data_type=TensorProto.UINT32, dims=[1], uint64_data=[2**64 - 1])
+    assert onnx_io.from_tensor_proto(t).data.tolist() == [2**32 - 1]
+
+
 # -- external data ------------------------------------------------------------------------------------
 
 

@@ -67,6 +67,7 @@ __all__ = [
     "serialize_adapter",
     "serialize_checkpoint",
     "simd_level",
+    "tensor_proto_field_values",
     "tensor_proto_values",
     "weight_problem",
 ]
@@ -230,6 +231,9 @@ def external_data_path(path: PathArg) -> str: ...
 def external_data_location(path: PathArg) -> str: ...
 def read_legacy_folder(path: PathArg) -> Index | None: ...
 def tensor_proto_values(data: bytes, tensor: str) -> bytes: ...
+def tensor_proto_field_values(
+    tensor: str, data_type: int, dims: Sequence[int], field: str | None, values: bytes
+) -> bytes: ...
 
 # ORT adapter files: (format_version, adapter_version, model_version, the adapter as a lazy checkpoint
 # index over the file's bytes: every parameter trainable, no properties)

@@ -114,9 +114,9 @@ pub use index::{
 pub use kind_check::expect_kind;
 #[cfg(feature = "fs")]
 pub use legacy::{
-    classify_legacy_file, read_legacy_files, read_legacy_folder, tensor_proto_values, LegacyCheckpoint,
-    LegacyFile, LegacyInput, OpenLegacyFile, LEGACY_FOLDER_VERSION, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY,
-    MAX_PBSEQ_MESSAGE_BYTES,
+    classify_legacy_file, read_legacy_files, read_legacy_folder, tensor_proto_field_values,
+    tensor_proto_values, LegacyCheckpoint, LegacyFile, LegacyInput, OpenLegacyFile, LEGACY_FOLDER_VERSION,
+    LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY, MAX_PBSEQ_MESSAGE_BYTES,
 };
 pub use loaded::{CheckpointBytes, LoadedCheckpoint, Values};
 #[cfg(feature = "fs")]
