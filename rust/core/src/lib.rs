@@ -124,8 +124,8 @@ pub use lock::DEFAULT_LOCK_TIMEOUT_SECS;
 #[cfg(feature = "fs")]
 pub use mapped::MappedFile;
 pub use npz::{
-    default_npz_budget, npz_member_problem, read_npz, read_npz_raw, NpyHeader, NpzData, NpzError, NpzMember,
-    NPZ_BUDGET_RATIO, NPZ_MIN_BUDGET,
+    default_npz_budget, npz_member_problem, parse_npy_buffer, read_npz, read_npz_raw, NpyHeader, NpzData,
+    NpzError, NpzMember, MAX_NPY_HEADER_LEN, NPZ_BUDGET_RATIO, NPZ_MIN_BUDGET,
 };
 #[cfg(feature = "fs")]
 pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};

@@ -58,6 +58,18 @@ pub fn header_len(start: &[u8]) -> Result<usize, String> {
 
 /// Parses a whole header (`bytes` holds at least [`header_len`] bytes; more are ignored).
 pub fn parse(bytes: &[u8]) -> Result<NpyHeader, String> {
+    parse_with(bytes, false)
+}
+
+/// Parses the header of a `.npy` buffer that carries one tensor of a checkpoint (a Flower
+/// `Array`'s data): what [`parse`] accepts, and the raw-byte dtypes numpy writes for the ml_dtypes
+/// types (bfloat16 and the float8 types): void of one or two bytes (`<V2`, `|V1`) and `<f1`
+/// (float8_e5m2). The caller says which dtype the bytes are.
+pub fn parse_npy_buffer(bytes: &[u8]) -> Result<NpyHeader, String> {
+    parse_with(bytes, true)
+}
+
+fn parse_with(bytes: &[u8], raw_bytes: bool) -> Result<NpyHeader, String> {
     let total = header_len(bytes)?;
     let prefix = if bytes[6] == 1 { 10 } else { 12 };
     let body = bytes.get(prefix..total).ok_or("its .npy header is truncated")?;
@@ -68,12 +80,24 @@ pub fn parse(bytes: &[u8]) -> Result<NpyHeader, String> {
     let descr = dict.descr.ok_or("its .npy header has no 'descr'")?;
     let shape = dict.shape.ok_or("its .npy header has no 'shape'")?;
     let fortran_order = dict.fortran.ok_or("its .npy header has no 'fortran_order'")?;
-    let itemsize = itemsize(&descr)?;
+    let itemsize = match raw_byte_size(&descr) {
+        Some(n) if raw_bytes => n,
+        _ => itemsize(&descr)?,
+    };
     let data_len = shape
         .iter()
         .try_fold(itemsize, |acc, &d| acc.checked_mul(d))
         .ok_or_else(|| format!("its shape {shape:?} of {descr} overflows 64 bits"))?;
     Ok(NpyHeader { descr, shape, fortran_order, header_len: total, data_len })
+}
+
+/// Bytes per element of the raw-byte dtypes numpy writes for the ml_dtypes types, or `None`.
+fn raw_byte_size(descr: &str) -> Option<u64> {
+    match descr {
+        "<V1" | "|V1" | "<f1" => Some(1),
+        "<V2" | "|V2" => Some(2),
+        _ => None,
+    }
 }
 
 /// Bytes per element of an accepted dtype string; anything else is refused.
@@ -274,5 +298,18 @@ mod tests {
         assert!(parse(b"\x93NUMPY\x04\x00\x00\x00").is_err());
         assert!(parse(b"\x93NUMPY\x01\x00\xff\xff{").is_err());
         assert!(header_len(b"\x93NUMPY\x02\x00\xff\xff\xff\xff").is_err());
+    }
+
+    #[test]
+    fn raw_byte_dtypes_only_in_buffers() {
+        for (descr, size) in [("<V2", 2u64), ("|V1", 1), ("<f1", 1)] {
+            let text = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (3,), }}\n");
+            let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+            bytes.extend_from_slice(&(text.len() as u16).to_le_bytes());
+            bytes.extend_from_slice(text.as_bytes());
+            let header = parse_npy_buffer(&bytes).unwrap();
+            assert_eq!((header.data_len, header.header_len), (3 * size, bytes.len()));
+            assert!(parse(&bytes).unwrap_err().contains("only bool, integer"), "{descr}");
+        }
     }
 }
