@@ -201,7 +201,8 @@ def test_npy_headers_are_parsed_by_the_core_with_its_one_limit() -> None:
         {"w": Array(dtype="float32", shape=(3, 5), stype="numpy.ndarray", data=_padded_npy(values, 70_000))}
     )
     with pytest.raises(
-        ortckpt.ConversionError, match=r"'w'.*claims 70000 bytes \(at most 65536 are read\)"
+        ortckpt.ConversionError,
+        match=r"'w': malformed .npy header.*claims 70000 bytes \(at most 65536 are read\)",
     ) as caught:
         F.from_arrayrecord(record, reference)
     assert caught.value.tensor == "w"  # type: ignore[attr-defined]

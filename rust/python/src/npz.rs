@@ -95,7 +95,7 @@ pub(crate) fn parse_npy_buffer(
             let shown =
                 PyString::new(py, tensor).repr().map_or_else(|_| format!("{tensor:?}"), |r| r.to_string());
             let err = ConversionError::new_err(format!(
-                "tensor {shown}: the Array's data is not a .npy buffer: {detail}"
+                "tensor {shown}: malformed .npy header in the Array's data: {detail}"
             ));
             Err(with_attributes(err, "<Array>", Some(tensor)))
         }

@@ -160,7 +160,7 @@ fn parse_dict(text: &str) -> Result<Dict, String> {
             "fortran_order" => {
                 dict.fortran.replace(p.boolean().ok_or_else(|| bad("bad 'fortran_order'"))?).is_some()
             }
-            "shape" => dict.shape.replace(p.shape().ok_or_else(|| bad("bad 'shape'"))?).is_some(),
+            "shape" => dict.shape.replace(p.shape().map_err(|what| bad(&what))?).is_some(),
             other => return Err(bad(&format!("unknown key {other:?}"))),
         };
         if dup {
@@ -225,31 +225,49 @@ impl Parser<'_> {
         None
     }
 
-    /// `()`, `(n,)` or `(n, m, ...)` with at most [`MAX_DIMS`] dims of at most 19 digits each.
-    fn shape(&mut self) -> Option<Vec<u64>> {
-        self.expect(b'(')?;
+    /// `()`, `(n,)` or `(n, m, ...)` with at most [`MAX_DIMS`] dims of at most 19 digits each;
+    /// `Err` says what is wrong (the dims are counted to say how many there are: the header's
+    /// length bounds them).
+    fn shape(&mut self) -> Result<Vec<u64>, String> {
+        let bad = || "bad 'shape'".to_owned();
+        self.expect(b'(').ok_or_else(bad)?;
         let mut dims = Vec::new();
         loop {
             self.skip_space();
             if self.eat(b')') {
-                return Some(dims);
+                break;
             }
             let start = self.at;
             while self.s.get(self.at).is_some_and(u8::is_ascii_digit) {
                 self.at += 1;
             }
-            let digits = self.s.get(start..self.at)?;
-            if digits.is_empty() || digits.len() > 19 || dims.len() == MAX_DIMS {
-                return None;
+            let digits = self.s.get(start..self.at).ok_or_else(bad)?;
+            if digits.is_empty() {
+                return Err(bad());
             }
-            dims.push(std::str::from_utf8(digits).ok()?.parse().ok()?);
+            let text = std::str::from_utf8(digits).map_err(|_| bad())?;
+            let dim = text.parse::<u64>().ok().filter(|_| digits.len() <= 19).ok_or_else(|| {
+                let shown: String = text.chars().take(40).collect();
+                format!(
+                    "'shape' has a dimension too large ({shown}{})",
+                    if text.len() > 40 { "..." } else { "" }
+                )
+            })?;
+            dims.push(dim);
             self.skip_space();
             if !self.eat(b',') {
-                self.expect(b')')?;
+                self.expect(b')').ok_or_else(bad)?;
                 // numpy writes a one-dim tuple as "(n,)": "(n)" is an int, not a tuple
-                return (dims.len() != 1).then_some(dims);
+                if dims.len() == 1 {
+                    return Err(bad());
+                }
+                break;
             }
         }
+        if dims.len() > MAX_DIMS {
+            return Err(format!("'shape' has {} dims (at most {MAX_DIMS} are read)", dims.len()));
+        }
+        Ok(dims)
     }
 }
 
@@ -311,5 +329,15 @@ mod tests {
             assert_eq!((header.data_len, header.header_len), (3 * size, bytes.len()));
             assert!(parse(&bytes).unwrap_err().contains("only bool, integer"), "{descr}");
         }
+    }
+
+    #[test]
+    fn bad_shapes_say_what_is_wrong() {
+        let dims65 = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}", "1, ".repeat(65));
+        assert!(parse(&header(&dims65)).unwrap_err().contains("'shape' has 65 dims (at most 32 are read)"));
+        let huge = "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 1180591620717411303424), }";
+        assert!(parse(&header(huge)).unwrap_err().contains("dimension too large (1180591620717411303424)"));
+        let dims32 = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}", "1, ".repeat(32));
+        assert_eq!(parse(&header(&dims32)).unwrap().shape, vec![1; 32]);
     }
 }
