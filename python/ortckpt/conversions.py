@@ -247,8 +247,8 @@ def to_torch(src: Source, *, include_optimizer_state: bool = False) -> dict[str,
         if array.dtype == np.dtype(object):
             raise ConversionError(f"tensor {key!r} is a string tensor: torch cannot hold it")
         name = array.dtype.name
-        if name in _TORCH_VIEWS:
-            raw = torch.from_numpy(array.view(_TORCH_VIEWS[name]).copy())
+        if _dtypes.is_ml_dtype(_dtypes.from_name(name)):
+            raw = torch.from_numpy(array.view(_TORCH_VIEWS[array.dtype.itemsize]).copy())
             out[key] = raw.view(getattr(torch, name))
         else:
             out[key] = torch.from_numpy(np.array(array))
