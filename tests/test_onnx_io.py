@@ -390,6 +390,40 @@ def test_hostile_typed_fields_give_our_errors_from_the_core() -> None:
     assert onnx_io.from_tensor_proto(t).data.tolist() == [2**32 - 1]
 
 
+def test_typed_fields_decode_as_the_folder_reader_decodes_them(tmp_path: pathlib.Path) -> None:
+    """One decoder: a TensorProto's typed field gives the same bytes, and the same refusal, from
+    ``onnx_io`` as from an ORT 1.15 folder holding the same message."""
+    from tests.helpers.pbseq import pbseq
+
+    protos = [
+        TensorProto(name="i8", data_type=TensorProto.INT8, dims=[4], int32_data=[128, -129, 7, -1]),
+        TensorProto(name="b", data_type=TensorProto.BOOL, dims=[3], int32_data=[0, 2, -1]),
+        TensorProto(name="h", data_type=TensorProto.BFLOAT16, dims=[2], int32_data=[0x3F80, 0xFFFF]),
+        TensorProto(name="u32", data_type=TensorProto.UINT32, dims=[2], uint64_data=[2**64 - 1, 5]),
+        TensorProto(name="c", data_type=TensorProto.COMPLEX128, dims=[1], double_data=[1.5, -2.0]),
+        TensorProto(name="i64", data_type=TensorProto.INT64, dims=[2, 1], int64_data=[-(2**63), 3]),
+        _with_packed_float_data(
+            TensorProto(name="f", data_type=TensorProto.FLOAT, dims=[2]),
+            np.array([0x7FA00001, 1], np.uint32).view(np.float32),  # a signalling NaN keeps its payload
+        ),
+    ]
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "paramtrain_tensors.pbseq").write_bytes(pbseq([p.SerializeToString() for p in protos]))
+    loaded = ortckpt.load(folder)
+    for proto in protos:
+        mine = onnx_io.from_tensor_proto(proto).data
+        theirs = loaded.parameters[proto.name].data
+        assert (mine.dtype, mine.shape, mine.tobytes()) == (theirs.dtype, theirs.shape, theirs.tobytes())
+    bad = TensorProto(name="over", data_type=TensorProto.FLOAT16, dims=[1], int32_data=[0x10000])
+    (folder / "paramtrain_tensors.pbseq").write_bytes(pbseq([bad.SerializeToString()]))
+    detail = "float16 value 65536 in int32_data is not a bit pattern in 0..65535"
+    with pytest.raises(TensorDataError, match=detail):
+        onnx_io.from_tensor_proto(bad)
+    with pytest.raises(ortckpt.CheckpointError, match=detail):
+        ortckpt.load(folder)
+
+
 # -- external data ------------------------------------------------------------------------------------
 
 
