@@ -180,6 +180,34 @@ def test_hostile_arrays_are_refused_by_name(case: str) -> None:
         F.from_arrayrecord(record, reference)
 
 
+def _padded_npy(values: np.ndarray, header_bytes: int) -> bytes:
+    """``values`` as a version 2.0 .npy buffer whose header is padded to ``header_bytes``."""
+    text = repr({"descr": values.dtype.str, "fortran_order": False, "shape": values.shape}).encode()
+    text += b" " * (header_bytes - len(text) - 1) + b"\n"
+    return b"\x93NUMPY\x02\x00" + len(text).to_bytes(4, "little") + text + values.tobytes()
+
+
+def test_npy_headers_are_parsed_by_the_core_with_its_one_limit() -> None:
+    """The bridge reads .npy headers with the core's parser (the one .npz members are read
+    with): a header of 20,000 bytes (past numpy's default 10,000) is read, one past the core's
+    64 KiB is refused naming the limit."""
+    values = np.arange(15, dtype=np.float32).reshape(3, 5)
+    reference = ortckpt.CheckpointState({"w": np.zeros((3, 5), np.float32)})
+    record = ArrayRecord(
+        {"w": Array(dtype="float32", shape=(3, 5), stype="numpy.ndarray", data=_padded_npy(values, 20_000))}
+    )
+    assert np.array_equal(F.from_arrayrecord(record, reference).parameters["w"].data, values)
+    record = ArrayRecord(
+        {"w": Array(dtype="float32", shape=(3, 5), stype="numpy.ndarray", data=_padded_npy(values, 70_000))}
+    )
+    with pytest.raises(
+        ortckpt.ConversionError,
+        match=r"'w': malformed .npy header.*claims 70000 bytes \(at most 65536 are read\)",
+    ) as caught:
+        F.from_arrayrecord(record, reference)
+    assert caught.value.tensor == "w"  # type: ignore[attr-defined]
+
+
 def test_fortran_order_arrays_decode_in_c_order() -> None:
     values = np.asfortranarray(np.arange(15, dtype=np.float32).reshape(3, 5))
     record = ArrayRecord({"w": Array(values)})

@@ -323,6 +323,107 @@ def test_malformed_protos_raise_errors_naming_the_tensor() -> None:
     _bad(TypeError, 42, r"expected an onnx.TensorProto")
 
 
+def test_hostile_typed_fields_give_our_errors_from_the_core() -> None:
+    """Typed fields are decoded by the core (the 1.15 folder reader's rules): wrong counts, values
+    in the wrong field, bit patterns out of range and dims far larger than the values raise
+    TensorDataError naming the tensor, without allocating what the dims claim."""
+    cases: list[tuple[dict[str, Any], str]] = [
+        (
+            {"data_type": TensorProto.INT8, "dims": [3], "int32_data": [1, 2]},
+            r"int8 shape \[3\] needs 3 values in int32_data, found 2",
+        ),
+        (
+            {"data_type": TensorProto.INT64, "dims": [2], "int64_data": [1, 2, 3]},
+            r"needs 2 values in int64_data, found 3",
+        ),
+        (
+            {"data_type": TensorProto.UINT32, "dims": [2], "uint64_data": [2**64 - 1]},
+            r"needs 2 values in uint64_data, found 1",
+        ),
+        (
+            {"data_type": TensorProto.COMPLEX128, "dims": [1], "double_data": [1.0, 2.0, 3.0]},
+            r"needs 2 values in double_data, found 3",
+        ),
+        (
+            {"data_type": TensorProto.FLOAT16, "dims": [2], "int32_data": [1]},
+            r"needs 2 values in int32_data, found 1",
+        ),
+        ({"data_type": TensorProto.INT16, "dims": [5]}, r"needs 5 values in int32_data, found 0"),
+        ({"data_type": TensorProto.FLOAT, "dims": [4]}, r"needs 4 values in float_data, found 0"),
+        (
+            {"data_type": TensorProto.INT8, "dims": [1], "int64_data": [1]},
+            r"int8 values belong in int32_data, found int64_data",
+        ),
+        (
+            {"data_type": TensorProto.DOUBLE, "dims": [1], "uint64_data": [1]},
+            r"belong in double_data, found uint64_data",
+        ),
+        (
+            {"data_type": TensorProto.BFLOAT16, "dims": [2], "int32_data": [1, 2**31 - 1]},
+            r"value 2147483647 in int32_data",
+        ),
+        (
+            {"data_type": TensorProto.FLOAT8E4M3FNUZ, "dims": [1], "int32_data": [-(2**31)]},
+            r"value -2147483648 in int32_data",
+        ),
+        # dims claiming a terabyte against three values: refused by count, nothing allocated
+        (
+            {"data_type": TensorProto.INT8, "dims": [2**40], "int32_data": [1, 2, 3]},
+            r"needs 1099511627776 values in int32_data, found 3",
+        ),
+        (
+            {"data_type": TensorProto.UINT64, "dims": [2**20, 2**20], "uint64_data": [7]},
+            r"needs 1099511627776 values",
+        ),
+    ]
+    for fields, match in cases:
+        t = TensorProto(name="hostile", **fields)
+        with pytest.raises(TensorDataError, match=rf"tensor 'hostile': .*{match}") as caught:
+            onnx_io.from_tensor_proto(t)
+        assert caught.value.tensor == "hostile"  # type: ignore[attr-defined]
+    # int32_data values outside a narrow integer wrap as ORT's conversion does (every 32-bit value)
+    t = TensorProto(
+        name="i8", data_type=TensorProto.INT8, dims=[4], int32_data=[128, -129, 2**31 - 1, -(2**31)]
+    )
+    assert onnx_io.from_tensor_proto(t).data.tolist() == [-128, 127, -1, 0]
+    t = TensorProto(name="u32", data_type=TensorProto.UINT32, dims=[1], uint64_data=[2**64 - 1])
+    assert onnx_io.from_tensor_proto(t).data.tolist() == [2**32 - 1]
+
+
+def test_typed_fields_decode_as_the_folder_reader_decodes_them(tmp_path: pathlib.Path) -> None:
+    """One decoder: a TensorProto's typed field gives the same bytes, and the same refusal, from
+    ``onnx_io`` as from an ORT 1.15 folder holding the same message."""
+    from tests.helpers.pbseq import pbseq
+
+    protos = [
+        TensorProto(name="i8", data_type=TensorProto.INT8, dims=[4], int32_data=[128, -129, 7, -1]),
+        TensorProto(name="b", data_type=TensorProto.BOOL, dims=[3], int32_data=[0, 2, -1]),
+        TensorProto(name="h", data_type=TensorProto.BFLOAT16, dims=[2], int32_data=[0x3F80, 0xFFFF]),
+        TensorProto(name="u32", data_type=TensorProto.UINT32, dims=[2], uint64_data=[2**64 - 1, 5]),
+        TensorProto(name="c", data_type=TensorProto.COMPLEX128, dims=[1], double_data=[1.5, -2.0]),
+        TensorProto(name="i64", data_type=TensorProto.INT64, dims=[2, 1], int64_data=[-(2**63), 3]),
+        _with_packed_float_data(
+            TensorProto(name="f", data_type=TensorProto.FLOAT, dims=[2]),
+            np.array([0x7FA00001, 1], np.uint32).view(np.float32),  # a signalling NaN keeps its payload
+        ),
+    ]
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "paramtrain_tensors.pbseq").write_bytes(pbseq([p.SerializeToString() for p in protos]))
+    loaded = ortckpt.load(folder)
+    for proto in protos:
+        mine = onnx_io.from_tensor_proto(proto).data
+        theirs = loaded.parameters[proto.name].data
+        assert (mine.dtype, mine.shape, mine.tobytes()) == (theirs.dtype, theirs.shape, theirs.tobytes())
+    bad = TensorProto(name="over", data_type=TensorProto.FLOAT16, dims=[1], int32_data=[0x10000])
+    (folder / "paramtrain_tensors.pbseq").write_bytes(pbseq([bad.SerializeToString()]))
+    detail = "float16 value 65536 in int32_data is not a bit pattern in 0..65535"
+    with pytest.raises(TensorDataError, match=detail):
+        onnx_io.from_tensor_proto(bad)
+    with pytest.raises(ortckpt.CheckpointError, match=detail):
+        ortckpt.load(folder)
+
+
 # -- external data ------------------------------------------------------------------------------------
 
 

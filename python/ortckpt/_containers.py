@@ -9,7 +9,7 @@ or asked for are kept in a plain dict that overrides the index; removed ones are
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, ItemsView, Iterator, Mapping, MutableMapping
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ from ._sorted_map import SortedMap
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, NDArray
 
-    from ._native import Index, TensorRecord
+    from ._native import Index, TensorRecord, TensorSpec
 
     #: Makes the ``Parameter`` for one index record (the loader supplies it: it knows the buffers).
     ParameterMaker = Callable[[TensorRecord], Parameter]
@@ -117,6 +117,14 @@ class ParameterStore(MutableMapping[str, Parameter]):
         loaded.update(own)
         return {name: loaded[name] for name in sorted(loaded)}
 
+    def save_parts(self) -> tuple[list[tuple[bool, TensorSpec]], ItemsView[str, Parameter]]:
+        """What a save writes, in two parts: the writer's specs of every indexed parameter nobody
+        asked for yet, made in one native call, without a ``Parameter`` each (with its trainable
+        flag), and the parameters the state holds itself."""
+        if self._index is None:
+            return [], self._own.items()
+        return self._index.parameter_specs(self._removed | self._own.keys()), self._own.items()
+
     def is_trainable(self, name: str) -> bool:
         """The trainable flag of ``name`` without creating its ``Parameter``."""
         param = self._own.get(name)
@@ -148,6 +156,10 @@ class ParameterMap(SortedMap[Parameter]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)  # the store iterates sorted already
+
+    def _save_parts(self) -> tuple[list[tuple[bool, TensorSpec]], ItemsView[str, Parameter]]:
+        """``ParameterStore.save_parts``: the untouched loaded parameters in one native call."""
+        return self._items.save_parts()
 
     def __setitem__(self, key: str, value: ArrayLike | Parameter) -> None:
         name = check_name(key, "parameter")

@@ -82,6 +82,9 @@ _BY_KIND: dict[tuple[str, int], int] = {
 
 _ML_DTYPES: tuple[int, ...] = tuple(sorted(_ML_CODES))
 
+# numpy name -> code (the core's names: float32, bfloat16, ..., string)
+_BY_NAME: dict[str, int] = {name: code for code, (name, _) in _NAMES.items()}
+
 DATA_TYPES: frozenset[int] = frozenset(_NAMES)
 """Every data type code this package can read and write."""
 
@@ -98,6 +101,18 @@ def to_numpy(code: int) -> np.dtype[Any]:
     if code in _ML_CODES:
         return _ml_dtype(code)
     raise ValueError(f"unknown ORT tensor data type {code}")
+
+
+def from_name(name: str) -> int | None:
+    """The code of the type numpy (or ml_dtypes) calls ``name`` (``float32``, ``bfloat16``,
+    ``string``), from the core's table; None for any other name."""
+    return _BY_NAME.get(name)
+
+
+def is_ml_dtype(code: int | None) -> bool:
+    """Whether ``code`` is an ml_dtypes type (bfloat16, the float8 types): stored by npz and
+    torch as raw unsigned views of their bytes."""
+    return code in _ML_CODES
 
 
 def type_name(code: int) -> str:

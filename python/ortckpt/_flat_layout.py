@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _dtypes
 from .errors import CheckpointError, ConversionError
 from .state import CheckpointState, OptimizerGroup
 
@@ -285,4 +286,4 @@ def _refused(source: str) -> Iterator[None]:
 def _is_float(array: np.ndarray[Any, Any]) -> bool:
     if array.dtype.kind == "f":
         return True
-    return bool(array.dtype.name.startswith(("bfloat16", "float8")))
+    return _dtypes.is_ml_dtype(_dtypes.from_name(array.dtype.name))

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _native
+from . import _dtypes, _native
 from ._atomic import atomic_file
 from ._flat_layout import NPZ_KEY, Layout, array_of, build_state, decode, encode, tensors_of
 from ._progress import progress
@@ -47,7 +47,7 @@ def _storable(key: str, array: np.ndarray[Any, Any], layout: Layout) -> np.ndarr
         layout.dtypes[key] = "string"
         return array.astype(str) if array.size else np.zeros(array.shape, "<U1")
     name = array.dtype.name
-    if name == "bfloat16" or name.startswith("float8"):
+    if _dtypes.is_ml_dtype(_dtypes.from_name(name)):
         layout.dtypes[key] = name
         return array.view(_RAW_VIEWS[array.dtype.itemsize])
     return array
@@ -98,7 +98,7 @@ def _restore(key: str, array: np.ndarray[Any, Any], layout: Layout | None, path:
     from ._safetensors import numpy_dtype
 
     dtype = numpy_dtype(kind)
-    if dtype is None or not (dtype.name == "bfloat16" or dtype.name.startswith("float8")):
+    if dtype is None or not _dtypes.is_ml_dtype(_dtypes.from_name(dtype.name)):
         raise ConversionError(f"{path}: tensor {key!r} has unknown stored dtype {kind!r}")
     if array.dtype.kind != "u" or array.dtype.itemsize != dtype.itemsize:
         raise ConversionError(f"{path}: tensor {key!r} ({kind}) should be stored as uint{8 * dtype.itemsize}")

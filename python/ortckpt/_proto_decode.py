@@ -1,14 +1,14 @@
 """``onnx.TensorProto`` -> checkpoint tensor, from every storage form ONNX allows.
 
 ``raw_data`` is passed through as bytes, never converted; the typed fields (``float_data``,
-``int32_data``, ``int64_data``, ``double_data``, ``uint64_data``, ``string_data``; complex numbers as
-(real, imaginary) pairs) are decoded bit-exactly the way ORT unpacks them; external data is left to
+``int32_data``, ``int64_data``, ``double_data``, ``uint64_data``; complex numbers as (real, imaginary)
+pairs) are decoded bit-exactly the way ORT unpacks them by the core (the rules of its 1.15 folder
+reader, one decoder for both); ``string_data`` becomes text; external data is left to
 ``_onnx_external``.
 """
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,51 +26,14 @@ if TYPE_CHECKING:
 
 _EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
 
-# data type -> the typed field ONNX stores its values in when raw_data is not used
-_FIELDS: dict[int, str] = {
-    _dtypes.FLOAT: "float_data",
-    _dtypes.COMPLEX64: "float_data",
-    _dtypes.UINT8: "int32_data",
-    _dtypes.INT8: "int32_data",
-    _dtypes.UINT16: "int32_data",
-    _dtypes.INT16: "int32_data",
-    _dtypes.INT32: "int32_data",
-    _dtypes.BOOL: "int32_data",
-    _dtypes.FLOAT16: "int32_data",
-    _dtypes.BFLOAT16: "int32_data",
-    _dtypes.FLOAT8E4M3FN: "int32_data",
-    _dtypes.FLOAT8E4M3FNUZ: "int32_data",
-    _dtypes.FLOAT8E5M2: "int32_data",
-    _dtypes.FLOAT8E5M2FNUZ: "int32_data",
-    _dtypes.INT64: "int64_data",
-    _dtypes.STRING: "string_data",
-    _dtypes.DOUBLE: "double_data",
-    _dtypes.COMPLEX128: "double_data",
-    _dtypes.UINT32: "uint64_data",
-    _dtypes.UINT64: "uint64_data",
-}
 _TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
-
-# Types whose typed-field decoding onnx.numpy_helper.to_array gets right (bit-exact) in every onnx
-# version ortckpt supports. The others are decoded here: onnx < 1.17 turns bfloat16/float8 values
-# into float32 numbers, and reads BOOL values other than 0/1 differently from ORT (which, like
-# us, takes any non-zero int32 as true).
-_TO_ARRAY_TYPES = frozenset(
-    {
-        _dtypes.FLOAT,
-        _dtypes.UINT8,
-        _dtypes.INT8,
-        _dtypes.UINT16,
-        _dtypes.INT16,
-        _dtypes.INT32,
-        _dtypes.INT64,
-        _dtypes.DOUBLE,
-        _dtypes.UINT32,
-        _dtypes.UINT64,
-    }
-)
-_BITS16 = frozenset({_dtypes.FLOAT16, _dtypes.BFLOAT16})
-_BITS8 = frozenset({_dtypes.FLOAT8E4M3FN, _dtypes.FLOAT8E4M3FNUZ, _dtypes.FLOAT8E5M2, _dtypes.FLOAT8E5M2FNUZ})
+# the element type each typed field holds, as the core takes the field's values (little-endian)
+_FIELD_DTYPES: dict[str, str] = {
+    "int32_data": "<i4",
+    "int64_data": "<i8",
+    "double_data": "<f8",
+    "uint64_data": "<u8",
+}
 
 
 def as_proto(item: object, what: str) -> onnx.TensorProto:
@@ -114,62 +77,25 @@ def _proto_data_type(proto: onnx.TensorProto, name: str) -> int:
     return data_type
 
 
-def _bit_patterns(
-    values: Any, name: str, data_type: int, bits: type[np.unsignedinteger[Any]]
+def _typed_array(
+    proto: onnx.TensorProto, name: str, data_type: int, shape: tuple[int, ...], field: str | None
 ) -> NDArray[Any]:
-    wide = np.asarray(values, dtype=np.int64)
-    limit = int(np.iinfo(bits).max)
-    bad = (wide < 0) | (wide > limit)
-    if bad.any():
-        value = int(wide[np.argmax(bad)])
-        raise TensorDataError(
-            f"tensor {name!r}: {_dtypes.type_name(data_type)} value {value} in int32_data is not a bit "
-            f"pattern in 0..{limit} (ORT: data overflow)"
-        )
-    return wide.astype(bits)
-
-
-def _typed_array(proto: onnx.TensorProto, name: str, data_type: int, shape: tuple[int, ...]) -> NDArray[Any]:
-    field = _FIELDS[data_type]
-    values = getattr(proto, field)
-    count = math.prod(shape)
-    per_element = 2 if data_type in (_dtypes.COMPLEX64, _dtypes.COMPLEX128) else 1
-    if len(values) != count * per_element:
-        raise TensorDataError(
-            f"tensor {name!r}: {_dtypes.type_name(data_type)} shape {list(shape)} needs "
-            f"{count * per_element} values in {field}, found {len(values)}"
-        )
-    dtype = _dtypes.to_numpy(data_type)
-    arr: NDArray[Any]
-    if count == 0:
-        arr = np.zeros(shape, dtype=dtype)
-    elif data_type in (_dtypes.FLOAT, _dtypes.COMPLEX64):
+    """The values in ``proto``'s typed field ``field`` (``None`` when no typed field holds values),
+    decoded by the core by the 1.15 folder reader's rules: the field ONNX assigns to the data type,
+    the count against the dims, narrow integers, bool, float16/bfloat16/float8 bit patterns, complex
+    (real, imaginary) pairs."""
+    if field == "float_data":
         # float_data read through Python floats loses NaN payloads (a float32 signalling NaN comes
         # back quiet with protobuf < 7): the core decodes the serialized message bit-exactly
-        values_bytes = _native.tensor_proto_values(proto.SerializeToString(), name)
-        arr = np.frombuffer(values_bytes, dtype=dtype)
-    elif data_type in _TO_ARRAY_TYPES:
-        from onnx import numpy_helper
-
-        arr = np.asarray(numpy_helper.to_array(proto))
-    elif data_type in _BITS16:
-        # ONNX keeps the 16-bit pattern in each int32; ORT refuses values outside 0..0xFFFF
-        arr = _bit_patterns(values, name, data_type, np.uint16).view(dtype)
-    elif data_type in _BITS8:
-        arr = _bit_patterns(values, name, data_type, np.uint8).view(dtype)
-    elif data_type == _dtypes.BOOL:
-        arr = np.asarray(values, dtype=np.int32) != 0
-    elif data_type == _dtypes.COMPLEX64:
-        arr = np.asarray(values, dtype=np.float32).view(np.complex64)
-    elif data_type == _dtypes.COMPLEX128:
-        arr = np.asarray(values, dtype=np.float64).view(np.complex128)
-    else:  # pragma: no cover - every known type is handled above
-        raise TensorDataError(f"tensor {name!r}: cannot decode {field} for {_dtypes.type_name(data_type)}")
-    if arr.dtype != dtype:  # pragma: no cover - the decoders above produce the checkpoint dtype
-        raise TensorDataError(f"tensor {name!r}: decoded {arr.dtype}, expected {dtype}")
-    arr = np.ascontiguousarray(arr).reshape(shape)
-    arr.flags.writeable = False
-    return arr
+        data = _native.tensor_proto_values(proto.SerializeToString(), name)
+    elif field is None:
+        data = _native.tensor_proto_field_values(name, data_type, shape, None, b"")
+    else:
+        values = getattr(proto, field)
+        # one pass in C from the repeated field to the field's element type, no Python loop
+        words = np.fromiter(values, dtype=_FIELD_DTYPES[field], count=len(values))
+        data = _native.tensor_proto_field_values(name, data_type, shape, field, words.tobytes())
+    return np.frombuffer(data, dtype=_dtypes.to_numpy(data_type)).reshape(shape)
 
 
 def _strings(proto: onnx.TensorProto, name: str) -> list[str]:
@@ -212,9 +138,4 @@ def tensor_from_proto(proto: onnx.TensorProto, name: str, files: ExternalFiles, 
     if has_raw:
         raw = proto.raw_data  # bytes, passed through untouched
         return BufferTensor.checked(raw, 0, len(raw), data_type, shape, name)
-    if typed and typed[0] != _FIELDS[data_type]:
-        raise TensorDataError(
-            f"tensor {name!r}: {_dtypes.type_name(data_type)} values belong in {_FIELDS[data_type]}, "
-            f"found {typed[0]}"
-        )
-    return ArrayTensor(_typed_array(proto, name, data_type, shape), data_type)
+    return ArrayTensor(_typed_array(proto, name, data_type, shape, typed[0] if typed else None), data_type)

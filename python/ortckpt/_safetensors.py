@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _native
+from . import _dtypes, _native
 from ._atomic import atomic_file
 from ._flat_layout import SAFETENSORS_KEY, array_of, build_state, decode, encode, tensors_of
 from ._progress import progress
@@ -39,14 +39,10 @@ _LENGTH = struct.Struct("<Q")
 
 def numpy_dtype(name: str) -> np.dtype[Any] | None:
     """The numpy dtype of a dtype name safetensors or npz layouts use; None for any other name."""
-    if name not in _CODES:
+    code = _dtypes.from_name(name)
+    if name not in _CODES or code is None:
         return None
-    if name == "bfloat16" or name.startswith("float8"):
-        import ml_dtypes
-
-        dtype: np.dtype[Any] = np.dtype(getattr(ml_dtypes, name))
-        return dtype
-    return np.dtype(name)
+    return _dtypes.to_numpy(code)
 
 
 def _bytes_of(array: np.ndarray[Any, Any]) -> memoryview:

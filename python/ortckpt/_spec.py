@@ -54,7 +54,14 @@ def _build(state: StateView, include_optimizer_state: bool, format_version: int)
     frozen: list[TensorSpec] = []
     add_trainable = trainable.append
     add_frozen = frozen.append
-    for name, param in state.parameters._unsorted_items():
+    # a loaded state's untouched parameters: their specs in one native call (the files checked once)
+    loaded, own = state.parameters._save_parts()
+    for is_trainable, loaded_spec in loaded:
+        if is_trainable:
+            add_trainable(loaded_spec)
+        else:
+            add_frozen(loaded_spec)
+    for name, param in own:
         # A nominal tensor's data is None; the core refuses it outside a nominal checkpoint. A
         # nominal checkpoint may still hold values (ORT writes such files when it re-saves a
         # nominal state); they are written back as they are, so loading and saving loses nothing.

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _native, _npz, _safetensors
+from . import _dtypes, _native, _npz, _safetensors
 from ._flat_layout import array_of, build_state, momentum_key, tensors_of
 from ._paths import StrPath
 from ._sources import is_url, load, local_input, local_output, open_state
@@ -218,13 +218,8 @@ def _as_numpy(value: Any) -> np.ndarray[Any, Any]:
     return np.asarray(value)
 
 
-_TORCH_VIEWS = {
-    "bfloat16": "int16",
-    "float8_e4m3fn": "uint8",
-    "float8_e5m2": "uint8",
-    "float8_e4m3fnuz": "uint8",
-    "float8_e5m2fnuz": "uint8",
-}
+# torch dtypes viewed by size for the ml_dtypes types (torch names them as ml_dtypes does)
+_TORCH_VIEWS = {1: "uint8", 2: "int16"}
 
 
 def _torch_to_numpy(tensor: Any) -> np.ndarray[Any, Any]:
@@ -232,9 +227,11 @@ def _torch_to_numpy(tensor: Any) -> np.ndarray[Any, Any]:
 
     tensor = tensor.detach().cpu().contiguous()
     name = str(tensor.dtype).replace("torch.", "")
-    if name in _TORCH_VIEWS:
-        raw = tensor.view(getattr(torch, _TORCH_VIEWS[name])).numpy()
-        return raw.view(_safetensors.numpy_dtype(name))  # type: ignore[no-any-return]
+    code = _dtypes.from_name(name)
+    if code is not None and _dtypes.is_ml_dtype(code):
+        dtype = _dtypes.to_numpy(code)
+        raw = tensor.view(getattr(torch, _TORCH_VIEWS[dtype.itemsize])).numpy()
+        return raw.view(dtype)  # type: ignore[no-any-return]
     return tensor.numpy()  # type: ignore[no-any-return]
 
 
@@ -250,8 +247,8 @@ def to_torch(src: Source, *, include_optimizer_state: bool = False) -> dict[str,
         if array.dtype == np.dtype(object):
             raise ConversionError(f"tensor {key!r} is a string tensor: torch cannot hold it")
         name = array.dtype.name
-        if name in _TORCH_VIEWS:
-            raw = torch.from_numpy(array.view(_TORCH_VIEWS[name]).copy())
+        if _dtypes.is_ml_dtype(_dtypes.from_name(name)):
+            raw = torch.from_numpy(array.view(_TORCH_VIEWS[array.dtype.itemsize]).copy())
             out[key] = raw.view(getattr(torch, name))
         else:
             out[key] = torch.from_numpy(np.array(array))

@@ -8,14 +8,13 @@ ones (bfloat16, float8) as their raw bytes (numpy writes them as ``|V2`` / ``|V1
 dtype's name in ``Array.dtype``, which is how Flower's own ``Array(ndarray)`` labels them. ORT
 string tensors cannot be carried (they would need pickle): ``ConversionError``.
 
-Decoding treats every record as untrusted: the ``.npy`` header is parsed without pickle, its
+Decoding treats every record as untrusted: the ``.npy`` header is parsed by the core (never unpickled), its
 dtype, shape and byte count are checked against the ``Array``'s fields and the reference before
 any array is made, and every failure is a ``ConversionError`` naming the tensor.
 """
 
 from __future__ import annotations
 
-import ast
 import io
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,7 +24,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord
 from flwr.common import Parameters
 
-from .. import _dtypes
+from .. import _dtypes, _native
 from .._sources import open_state
 from .._tensor import check_numpy_shape
 from .._types import CheckpointSource
@@ -38,10 +37,6 @@ CHECKPOINT_KEY = "ortckpt.checkpoint"
 BUFFER_KEY = "ortckpt.buffer"
 
 _NUMPY_STYPE = "numpy.ndarray"
-_MAGIC = b"\x93NUMPY"
-# bytes of .npy header parsed at most: numpy.load's own limit (literal_eval is slow on long input);
-# numpy.save writes far shorter headers for any array ORT can hold
-_MAX_HEADER = 10_000
 
 
 def _carried_dtypes() -> dict[str, np.dtype[Any]]:
@@ -79,37 +74,15 @@ def _array_of(values: np.ndarray[Any, Any], name: str) -> Array:
 
 
 def _header(data: bytes, name: str) -> tuple[str, bool, tuple[int, ...], int]:
-    """(descr, fortran_order, shape, offset of the values) of a ``.npy`` buffer, parsed as a
-    literal (never unpickled, never evaluated)."""
-    if len(data) < 10 or data[:6] != _MAGIC:
-        raise ConversionError(f"tensor {name!r}: the Array's data is not a .npy buffer")
-    major = data[6]
-    if major == 1:
-        length, start = int.from_bytes(data[8:10], "little"), 10
-    elif major in (2, 3) and len(data) >= 12:
-        length, start = int.from_bytes(data[8:12], "little"), 12
-    else:
-        raise ConversionError(f"tensor {name!r}: unsupported .npy version {major}")
-    if length > _MAX_HEADER or start + length > len(data):
-        raise ConversionError(f"tensor {name!r}: .npy header of {length} bytes is truncated or too long")
-    try:
-        text = data[start : start + length].decode("latin1")
-        header = ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, OverflowError, MemoryError, RecursionError) as exc:
-        # TypeError: an unhashable dict key or set member ({[1]: 2}) fails inside literal_eval
-        raise ConversionError(f"tensor {name!r}: malformed .npy header ({exc})") from None
-    if not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"}:
-        raise ConversionError(f"tensor {name!r}: malformed .npy header {text[:80]!r}")
-    descr, fortran, shape = header["descr"], header["fortran_order"], header["shape"]
-    if not isinstance(descr, str) or not isinstance(fortran, bool) or not isinstance(shape, tuple):
-        raise ConversionError(f"tensor {name!r}: malformed .npy header {text[:80]!r}")
-    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-        raise ConversionError(f"tensor {name!r}: .npy shape {shape!r} is not a tuple of sizes")
-    try:  # more than 64 dims, or sizes past numpy's limit even when a 0 dim empties the array
+    """(descr, fortran_order, shape, offset of the values) of a ``.npy`` buffer, parsed by the
+    core's ``.npy`` parser (the one ``.npz`` files are read with, and its header limit)."""
+    descr, fortran, dims, offset = _native.parse_npy_buffer(data, name)
+    shape = tuple(dims)
+    try:  # sizes past numpy's limit, even when a 0 dim empties the array
         check_numpy_shape(shape, 1, name)
     except TensorDataError as exc:
         raise ConversionError(str(exc)) from None
-    return descr, fortran, shape, start + length
+    return descr, fortran, shape, offset
 
 
 def _decode_array(array: object, name: str, expected: np.dtype[Any] | None) -> np.ndarray[Any, Any]:

@@ -114,9 +114,9 @@ pub use index::{
 pub use kind_check::expect_kind;
 #[cfg(feature = "fs")]
 pub use legacy::{
-    classify_legacy_file, read_legacy_files, read_legacy_folder, tensor_proto_values, LegacyCheckpoint,
-    LegacyFile, LegacyInput, OpenLegacyFile, LEGACY_FOLDER_VERSION, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY,
-    MAX_PBSEQ_MESSAGE_BYTES,
+    classify_legacy_file, read_legacy_files, read_legacy_folder, tensor_proto_field_values,
+    tensor_proto_values, LegacyCheckpoint, LegacyFile, LegacyInput, OpenLegacyFile, LEGACY_FOLDER_VERSION,
+    LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY, MAX_PBSEQ_MESSAGE_BYTES,
 };
 pub use loaded::{CheckpointBytes, LoadedCheckpoint, Values};
 #[cfg(feature = "fs")]
@@ -124,8 +124,8 @@ pub use lock::DEFAULT_LOCK_TIMEOUT_SECS;
 #[cfg(feature = "fs")]
 pub use mapped::MappedFile;
 pub use npz::{
-    default_npz_budget, npz_member_problem, read_npz, read_npz_raw, NpyHeader, NpzData, NpzError, NpzMember,
-    NPZ_BUDGET_RATIO, NPZ_MIN_BUDGET,
+    default_npz_budget, npz_member_problem, parse_npy_buffer, read_npz, read_npz_raw, NpyHeader, NpzData,
+    NpzError, NpzMember, MAX_NPY_HEADER_LEN, NPZ_BUDGET_RATIO, NPZ_MIN_BUDGET,
 };
 #[cfg(feature = "fs")]
 pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};

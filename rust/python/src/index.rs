@@ -8,7 +8,7 @@ use ortckpt_core::{
     CheckpointBytes, CheckpointIndex, LoadedCheckpoint, ParamKind, PropertyValue, Storage, TensorRef,
 };
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyMemoryView, PySlice, PyString, PyTuple};
 
 use crate::arrays::view;
 use crate::convert::{unchanging_owner, BorrowedBytes};
@@ -239,6 +239,71 @@ impl Index {
             }
         }
         Ok((arrays, others))
+    }
+
+    /// What a save needs of every parameter not named in `skip`, sorted by name, in one call:
+    /// `(trainable, spec)` pairs, `spec` the writer's `(name, data_type, dims, data)` tuple (with
+    /// the doc string as a fifth item when there is one), `data` a memoryview of the tensor's bytes
+    /// in the checkpoint or its external data file, its strings, or None (nominal). Runs
+    /// `prepare_parameters` first (the one check of the files that per-tensor `prepare` would
+    /// make), so a loaded state's untouched parameters cross into native code once, not twice each.
+    fn parameter_specs<'py>(
+        &self,
+        py: Python<'py>,
+        skip: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        self.loaded.prepare_parameters().map_err(|e| self.error(e))?;
+        crate::reserve::rearm();
+        let checkpoint = PyMemoryView::from(self.loaded.checkpoint().object(py))?;
+        let external = match self.loaded.external() {
+            Some(e) => Some(PyMemoryView::from(e.object(py))?),
+            None => None,
+        };
+        let out = PyList::empty(py);
+        let index = self.index();
+        for &position in index.parameters_by_name() {
+            let position = position as usize;
+            let Some(tensor) = index.tensor(position) else { continue };
+            let name = py_str(py, tensor.name)?;
+            if skip.contains(&name)? {
+                continue;
+            }
+            let data: Bound<'py, PyAny> = match tensor.storage {
+                Storage::Inline { offset, len, .. } => {
+                    let start = isize::try_from(offset).unwrap_or(isize::MAX);
+                    let end = isize::try_from(offset.saturating_add(len)).unwrap_or(isize::MAX);
+                    checkpoint.get_item(PySlice::new(py, start, end, 1))?
+                }
+                Storage::External { offset, len } => {
+                    let external = external.as_ref().ok_or_else(|| {
+                        self.error(ortckpt_core::Error::Internal {
+                            detail: format!(
+                                "tensor {:?} is external, and the index holds no external data",
+                                tensor.name
+                            ),
+                        })
+                    })?;
+                    let start = isize::try_from(offset).unwrap_or(isize::MAX);
+                    let end = isize::try_from(offset.saturating_add(len)).unwrap_or(isize::MAX);
+                    external.get_item(PySlice::new(py, start, end, 1))?
+                }
+                Storage::Strings(values) => py_strs(py, values.iter().map(String::as_str))?.into_any(),
+                Storage::Nominal => py.None().into_bound(py),
+            };
+            let code = tensor.data_type.code().into_pyobject(py)?.into_any();
+            let dims = py_ints(py, tensor.dims)?.into_any();
+            let spec = if tensor.doc_string.is_empty() {
+                PyTuple::new(py, [name.into_any(), code, dims, data])?
+            } else {
+                PyTuple::new(
+                    py,
+                    [name.into_any(), code, dims, data, py_str(py, tensor.doc_string)?.into_any()],
+                )?
+            };
+            let trainable = index.param_kind(position) == Some(ParamKind::Trainable);
+            out.append((trainable, spec))?;
+        }
+        Ok(out)
     }
 
     /// The checkpoint's bytes (`bytes` or a `MappedFile`): inline ranges point into it.

@@ -2,11 +2,11 @@
 //! handed to Python as an [`Index`] like a flatbuffer checkpoint's.
 
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyString};
 
-use ortckpt_core::LoadedCheckpoint;
+use ortckpt_core::{Error, LoadedCheckpoint};
 
-use crate::errors::{core_error, GuardedError};
+use crate::errors::{core_error, with_attributes, GuardedError, TensorDataError};
 use crate::index::{Held, Index};
 use crate::mapped::{interruptible, path_arg, show};
 
@@ -31,8 +31,38 @@ pub(crate) fn read_legacy_folder(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyR
 /// little-endian bytes of its data type, decoded by the core bit-exactly.
 #[pyfunction]
 pub(crate) fn tensor_proto_values(py: Python<'_>, data: &[u8], tensor: &str) -> PyResult<Py<PyBytes>> {
-    let values = py
-        .detach(|| ortckpt_core::tensor_proto_values(data))
-        .map_err(|e| core_error(&format!("tensor {tensor:?}"), GuardedError::Core(e)))?;
+    let values =
+        py.detach(|| ortckpt_core::tensor_proto_values(data)).map_err(|e| proto_error(py, tensor, e))?;
     Ok(PyBytes::new(py, &values).unbind())
+}
+
+/// The checkpoint bytes of TensorProto `tensor` whose values are in the typed field `field` (`None`: none holds values), given
+/// as that field's values in little-endian order (`values`), decoded by the core's rules.
+#[pyfunction]
+pub(crate) fn tensor_proto_field_values(
+    py: Python<'_>,
+    tensor: &str,
+    data_type: i32,
+    dims: Vec<i64>,
+    field: Option<&str>,
+    values: &[u8],
+) -> PyResult<Py<PyBytes>> {
+    let bytes = py
+        .detach(|| ortckpt_core::tensor_proto_field_values(tensor, data_type, &dims, field, values))
+        .map_err(|e| proto_error(py, tensor, e))?;
+    Ok(PyBytes::new(py, &bytes).unbind())
+}
+
+/// A TensorProto's decoding error, naming the tensor as Python shows a name (`tensor 'w': ...`).
+fn proto_error(py: Python<'_>, tensor: &str, e: Error) -> PyErr {
+    let shown = PyString::new(py, tensor).repr().map_or_else(|_| format!("{tensor:?}"), |r| r.to_string());
+    match e {
+        // the tensor's name once, in Python's spelling
+        Error::TensorProtoValues { detail, .. } => with_attributes(
+            TensorDataError::new_err(format!("tensor {shown}: {detail}")),
+            "<TensorProto>",
+            Some(tensor),
+        ),
+        e => core_error(&format!("tensor {shown}"), GuardedError::Core(e)),
+    }
 }

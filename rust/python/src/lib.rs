@@ -177,7 +177,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(recover, m)?)?;
     m.add_function(wrap_pyfunction!(legacy::read_legacy_folder, m)?)?;
     m.add_function(wrap_pyfunction!(legacy::tensor_proto_values, m)?)?;
+    m.add_function(wrap_pyfunction!(legacy::tensor_proto_field_values, m)?)?;
     m.add_function(wrap_pyfunction!(npz::read_npz, m)?)?;
+    m.add_function(wrap_pyfunction!(npz::parse_npy_buffer, m)?)?;
     m.add_function(wrap_pyfunction!(npz::npz_member_problem, m)?)?;
     m.add_function(wrap_pyfunction!(safetensors::read_safetensors, m)?)?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;

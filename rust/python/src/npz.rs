@@ -5,7 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use ortckpt_core::{NpzData, NpzError, NpzMember};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyString};
 
 use crate::errors::{with_attributes, ConversionError};
 use crate::mapped::{interruptible, path_arg, show, MappedFile};
@@ -78,4 +78,26 @@ pub(crate) fn read_npz(
 #[pyfunction]
 pub(crate) fn npz_member_problem(name: &str) -> Option<&'static str> {
     ortckpt_core::npz_member_problem(name)
+}
+
+/// The `.npy` header of one tensor's buffer (a Flower `Array`'s data), parsed by the core's `.npy`
+/// parser (the one `read_npz` uses, with its header limit): (descr, fortran order, shape, offset of
+/// the values). `ConversionError` naming `tensor` when it is not one.
+#[pyfunction]
+pub(crate) fn parse_npy_buffer(
+    py: Python<'_>,
+    data: &[u8],
+    tensor: &str,
+) -> PyResult<(String, bool, Vec<u64>, usize)> {
+    match ortckpt_core::parse_npy_buffer(data) {
+        Ok(h) => Ok((h.descr, h.fortran_order, h.shape, h.header_len)),
+        Err(detail) => {
+            let shown =
+                PyString::new(py, tensor).repr().map_or_else(|_| format!("{tensor:?}"), |r| r.to_string());
+            let err = ConversionError::new_err(format!(
+                "tensor {shown}: malformed .npy header in the Array's data: {detail}"
+            ));
+            Err(with_attributes(err, "<Array>", Some(tensor)))
+        }
+    }
 }

@@ -17,4 +17,4 @@ pub use crate::versions::LEGACY_FOLDER_VERSION;
 pub use folder::{read_legacy_files, read_legacy_folder, LegacyCheckpoint, LegacyInput, OpenLegacyFile};
 pub use names::{classify_legacy_file, LegacyFile, LEGACY_LR_PROPERTY, LEGACY_STEP_PROPERTY};
 pub use stream::MAX_PBSEQ_MESSAGE_BYTES;
-pub use tensor_proto::tensor_proto_values;
+pub use tensor_proto::{tensor_proto_field_values, tensor_proto_values};

@@ -408,7 +408,8 @@ impl TensorProto {
         if let Some(&found) = self.typed.first() {
             if found != expected_field {
                 return fail(format!(
-                    "{data_type:?} values belong in {}, found {}",
+                    "{} values belong in {}, found {}",
+                    data_type.numpy_name(),
                     expected_field.field_name(),
                     found.field_name()
                 ));
@@ -440,21 +441,12 @@ impl TensorProto {
             self.values = Some(Values::Absent);
             return Ok(());
         }
-        let count = element_count(name, &self.dims)?;
-        let per_element = if matches!(data_type, DataType::Complex64 | DataType::Complex128) { 2 } else { 1 };
-        let found = if expected_field == Typed::Float || expected_field == Typed::Int32 {
-            self.words32.len()
-        } else {
-            self.words64.len()
-        };
-        if count.checked_mul(per_element) != Some(found as u64) {
-            return fail(format!(
-                "{data_type:?} shape {:?} needs {} values in {}, found {found}",
-                self.dims,
-                count.saturating_mul(per_element),
-                expected_field.field_name()
-            ));
-        }
+        let count = check_count(
+            name,
+            data_type,
+            &self.dims,
+            found_words(expected_field, &self.words32, &self.words64),
+        )?;
         let start = out.len();
         // The values' bytes (the values read were charged already; this is the copy made here).
         budget.charge(count.saturating_mul(data_type.element_size().unwrap_or(0)), 0)?;
@@ -464,6 +456,89 @@ impl TensorProto {
         self.values = Some(Values::Bytes(start..out.len()));
         Ok(())
     }
+}
+
+/// How many values the typed field `field` holds (32-bit fields in `words32`, 64-bit ones in
+/// `words64`).
+fn found_words(field: Typed, words32: &[u32], words64: &[u64]) -> usize {
+    match field {
+        Typed::Float | Typed::Int32 => words32.len(),
+        Typed::String | Typed::Int64 | Typed::Double | Typed::Uint64 => words64.len(),
+    }
+}
+
+/// The element count of `dims`, checked against the `found` values of `data_type`'s typed field
+/// (complex numbers take two: real, imaginary).
+fn check_count(name: &str, data_type: DataType, dims: &[i64], found: usize) -> Result<u64> {
+    let count = element_count(name, dims)?;
+    let per_element = if matches!(data_type, DataType::Complex64 | DataType::Complex128) { 2 } else { 1 };
+    if count.checked_mul(per_element) != Some(found as u64) {
+        return Err(Error::TensorProtoValues {
+            tensor: name.to_owned(),
+            detail: format!(
+                "{} shape {dims:?} needs {} values in {}, found {found}",
+                data_type.numpy_name(),
+                count.saturating_mul(per_element),
+                Typed::of(data_type).field_name()
+            ),
+        });
+    }
+    Ok(count)
+}
+
+/// The checkpoint bytes (little-endian, as `raw_data` would hold them) of tensor `tensor` whose
+/// values are in the typed field named `field` (`"float_data"`, `"int32_data"`, `"int64_data"`,
+/// `"double_data"` or `"uint64_data"`; `None` when no typed field holds values: `data_type`'s own
+/// field, empty), given as that field's values back to back in little-endian order: 4 bytes each
+/// for `float_data` and `int32_data`, 8 for the others. Decoded by the rules the
+/// 1.15 folder reader applies: the field must be the one ONNX assigns to `data_type`, `dims` must
+/// match the number of values (two per complex number), narrower integers wrap as ORT's
+/// conversion does, `BOOL` is any non-zero value, and 16- and 8-bit float types refuse values that
+/// are not a bit pattern. Memory is bounded by the input: the count is checked before anything is
+/// allocated. `onnx_io` uses it for TensorProtos held by Python's `onnx`.
+pub fn tensor_proto_field_values(
+    tensor: &str,
+    data_type: i32,
+    dims: &[i64],
+    field: Option<&str>,
+    values: &[u8],
+) -> Result<Vec<u8>> {
+    let fail = |detail: String| Error::TensorProtoValues { tensor: tensor.to_owned(), detail };
+    let data_type = DataType::from_code(data_type)
+        .ok_or_else(|| Error::UnknownDataType { tensor: tensor.to_owned(), code: data_type })?;
+    let expected = Typed::of(data_type);
+    let field = field.unwrap_or(expected.field_name());
+    let typed = [Typed::Float, Typed::Int32, Typed::String, Typed::Int64, Typed::Double, Typed::Uint64]
+        .into_iter()
+        .find(|t| t.field_name() == field)
+        .ok_or_else(|| fail(format!("{field:?} is not a typed field of a TensorProto")))?;
+    if typed != expected {
+        return Err(fail(format!(
+            "{} values belong in {}, found {field}",
+            data_type.numpy_name(),
+            expected.field_name()
+        )));
+    }
+    let width = match typed {
+        Typed::String => return Err(fail("string_data holds text, not values of fixed size".into())),
+        Typed::Float | Typed::Int32 => 4,
+        Typed::Int64 | Typed::Double | Typed::Uint64 => 8,
+    };
+    if !values.len().is_multiple_of(width) {
+        return Err(fail(format!("{field} given as {} bytes, not whole {width}-byte values", values.len())));
+    }
+    check_count(tensor, data_type, dims, values.len() / width)?;
+    let mut words32 = Vec::new();
+    let mut words64 = Vec::new();
+    if width == 4 {
+        // chunks_exact gives whole chunks: the conversions cannot fail
+        words32.extend(values.chunks_exact(4).map(|c| <[u8; 4]>::try_from(c).map_or(0, u32::from_le_bytes)));
+    } else {
+        words64.extend(values.chunks_exact(8).map(|c| <[u8; 8]>::try_from(c).map_or(0, u64::from_le_bytes)));
+    }
+    let mut out = Vec::new();
+    unpack(data_type, &words32, &words64, &mut out).map_err(fail)?;
+    Ok(out)
 }
 
 enum Packed {
@@ -481,7 +556,10 @@ fn unpack(data_type: DataType, words32: &[u32], words64: &[u64], out: &mut Vec<u
         move |&w: &u32| {
             let v = w as i32;
             if v < 0 || v as u32 > limit {
-                Err(format!("{data_type:?} value {v} in int32_data is not a bit pattern in 0..{limit} (ORT: data overflow)"))
+                Err(format!(
+                    "{} value {v} in int32_data is not a bit pattern in 0..{limit} (ORT: data overflow)",
+                    data_type.numpy_name()
+                ))
             } else {
                 Ok(v as u32)
             }
@@ -610,5 +688,59 @@ mod tests {
         assert_eq!((t.values, out.len()), (Some(Values::Bytes(0..8000)), 8000));
         let err = decode(&m, 10_000).unwrap_err();
         assert!(err.to_string().contains("bytes of memory per byte"), "{err}");
+    }
+
+    #[test]
+    fn typed_field_values_follow_the_folder_rules() {
+        let le32 = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let le64 = |v: &[i64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let int8 = DataType::Int8.code();
+        // narrow integers wrap; BOOL is any non-zero value; complex128 takes pairs
+        assert_eq!(
+            tensor_proto_field_values("i", int8, &[2], Some("int32_data"), &le32(&[300, -1])).unwrap(),
+            [44, 255]
+        );
+        let bool_ = DataType::Bool.code();
+        assert_eq!(
+            tensor_proto_field_values("b", bool_, &[3], Some("int32_data"), &le32(&[0, 2, -1])).unwrap(),
+            [0, 1, 1]
+        );
+        let pair = [1.5f64, -2.0].iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let c128 = DataType::Complex128.code();
+        assert_eq!(tensor_proto_field_values("c", c128, &[1], Some("double_data"), &pair).unwrap(), pair);
+        let u32_ = DataType::Uint32.code();
+        let wide = u64::MAX.to_le_bytes();
+        assert_eq!(tensor_proto_field_values("u", u32_, &[1], Some("uint64_data"), &wide).unwrap(), [255; 4]);
+        let refused = |code: i32, dims: &[i64], field: Option<&str>, values: &[u8]| {
+            tensor_proto_field_values("t", code, dims, field, values).unwrap_err().to_string()
+        };
+        let f16 = DataType::Float16.code();
+        assert!(refused(f16, &[1], Some("int32_data"), &le32(&[0x10000]))
+            .contains("float16 value 65536 in int32_data"));
+        assert!(
+            refused(DataType::Float8E5M2.code(), &[1], Some("int32_data"), &le32(&[-1])).contains("value -1")
+        );
+        assert!(refused(int8, &[3], Some("int32_data"), &le32(&[1, 2]))
+            .contains("needs 3 values in int32_data, found 2"));
+        assert!(refused(c128, &[2], Some("double_data"), &pair).contains("needs 4 values"));
+        assert!(
+            refused(int8, &[1], Some("int64_data"), &le64(&[1])).contains("int8 values belong in int32_data")
+        );
+        assert!(refused(int8, &[1], Some("int32_data"), &[0; 3]).contains("not whole 4-byte values"));
+        assert!(refused(int8, &[1], Some("bogus"), &[]).contains("not a typed field"));
+        assert!(refused(DataType::Float.code(), &[2], None, &[])
+            .contains("float32 shape [2] needs 2 values in float_data"));
+        assert_eq!(
+            tensor_proto_field_values("e", DataType::Float.code(), &[0, 3], None, &[]).unwrap(),
+            [0u8; 0]
+        );
+        assert!(refused(0, &[1], Some("int32_data"), &[]).contains("unknown data type code 0"));
+        assert!(refused(int8, &[-1], Some("int32_data"), &[]).contains("negative dimension"));
+        // huge dims: refused by count, before anything is allocated
+        let huge = [1i64 << 31, 1 << 31];
+        assert!(refused(DataType::Int64.code(), &huge, Some("int64_data"), &le64(&[1]))
+            .contains("needs 4611686018427387904 values"));
+        assert!(refused(DataType::Int64.code(), &[i64::MAX, i64::MAX], Some("int64_data"), &[])
+            .contains("too large"));
     }
 }

@@ -20,7 +20,7 @@ use zip::{CompressionMethod, ZipArchive};
 use crate::input::Input;
 use crate::{wrong_kind_message, FileKind};
 use cursor::InputCursor;
-pub use npy::NpyHeader;
+pub use npy::{parse_npy_buffer, NpyHeader, MAX_HEADER_LEN as MAX_NPY_HEADER_LEN};
 
 /// The decompressed bytes an archive may expand to unless the caller says otherwise: this many
 /// times the archive's size ...

@@ -58,6 +58,18 @@ pub fn header_len(start: &[u8]) -> Result<usize, String> {
 
 /// Parses a whole header (`bytes` holds at least [`header_len`] bytes; more are ignored).
 pub fn parse(bytes: &[u8]) -> Result<NpyHeader, String> {
+    parse_with(bytes, false)
+}
+
+/// Parses the header of a `.npy` buffer that carries one tensor of a checkpoint (a Flower
+/// `Array`'s data): what [`parse`] accepts, and the raw-byte dtypes numpy writes for the ml_dtypes
+/// types (bfloat16 and the float8 types): void of one or two bytes (`<V2`, `|V1`) and `<f1`
+/// (float8_e5m2). The caller says which dtype the bytes are.
+pub fn parse_npy_buffer(bytes: &[u8]) -> Result<NpyHeader, String> {
+    parse_with(bytes, true)
+}
+
+fn parse_with(bytes: &[u8], raw_bytes: bool) -> Result<NpyHeader, String> {
     let total = header_len(bytes)?;
     let prefix = if bytes[6] == 1 { 10 } else { 12 };
     let body = bytes.get(prefix..total).ok_or("its .npy header is truncated")?;
@@ -68,12 +80,24 @@ pub fn parse(bytes: &[u8]) -> Result<NpyHeader, String> {
     let descr = dict.descr.ok_or("its .npy header has no 'descr'")?;
     let shape = dict.shape.ok_or("its .npy header has no 'shape'")?;
     let fortran_order = dict.fortran.ok_or("its .npy header has no 'fortran_order'")?;
-    let itemsize = itemsize(&descr)?;
+    let itemsize = match raw_byte_size(&descr) {
+        Some(n) if raw_bytes => n,
+        _ => itemsize(&descr)?,
+    };
     let data_len = shape
         .iter()
         .try_fold(itemsize, |acc, &d| acc.checked_mul(d))
         .ok_or_else(|| format!("its shape {shape:?} of {descr} overflows 64 bits"))?;
     Ok(NpyHeader { descr, shape, fortran_order, header_len: total, data_len })
+}
+
+/// Bytes per element of the raw-byte dtypes numpy writes for the ml_dtypes types, or `None`.
+fn raw_byte_size(descr: &str) -> Option<u64> {
+    match descr {
+        "<V1" | "|V1" | "<f1" => Some(1),
+        "<V2" | "|V2" => Some(2),
+        _ => None,
+    }
 }
 
 /// Bytes per element of an accepted dtype string; anything else is refused.
@@ -136,7 +160,7 @@ fn parse_dict(text: &str) -> Result<Dict, String> {
             "fortran_order" => {
                 dict.fortran.replace(p.boolean().ok_or_else(|| bad("bad 'fortran_order'"))?).is_some()
             }
-            "shape" => dict.shape.replace(p.shape().ok_or_else(|| bad("bad 'shape'"))?).is_some(),
+            "shape" => dict.shape.replace(p.shape().map_err(|what| bad(&what))?).is_some(),
             other => return Err(bad(&format!("unknown key {other:?}"))),
         };
         if dup {
@@ -201,31 +225,49 @@ impl Parser<'_> {
         None
     }
 
-    /// `()`, `(n,)` or `(n, m, ...)` with at most [`MAX_DIMS`] dims of at most 19 digits each.
-    fn shape(&mut self) -> Option<Vec<u64>> {
-        self.expect(b'(')?;
+    /// `()`, `(n,)` or `(n, m, ...)` with at most [`MAX_DIMS`] dims of at most 19 digits each;
+    /// `Err` says what is wrong (the dims are counted to say how many there are: the header's
+    /// length bounds them).
+    fn shape(&mut self) -> Result<Vec<u64>, String> {
+        let bad = || "bad 'shape'".to_owned();
+        self.expect(b'(').ok_or_else(bad)?;
         let mut dims = Vec::new();
         loop {
             self.skip_space();
             if self.eat(b')') {
-                return Some(dims);
+                break;
             }
             let start = self.at;
             while self.s.get(self.at).is_some_and(u8::is_ascii_digit) {
                 self.at += 1;
             }
-            let digits = self.s.get(start..self.at)?;
-            if digits.is_empty() || digits.len() > 19 || dims.len() == MAX_DIMS {
-                return None;
+            let digits = self.s.get(start..self.at).ok_or_else(bad)?;
+            if digits.is_empty() {
+                return Err(bad());
             }
-            dims.push(std::str::from_utf8(digits).ok()?.parse().ok()?);
+            let text = std::str::from_utf8(digits).map_err(|_| bad())?;
+            let dim = text.parse::<u64>().ok().filter(|_| digits.len() <= 19).ok_or_else(|| {
+                let shown: String = text.chars().take(40).collect();
+                format!(
+                    "'shape' has a dimension too large ({shown}{})",
+                    if text.len() > 40 { "..." } else { "" }
+                )
+            })?;
+            dims.push(dim);
             self.skip_space();
             if !self.eat(b',') {
-                self.expect(b')')?;
+                self.expect(b')').ok_or_else(bad)?;
                 // numpy writes a one-dim tuple as "(n,)": "(n)" is an int, not a tuple
-                return (dims.len() != 1).then_some(dims);
+                if dims.len() == 1 {
+                    return Err(bad());
+                }
+                break;
             }
         }
+        if dims.len() > MAX_DIMS {
+            return Err(format!("'shape' has {} dims (at most {MAX_DIMS} are read)", dims.len()));
+        }
+        Ok(dims)
     }
 }
 
@@ -274,5 +316,28 @@ mod tests {
         assert!(parse(b"\x93NUMPY\x04\x00\x00\x00").is_err());
         assert!(parse(b"\x93NUMPY\x01\x00\xff\xff{").is_err());
         assert!(header_len(b"\x93NUMPY\x02\x00\xff\xff\xff\xff").is_err());
+    }
+
+    #[test]
+    fn raw_byte_dtypes_only_in_buffers() {
+        for (descr, size) in [("<V2", 2u64), ("|V1", 1), ("<f1", 1)] {
+            let text = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (3,), }}\n");
+            let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+            bytes.extend_from_slice(&(text.len() as u16).to_le_bytes());
+            bytes.extend_from_slice(text.as_bytes());
+            let header = parse_npy_buffer(&bytes).unwrap();
+            assert_eq!((header.data_len, header.header_len), (3 * size, bytes.len()));
+            assert!(parse(&bytes).unwrap_err().contains("only bool, integer"), "{descr}");
+        }
+    }
+
+    #[test]
+    fn bad_shapes_say_what_is_wrong() {
+        let dims65 = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}", "1, ".repeat(65));
+        assert!(parse(&header(&dims65)).unwrap_err().contains("'shape' has 65 dims (at most 32 are read)"));
+        let huge = "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 1180591620717411303424), }";
+        assert!(parse(&header(huge)).unwrap_err().contains("dimension too large (1180591620717411303424)"));
+        let dims32 = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}", "1, ".repeat(32));
+        assert_eq!(parse(&header(&dims32)).unwrap().shape, vec![1; 32]);
     }
 }
