@@ -28,6 +28,13 @@ pub trait CheckpointBytes {
     fn file(&self) -> Option<&MappedFile> {
         None
     }
+
+    /// Makes `offset..offset + len` hold the bytes it stands for, before they are used: a paged
+    /// input ([`crate::PagedBytes`]) fetches them from its source. Nothing to do by default.
+    fn fill(&self, offset: usize, len: usize) -> Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
 }
 
 #[cfg(feature = "fs")]
@@ -48,6 +55,24 @@ impl CheckpointBytes for &[u8] {
     }
 }
 
+#[cfg(feature = "fs")]
+impl<S: crate::BlockSource> CheckpointBytes for std::sync::Arc<crate::PagedBytes<S>> {
+    fn raw(&self) -> (*const u8, usize) {
+        crate::PagedBytes::raw(self)
+    }
+
+    fn fill(&self, offset: usize, len: usize) -> Result<()> {
+        self.fill_range(offset, len).map_err(|e| self.error(e))
+    }
+}
+
+/// Fills an inline tensor's values, and its length prefix (the 4 bytes before them) when its
+/// length is still to be compared.
+fn fill_inline<B: CheckpointBytes>(bytes: &B, offset: usize, len: usize, length_checked: bool) -> Result<()> {
+    let prefix = if length_checked { 0 } else { offset.min(4) };
+    bytes.fill(offset - prefix, len.saturating_add(prefix))
+}
+
 /// Where a tensor's values are: `len` bytes at `data`, inside `owner`'s bytes.
 #[derive(Debug)]
 pub struct Values<'a, B> {
@@ -64,6 +89,25 @@ pub struct LoadedCheckpoint<B> {
     index: CheckpointIndex,
     checkpoint: B,
     external: Option<B>,
+}
+
+#[cfg(feature = "fs")]
+impl<S: crate::BlockSource> LoadedCheckpoint<std::sync::Arc<crate::PagedBytes<S>>> {
+    /// A checkpoint read on demand ([`crate::PagedBytes`]): its structure is indexed through the
+    /// paged input (only the blocks it lies in are fetched, every length compared), and each
+    /// tensor's values are fetched by [`LoadedCheckpoint::prepare`] before their first use.
+    /// `external` is the external data file's bytes, paged the same way (named `external_name`
+    /// in the error when it is needed and missing).
+    pub fn paged(
+        checkpoint: std::sync::Arc<crate::PagedBytes<S>>,
+        external: Option<std::sync::Arc<crate::PagedBytes<S>>>,
+        external_name: Option<&str>,
+    ) -> Result<Self> {
+        // Lengths on first use: a tensor's length prefix lies beside its values, and fetching a
+        // block per tensor to index would fetch much of a large checkpoint.
+        let index = checkpoint.index(LengthCheck::OnFirstUse)?;
+        LoadedCheckpoint::checked(index, checkpoint, external, external_name)
+    }
 }
 
 #[cfg(feature = "fs")]
@@ -95,6 +139,17 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
         // SAFETY: `checkpoint` keeps its bytes readable while it lives, which outlasts this call;
         // a mapped file's contents may change meanwhile, which the raw reader allows.
         let index = unsafe { index_checkpoint_raw(base, len, lengths) }?;
+        LoadedCheckpoint::checked(index, checkpoint, external, external_name)
+    }
+
+    /// A checkpoint `index` (indexed from `checkpoint` by the caller), with its external ranges
+    /// checked against `external`.
+    fn checked(
+        index: CheckpointIndex,
+        checkpoint: B,
+        external: Option<B>,
+        external_name: Option<&str>,
+    ) -> Result<Self> {
         if index.has_external_data {
             match &external {
                 Some(bytes) => check_external_ranges(&index, bytes.raw().1 as u64)?,
@@ -162,6 +217,7 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
         match tensor.storage {
             #[cfg_attr(not(feature = "fs"), allow(unused_variables))] // readahead needs the file layer
             Storage::Inline { offset, len, length_checked } => {
+                fill_inline(&self.checkpoint, offset, len, length_checked)?;
                 #[cfg(feature = "fs")]
                 if let Some(file) = self.checkpoint.file() {
                     file.prepare(offset, len)?;
@@ -172,6 +228,11 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
             }
             #[cfg(feature = "fs")]
             Storage::External { offset, len } => {
+                if let (Some(bytes), Ok(at), Ok(n)) =
+                    (&self.external, usize::try_from(offset), usize::try_from(len))
+                {
+                    bytes.fill(at, n)?;
+                }
                 if let Some(file) = self.external.as_ref().and_then(CheckpointBytes::file) {
                     // A range past usize gets no readahead (advice only); the file check still runs.
                     let (offset, len) = (usize::try_from(offset), usize::try_from(len));
@@ -179,7 +240,13 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
                 }
             }
             #[cfg(not(feature = "fs"))]
-            Storage::External { .. } => {}
+            Storage::External { offset, len } => {
+                if let (Some(bytes), Ok(at), Ok(n)) =
+                    (&self.external, usize::try_from(offset), usize::try_from(len))
+                {
+                    bytes.fill(at, n)?;
+                }
+            }
             Storage::Strings(_) | Storage::Nominal => {}
         }
         Ok(())
@@ -192,6 +259,21 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
         for bytes in std::iter::once(&self.checkpoint).chain(self.external.as_ref()) {
             if let Some(file) = bytes.file() {
                 file.prepare(0, file.bytes().len())?;
+            }
+        }
+        for tensor in self.index.tensors().take(self.index.parameter_count()) {
+            match tensor.storage {
+                Storage::Inline { offset, len, length_checked } => {
+                    fill_inline(&self.checkpoint, offset, len, length_checked)?
+                }
+                Storage::External { offset, len } => {
+                    if let (Some(bytes), Ok(at), Ok(n)) =
+                        (&self.external, usize::try_from(offset), usize::try_from(len))
+                    {
+                        bytes.fill(at, n)?;
+                    }
+                }
+                Storage::Strings(_) | Storage::Nominal => {}
             }
         }
         self.check_lengths(0..self.index.parameter_count())
