@@ -76,6 +76,17 @@ def test_one_tensor_fetches_the_structure_and_that_tensor(served: http_servers.N
     assert served.body_bytes("/large.ckpt") < size + 2 * MiB
 
 
+def test_all_parameters_in_a_few_requests(served: http_servers.Nginx):
+    state = large_state(64, 64 << 10)
+    ortckpt.save(state, served.root / "many.ckpt")
+    served.clear()
+    arrays = ortckpt.load(f"{served.url}/many.ckpt").to_numpy()
+    assert all(np.array_equal(arrays[k], v.data) for k, v in state.parameters.items())
+    gets = [r for r in served.replies() if r[0] == "GET" and r[1].endswith("/many.ckpt")]
+    # the structure, then neighbouring tensors fetched together (not one request per tensor)
+    assert len(gets) <= 4, gets
+
+
 def test_external_data_is_fetched_per_tensor(served: http_servers.Nginx, tmp_path: Path, assert_same_state):
     state = large_state(8)
     local = tmp_path / "ext.ckpt"

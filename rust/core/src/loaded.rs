@@ -35,6 +35,12 @@ pub trait CheckpointBytes {
         let _ = (offset, len);
         Ok(())
     }
+
+    /// [`CheckpointBytes::fill`] for many `(offset, len)` ranges at once: a paged input fetches
+    /// neighbouring ranges together. One by one by default.
+    fn fill_all(&self, ranges: &mut [(usize, usize)]) -> Result<()> {
+        ranges.iter().try_for_each(|&(offset, len)| self.fill(offset, len))
+    }
 }
 
 #[cfg(feature = "fs")]
@@ -63,6 +69,29 @@ impl<S: crate::BlockSource> CheckpointBytes for std::sync::Arc<crate::PagedBytes
 
     fn fill(&self, offset: usize, len: usize) -> Result<()> {
         self.fill_range(offset, len).map_err(|e| self.error(e))
+    }
+
+    /// Ranges at most a block apart are fetched as one (a run of unfilled blocks is one read).
+    fn fill_all(&self, ranges: &mut [(usize, usize)]) -> Result<()> {
+        ranges.sort_unstable();
+        let mut run: Option<(usize, usize)> = None;
+        for &(offset, len) in ranges.iter() {
+            let end = offset.saturating_add(len);
+            run = match run {
+                Some((start, stop)) if offset <= stop.saturating_add(self.block()) => {
+                    Some((start, stop.max(end)))
+                }
+                Some((start, stop)) => {
+                    self.fill(start, stop - start)?;
+                    Some((offset, end))
+                }
+                None => Some((offset, end)),
+            };
+        }
+        match run {
+            Some((start, stop)) => self.fill(start, stop - start),
+            None => Ok(()),
+        }
     }
 }
 
@@ -261,20 +290,25 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
                 file.prepare(0, file.bytes().len())?;
             }
         }
+        // Every parameter's range, each buffer's in one call: a paged input fetches them together.
+        let (mut inline, mut external) = (Vec::new(), Vec::new());
         for tensor in self.index.tensors().take(self.index.parameter_count()) {
             match tensor.storage {
                 Storage::Inline { offset, len, length_checked } => {
-                    fill_inline(&self.checkpoint, offset, len, length_checked)?
+                    let prefix = if length_checked { 0 } else { offset.min(4) };
+                    inline.push((offset - prefix, len.saturating_add(prefix)));
                 }
                 Storage::External { offset, len } => {
-                    if let (Some(bytes), Ok(at), Ok(n)) =
-                        (&self.external, usize::try_from(offset), usize::try_from(len))
-                    {
-                        bytes.fill(at, n)?;
+                    if let (Ok(at), Ok(n)) = (usize::try_from(offset), usize::try_from(len)) {
+                        external.push((at, n));
                     }
                 }
                 Storage::Strings(_) | Storage::Nominal => {}
             }
+        }
+        self.checkpoint.fill_all(&mut inline)?;
+        if let Some(bytes) = &self.external {
+            bytes.fill_all(&mut external)?;
         }
         self.check_lengths(0..self.index.parameter_count())
     }

@@ -122,6 +122,11 @@ impl<S: BlockSource> PagedBytes<S> {
         (self.base.cast_const(), self.len)
     }
 
+    /// Bytes fetched at a time (a run of blocks in one call of the source).
+    pub fn block(&self) -> usize {
+        self.block
+    }
+
     /// Bytes fetched from the source so far.
     pub fn fetched(&self) -> u64 {
         self.fetched.load(Ordering::Relaxed)
@@ -364,6 +369,27 @@ mod tests {
         loaded.prepare(position).unwrap();
         assert_eq!(paged.source().calls.load(Ordering::Relaxed), calls, "fetched twice");
         assert_eq!(CheckpointBytes::raw(&paged).1, len as usize);
+    }
+
+    /// Every parameter at once: neighbouring tensors fetched in one call of the source.
+    #[test]
+    fn prepare_parameters_fetches_neighbours_together() {
+        use crate::LoadedCheckpoint;
+        let (bytes, values) = large();
+        let len = bytes.len() as u64;
+        let source = Memory { bytes, calls: 0.into(), fail_after: usize::MAX };
+        let paged = std::sync::Arc::new(PagedBytes::new(source, len, 64 << 10, "mem://a.ckpt").unwrap());
+        let loaded = LoadedCheckpoint::paged(paged.clone(), None, None).unwrap();
+        let before = paged.source().calls.load(Ordering::Relaxed);
+        loaded.prepare_parameters().unwrap();
+        assert!(paged.source().calls.load(Ordering::Relaxed) - before <= 2);
+        for position in 0..8 {
+            let v = loaded.values(position).unwrap();
+            let name = loaded.index().tensor(position).unwrap().name;
+            let i: usize = name[1..].parse().unwrap();
+            // SAFETY: `prepare_parameters` filled the range, which lies inside `paged`, alive here.
+            assert_eq!(unsafe { std::slice::from_raw_parts(v.data, v.len) }, values[i].as_slice());
+        }
     }
 
     /// A failing source gives an error (the index's, or the tensor's first use), never a panic;

@@ -116,6 +116,13 @@ impl CheckpointBytes for Held {
         }
     }
 
+    fn fill_all(&self, ranges: &mut [(usize, usize)]) -> ortckpt_core::Result<()> {
+        match self {
+            Held::Paged(paged) => paged.get().paged().fill_all(ranges),
+            Held::Memory { .. } | Held::File(_) => Ok(()),
+        }
+    }
+
     fn file(&self) -> Option<&ortckpt_core::MappedFile> {
         match self {
             Held::Memory { .. } | Held::Paged(_) => None,
