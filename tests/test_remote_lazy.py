@@ -250,3 +250,40 @@ def test_s3_one_tensor_and_replacement(s3: dict[str, Any], monkeypatch: pytest.M
     fs.pipe_file("lazy/large.ckpt", other.to_bytes())
     with pytest.raises(CheckpointChangedError, match=r"s3://lazy/large\.ckpt"):
         _ = remote.parameters["t03"].data
+
+
+# --- the binding's source: a Python read(offset, length) -> bytes --------------------------------
+
+
+def test_a_misbehaving_read_function_is_our_error_never_a_panic():
+    from ortckpt import _native
+
+    data = large_state(4, 64 << 10).to_bytes()
+
+    def index(read: Any) -> Any:
+        return _native.index_paged(read, len(data), "mem://x.ckpt", 4096)
+
+    good = index(lambda o, n: data[o : o + n])
+    assert CheckpointState._from_index(good).parameters["t02"].data[0] == 2
+    with pytest.raises(CheckpointChangedError, match=r"asked for 4096 bytes at offset 0, got 10"):
+        index(lambda o, n: data[o : o + 10])
+    with pytest.raises(CheckpointChangedError, match=r"got 8192"):
+        index(lambda o, n: data[o : o + n] * 2)
+    with pytest.raises(TypeError, match="not bytes"):
+        index(lambda o, n: "text")
+    with pytest.raises(ZeroDivisionError):  # the function's own exception, as it is
+        index(lambda o, n: 1 // 0)
+    # failing later, at a tensor's first use
+    spent = False
+
+    def until_spent(o: int, n: int) -> bytes:
+        if spent:
+            raise SourceTooLargeError("budget spent")
+        return data[o : o + n]
+
+    state = CheckpointState._from_index(_native.index_paged(until_spent, len(data), "mem://y.ckpt", 4096))
+    spent = True
+    with pytest.raises(SourceTooLargeError, match="budget spent"):
+        state.to_numpy()
+    spent = False  # a failed fill is not remembered: the next use fetches again
+    assert state.parameters["t03"].data[0] == 3
