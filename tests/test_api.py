@@ -829,7 +829,7 @@ def test_error_hierarchy_reexported() -> None:
 
     # ORT's type, the server state's (read in Python), and the ONNX models' (never raised by the
     # core); AggregationError is the core's: it decides when a round fails
-    python_defined = {"CompatError", "ServerStateError", "ModelError"}
+    python_defined = {"CompatError", "ServerStateError", "ModelError", "RemoteSourceError"}
     for name in errors.__all__:
         if name in python_defined:
             assert getattr(errors, name).__module__ == "ortckpt.errors"
@@ -842,6 +842,8 @@ def test_error_hierarchy_reexported() -> None:
     assert errors.CompatError is compat.CompatError and issubclass(errors.CompatError, RuntimeError)
     assert errors.ServerStateError is ortckpt.ServerStateError
     assert issubclass(errors.ServerStateError, errors.CheckpointError)
+    assert errors.RemoteSourceError is ortckpt.RemoteSourceError
+    assert issubclass(errors.RemoteSourceError, errors.CheckpointError)
     assert ortckpt.__version__ and ortckpt.__version__ != "0+unknown"
 
 

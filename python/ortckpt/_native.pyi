@@ -37,6 +37,7 @@ __all__ = [
     "InterruptedSaveError",
     "InvalidCheckpointError",
     "MappedFile",
+    "PagedBuffer",
     "ReadUpload",
     "Round",
     "RoundVerdict",
@@ -51,6 +52,7 @@ __all__ = [
     "external_data_path",
     "file_kind",
     "index_checkpoint",
+    "index_paged",
     "is_unchanging",
     "load_checkpoint",
     "merge_partials",
@@ -157,6 +159,16 @@ class CheckpointSpec(_CheckpointSpecBase, total=False):
     version: int  # 1 (ORT 1.16-1.17) or 2 (the default, ORT >= 1.18); others are refused
 
 @final
+class PagedBuffer:
+    """The bytes of a checkpoint read on demand (``index_paged``): a read-only 1-D byte buffer the
+    size of the object whose ranges hold its bytes once fetched (a tensor's before its first use)."""
+
+    @property
+    def fetched(self) -> int: ...
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+@final
 class MappedFile:
     """A regular file's bytes, memory-mapped (or read into memory by ``load_checkpoint(...,
     mmap=False)``); exports a read-only 1-D byte buffer."""
@@ -216,6 +228,15 @@ def index_checkpoint(
     data: Buffer,
     source: str,
     external: Buffer | None = None,
+    external_source: str | None = None,
+) -> Index: ...
+def index_paged(
+    read: Callable[[int, int], bytes],
+    size: int,
+    source: str,
+    block_size: int,
+    external_read: Callable[[int, int], bytes] | None = None,
+    external_size: int = 0,
     external_source: str | None = None,
 ) -> Index: ...
 def load_checkpoint(path: PathArg, source: str, mmap: bool = True) -> Index: ...

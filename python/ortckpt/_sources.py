@@ -1,8 +1,11 @@
 """Checkpoints behind fsspec URLs (``s3://``, ``gs://``, ``http(s)://``, ``memory://``, ...).
 
-Local paths keep the memory-mapped ``ortckpt.io.load``. A URL's bytes are untrusted: they are read
-(at most ``max_bytes`` of them) and handed to ``ortckpt.load_bytes``, whose core validates them like
-any file. fsspec is imported only when a URL is used (the ``ortckpt[remote]`` extra).
+Local paths keep the memory-mapped ``ortckpt.io.load``. A URL is read lazily: the core's paged
+input parses the structure from the blocks it reaches, fetched by range requests (``cat_file``;
+runs of blocks in one request), and each tensor's bytes are fetched when first used
+(``_RangeReader``). With ``mmap=False`` its bytes are read whole (at most ``max_bytes`` of them)
+and handed to ``ortckpt.load_bytes``. Either way the core validates them like any file. fsspec is
+imported only when a URL is used (the ``ortckpt[remote]`` extra).
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from . import _native
 from ._paths import StrPath
 from ._types import CheckpointSource
-from .errors import CheckpointError
+from .errors import CheckpointChangedError, CheckpointError, RemoteSourceError
 from .errors import SourceTooLargeError as SourceTooLargeError  # (its home before errors.py)
 from .io import external_data_path, load_bytes
 from .io import load as load_local
@@ -28,6 +32,12 @@ StorageOptions = Mapping[str, Any] | None
 
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
 _COPY_CHUNK = 8 << 20
+# Bytes fetched at a time by a lazy remote load (runs of blocks a read needs go in one request):
+# the structure of a checkpoint written by ortckpt is usually one block; a tensor's bytes cost
+# at most one block more than they are.
+_BLOCK = 256 << 10
+# The fields of fsspec's ``info()`` that change when an object is replaced (``size`` too).
+_IDENTITY_FIELDS = ("ETag", "etag", "VersionId", "version_id", "generation", "LastModified", "Last-Modified")
 
 
 # fsspec's schemes for the local file system: their paths are opened by ortckpt itself (regular
@@ -115,10 +125,125 @@ def _named(exc: CheckpointError, url: str) -> CheckpointError:
     return type(exc)(text if url in text else f"{url}: {text}")
 
 
+class _Budget:
+    """The bytes a lazy load may still fetch (``max_bytes``), shared by a checkpoint and its
+    ``.data`` file."""
+
+    def __init__(self, url: str, max_bytes: int | None) -> None:
+        self.url = url
+        self.max_bytes = max_bytes
+        self.fetched = 0
+
+    def take(self, n: int) -> None:
+        if self.max_bytes is not None and self.fetched + n > self.max_bytes:
+            raise _too_large(self.url, f"more than {self.max_bytes}", self.max_bytes)
+        self.fetched += n
+
+
+def _identity(info: Mapping[str, Any]) -> tuple[object, ...]:
+    return (info.get("size"), *(info.get(k) for k in _IDENTITY_FIELDS))
+
+
+class _RangeReader:
+    """``read(offset, length) -> bytes`` of one object, for the core's paged input: each call is
+    one range request (``cat_file``), counted against the budget, answered with exactly
+    ``length`` bytes or our error; the object's identity (size, ETag, version) is compared with
+    the one it had when opened after every request, so a replaced object is never mixed in."""
+
+    def __init__(self, fs: Any, path: str, url: str, info: Mapping[str, Any], budget: _Budget) -> None:
+        self.fs = fs
+        self.path = path
+        self.url = url
+        self.identity = _identity(info)
+        self.budget = budget
+
+    def _check_unchanged(self) -> None:
+        with contextlib.suppress(AttributeError, TypeError):
+            self.fs.invalidate_cache(self.path)
+        try:
+            now = _identity(self.fs.info(self.path))
+        except FileNotFoundError:
+            raise CheckpointChangedError(
+                f"{self.url} was deleted while it was being read; load it again"
+            ) from None
+        if now != self.identity:
+            raise CheckpointChangedError(
+                f"{self.url} was replaced while it was being read (size/ETag/version was "
+                f"{self.identity}, now {now}); load it again"
+            )
+
+    def __call__(self, offset: int, length: int) -> bytes:
+        self.budget.take(length)
+        try:
+            data = self.fs.cat_file(self.path, start=offset, end=offset + length)
+        except FileNotFoundError:
+            self._check_unchanged()
+            raise
+        except Exception as exc:
+            self._check_unchanged()
+            raise RemoteSourceError(
+                f"{self.url}: reading bytes {offset}..{offset + length} failed "
+                f"({type(exc).__name__}: {exc}); load it again, or with mmap=False to read it whole"
+            ) from exc
+        self._check_unchanged()
+        if len(data) > length:
+            raise RemoteSourceError(
+                f"{self.url}: asked for {length} bytes at offset {offset}, the server sent {len(data)}: it "
+                "ignores Range requests; load it with mmap=False to read it whole"
+            )
+        if len(data) < length:
+            raise CheckpointChangedError(
+                f"{self.url}: asked for {length} bytes at offset {offset}, the server sent {len(data)}: the "
+                "object is shorter than when it was opened; load it again"
+            )
+        return bytes(data)
+
+
+def _open_lazy(fs: Any, path: str, url: str, budget: _Budget) -> tuple[_RangeReader, int] | None:
+    """The range reader of the object at ``path`` and its size; None when the store does not
+    report its size (it cannot be read by range)."""
+    info = fs.info(path)
+    if info.get("type", "file") != "file":
+        raise IsADirectoryError(f"{url} is not a file")
+    size = info.get("size")
+    if not isinstance(size, int) or size < 0:
+        return None
+    return _RangeReader(fs, path, url, info, budget), size
+
+
+def load_lazy(
+    url: str, *, max_bytes: int | None = None, storage_options: StorageOptions = None
+) -> CheckpointState:
+    """The checkpoint at an fsspec URL, read lazily: the structure is parsed from the blocks it
+    lies in (range requests), each tensor's bytes are fetched when first used, and ``max_bytes``
+    bounds the bytes fetched (the checkpoint's and its ``.data`` file's together)."""
+    from .state import CheckpointState
+
+    fs, path = _filesystem(url, storage_options)
+    budget = _Budget(url, max_bytes)
+    opened = _open_lazy(fs, path, url, budget)
+    ext_url = data_url(url)
+    ext_fs, ext_path = _filesystem(ext_url, storage_options)
+    try:
+        ext_opened = _open_lazy(ext_fs, ext_path, ext_url, budget)
+    except (FileNotFoundError, IsADirectoryError):
+        ext_opened, ext_read, ext_size = None, None, 0
+    else:
+        if ext_opened is None:  # a .data of unknown size
+            return load_url(url, max_bytes=max_bytes, storage_options=storage_options)
+        ext_read, ext_size = ext_opened
+    if opened is None:  # a size the store does not report: read whole, as with mmap=False
+        return load_url(url, max_bytes=max_bytes, storage_options=storage_options)
+    read, size = opened
+    index = _native.index_paged(read, size, url, _BLOCK, ext_read, ext_size, ext_url)
+    return CheckpointState._from_index(index)
+
+
 def load_url(
     url: str, *, max_bytes: int | None = None, storage_options: StorageOptions = None
 ) -> CheckpointState:
-    """Load the checkpoint at an fsspec URL (and its ``<url>.data`` external data file, if any)."""
+    """Load the checkpoint at an fsspec URL (and its ``<url>.data`` external data file, if any),
+    reading both whole."""
     data = read_url(url, max_bytes=max_bytes, storage_options=storage_options)
     ext_url = data_url(url)
     external = None
@@ -144,10 +269,23 @@ def load(
     reads them into memory). Any other ``scheme://`` URL (``s3://``, ``gs://``, ``http(s)://``,
     ``memory://``, ...) is read through fsspec (``pip install 'ortckpt[remote]'``, plus the
     scheme's backend such as ``s3fs``) with ``storage_options`` passed to the file system; its
-    bytes are validated by the core like any file. ``max_bytes`` refuses larger inputs
-    (``SourceTooLargeError``) before they are read; it applies to local files too.
+    bytes are validated by the core like any file.
+
+    A URL is read lazily (``mmap=True``, the default): the checkpoint's structure is parsed from
+    the blocks it lies in, fetched by range requests, and each tensor's bytes (in the checkpoint
+    or in ``<url>.data``) are fetched when its ``.data`` is first used. An object replaced
+    between requests (size, ETag or version changed) raises ``CheckpointChangedError``; a server
+    that ignores ``Range`` or sends more or fewer bytes than asked raises ``RemoteSourceError``
+    (or ``CheckpointChangedError`` when the object became shorter). ``mmap=False`` reads the
+    object (and its ``.data``) whole before returning.
+
+    ``max_bytes`` refuses larger inputs (``SourceTooLargeError``): a local file's size, and a
+    whole read's, is checked before anything is read; a lazy URL's limit applies to the bytes
+    fetched, so a large remote checkpoint can be opened and a few tensors read within it.
     """
     if is_url(path):
+        if mmap:
+            return load_lazy(str(path), max_bytes=max_bytes, storage_options=storage_options)
         return load_url(str(path), max_bytes=max_bytes, storage_options=storage_options)
     name = local_path(path)
     if max_bytes is not None:

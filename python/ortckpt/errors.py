@@ -12,6 +12,8 @@ re-exported here; the two that carry Python state, and the server state's, are d
     ├── InterruptedSaveError        a crashed save left the files mixed: run ortckpt.recover(path)
     ├── CheckpointChangedError      a memory-mapped checkpoint was rewritten in place since load
     ├── SourceTooLargeError         an input is larger than the max_bytes it was read with
+    ├── RemoteSourceError           a URL cannot be read by range: its server ignores Range,
+    │                               sends more or fewer bytes than asked, or fails
     ├── ConversionError             a safetensors/npz file is malformed, or a checkpoint cannot be
     │                               converted without losing data the caller did not agree to lose
     ├── ModelError                  an ONNX model given to ortckpt cannot be used as it is (not an
@@ -43,6 +45,13 @@ from ._native import (
 )
 
 
+class RemoteSourceError(CheckpointError):
+    """A checkpoint at a URL cannot be read lazily, by byte ranges (``ortckpt.load(url)``): its
+    server ignores ``Range`` (a whole object where a range was asked for), sends fewer or more
+    bytes than asked, or a request failed. ``load(url, mmap=False)`` reads the object whole
+    instead. An object replaced between requests is a ``CheckpointChangedError``."""
+
+
 class ServerStateError(CheckpointError):
     """The server state a global checkpoint carries (group ``ortckpt.server``, properties
     ``ortckpt.server.*``; docs/federated.md) is malformed or does not match the checkpoint's model."""
@@ -59,6 +68,7 @@ __all__ = [
     "InterruptedSaveError",
     "InvalidCheckpointError",
     "ModelError",
+    "RemoteSourceError",
     "ServerStateError",
     "SourceTooLargeError",
     "TensorDataError",

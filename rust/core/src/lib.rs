@@ -129,6 +129,8 @@ pub use npz::{
 };
 #[cfg(feature = "fs")]
 pub use open::{open_checkpoint, OpenMode, OpenedCheckpoint};
+#[cfg(feature = "fs")]
+pub use paged::{BlockSource, PagedBytes};
 pub use placement::{SaveOptions, DEFAULT_EXTERNAL_DATA_THRESHOLD, EXTERNAL_ALIGNMENT, MIN_EXTERNAL_BYTES};
 pub use reader::{index_checkpoint, index_checkpoint_raw, LengthCheck, FILE_IDENTIFIER, SUPPORTED_VERSIONS};
 #[cfg(feature = "fs")]

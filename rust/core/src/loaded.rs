@@ -28,6 +28,19 @@ pub trait CheckpointBytes {
     fn file(&self) -> Option<&MappedFile> {
         None
     }
+
+    /// Makes `offset..offset + len` hold the bytes it stands for, before they are used: a paged
+    /// input ([`crate::PagedBytes`]) fetches them from its source. Nothing to do by default.
+    fn fill(&self, offset: usize, len: usize) -> Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
+
+    /// [`CheckpointBytes::fill`] for many `(offset, len)` ranges at once: a paged input fetches
+    /// neighbouring ranges together. One by one by default.
+    fn fill_all(&self, ranges: &mut [(usize, usize)]) -> Result<()> {
+        ranges.iter().try_for_each(|&(offset, len)| self.fill(offset, len))
+    }
 }
 
 #[cfg(feature = "fs")]
@@ -48,6 +61,47 @@ impl CheckpointBytes for &[u8] {
     }
 }
 
+#[cfg(feature = "fs")]
+impl<S: crate::BlockSource> CheckpointBytes for std::sync::Arc<crate::PagedBytes<S>> {
+    fn raw(&self) -> (*const u8, usize) {
+        crate::PagedBytes::raw(self)
+    }
+
+    fn fill(&self, offset: usize, len: usize) -> Result<()> {
+        self.fill_range(offset, len).map_err(|e| self.error(e))
+    }
+
+    /// Ranges at most a block apart are fetched as one (a run of unfilled blocks is one read).
+    fn fill_all(&self, ranges: &mut [(usize, usize)]) -> Result<()> {
+        ranges.sort_unstable();
+        let mut run: Option<(usize, usize)> = None;
+        for &(offset, len) in ranges.iter() {
+            let end = offset.saturating_add(len);
+            run = match run {
+                Some((start, stop)) if offset <= stop.saturating_add(self.block()) => {
+                    Some((start, stop.max(end)))
+                }
+                Some((start, stop)) => {
+                    self.fill(start, stop - start)?;
+                    Some((offset, end))
+                }
+                None => Some((offset, end)),
+            };
+        }
+        match run {
+            Some((start, stop)) => self.fill(start, stop - start),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Fills an inline tensor's values, and its length prefix (the 4 bytes before them) when its
+/// length is still to be compared.
+fn fill_inline<B: CheckpointBytes>(bytes: &B, offset: usize, len: usize, length_checked: bool) -> Result<()> {
+    let prefix = if length_checked { 0 } else { offset.min(4) };
+    bytes.fill(offset - prefix, len.saturating_add(prefix))
+}
+
 /// Where a tensor's values are: `len` bytes at `data`, inside `owner`'s bytes.
 #[derive(Debug)]
 pub struct Values<'a, B> {
@@ -64,6 +118,25 @@ pub struct LoadedCheckpoint<B> {
     index: CheckpointIndex,
     checkpoint: B,
     external: Option<B>,
+}
+
+#[cfg(feature = "fs")]
+impl<S: crate::BlockSource> LoadedCheckpoint<std::sync::Arc<crate::PagedBytes<S>>> {
+    /// A checkpoint read on demand ([`crate::PagedBytes`]): its structure is indexed through the
+    /// paged input (only the blocks it lies in are fetched, every length compared), and each
+    /// tensor's values are fetched by [`LoadedCheckpoint::prepare`] before their first use.
+    /// `external` is the external data file's bytes, paged the same way (named `external_name`
+    /// in the error when it is needed and missing).
+    pub fn paged(
+        checkpoint: std::sync::Arc<crate::PagedBytes<S>>,
+        external: Option<std::sync::Arc<crate::PagedBytes<S>>>,
+        external_name: Option<&str>,
+    ) -> Result<Self> {
+        // Lengths on first use: a tensor's length prefix lies beside its values, and fetching a
+        // block per tensor to index would fetch much of a large checkpoint.
+        let index = checkpoint.index(LengthCheck::OnFirstUse)?;
+        LoadedCheckpoint::checked(index, checkpoint, external, external_name)
+    }
 }
 
 #[cfg(feature = "fs")]
@@ -95,6 +168,17 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
         // SAFETY: `checkpoint` keeps its bytes readable while it lives, which outlasts this call;
         // a mapped file's contents may change meanwhile, which the raw reader allows.
         let index = unsafe { index_checkpoint_raw(base, len, lengths) }?;
+        LoadedCheckpoint::checked(index, checkpoint, external, external_name)
+    }
+
+    /// A checkpoint `index` (indexed from `checkpoint` by the caller), with its external ranges
+    /// checked against `external`.
+    fn checked(
+        index: CheckpointIndex,
+        checkpoint: B,
+        external: Option<B>,
+        external_name: Option<&str>,
+    ) -> Result<Self> {
         if index.has_external_data {
             match &external {
                 Some(bytes) => check_external_ranges(&index, bytes.raw().1 as u64)?,
@@ -162,6 +246,7 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
         match tensor.storage {
             #[cfg_attr(not(feature = "fs"), allow(unused_variables))] // readahead needs the file layer
             Storage::Inline { offset, len, length_checked } => {
+                fill_inline(&self.checkpoint, offset, len, length_checked)?;
                 #[cfg(feature = "fs")]
                 if let Some(file) = self.checkpoint.file() {
                     file.prepare(offset, len)?;
@@ -172,6 +257,11 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
             }
             #[cfg(feature = "fs")]
             Storage::External { offset, len } => {
+                if let (Some(bytes), Ok(at), Ok(n)) =
+                    (&self.external, usize::try_from(offset), usize::try_from(len))
+                {
+                    bytes.fill(at, n)?;
+                }
                 if let Some(file) = self.external.as_ref().and_then(CheckpointBytes::file) {
                     // A range past usize gets no readahead (advice only); the file check still runs.
                     let (offset, len) = (usize::try_from(offset), usize::try_from(len));
@@ -179,7 +269,13 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
                 }
             }
             #[cfg(not(feature = "fs"))]
-            Storage::External { .. } => {}
+            Storage::External { offset, len } => {
+                if let (Some(bytes), Ok(at), Ok(n)) =
+                    (&self.external, usize::try_from(offset), usize::try_from(len))
+                {
+                    bytes.fill(at, n)?;
+                }
+            }
             Storage::Strings(_) | Storage::Nominal => {}
         }
         Ok(())
@@ -193,6 +289,26 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
             if let Some(file) = bytes.file() {
                 file.prepare(0, file.bytes().len())?;
             }
+        }
+        // Every parameter's range, each buffer's in one call: a paged input fetches them together.
+        let (mut inline, mut external) = (Vec::new(), Vec::new());
+        for tensor in self.index.tensors().take(self.index.parameter_count()) {
+            match tensor.storage {
+                Storage::Inline { offset, len, length_checked } => {
+                    let prefix = if length_checked { 0 } else { offset.min(4) };
+                    inline.push((offset - prefix, len.saturating_add(prefix)));
+                }
+                Storage::External { offset, len } => {
+                    if let (Ok(at), Ok(n)) = (usize::try_from(offset), usize::try_from(len)) {
+                        external.push((at, n));
+                    }
+                }
+                Storage::Strings(_) | Storage::Nominal => {}
+            }
+        }
+        self.checkpoint.fill_all(&mut inline)?;
+        if let Some(bytes) = &self.external {
+            bytes.fill_all(&mut external)?;
         }
         self.check_lengths(0..self.index.parameter_count())
     }

@@ -78,10 +78,10 @@ pub unsafe fn index_checkpoint_raw(
     parse(unsafe { Input::from_raw(base, len) }, lengths)
 }
 
-/// Indexes an input filled on demand from a file (`paged.rs`), every check done while indexing.
+/// Indexes an input filled on demand (`paged.rs`), lengths compared as `lengths` says.
 #[cfg(feature = "fs")]
-pub(crate) fn index_input(input: Input<'_>) -> Result<CheckpointIndex> {
-    parse(input, LengthCheck::WhenIndexing)
+pub(crate) fn index_input(input: Input<'_>, lengths: LengthCheck) -> Result<CheckpointIndex> {
+    parse(input, lengths)
 }
 
 fn malformed(what: &'static str, offset: usize) -> Error {

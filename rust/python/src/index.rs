@@ -15,6 +15,7 @@ use crate::convert::{unchanging_owner, BorrowedBytes};
 use crate::errors::{core_error, GuardedError};
 use crate::mapped::MappedFile;
 use crate::pyobj::{py_int, py_ints, py_str, py_strs, py_uint};
+use crate::remote::{raised, PagedBuffer};
 
 /// One tensor of an index: what the core found, with its storage kind decided by the core.
 #[pyclass(frozen, get_all, module = "ortckpt._native")]
@@ -56,8 +57,13 @@ impl TensorRecord {
 /// changes on disk the core looks for before first use), or other memory that cannot change
 /// ([`unchanging_owner`]).
 pub(crate) enum Held {
-    Memory { object: Py<PyAny>, bytes: BorrowedBytes },
+    Memory {
+        object: Py<PyAny>,
+        bytes: BorrowedBytes,
+    },
     File(Py<MappedFile>),
+    /// Read on demand (`remote.rs`): each range is fetched before its first use.
+    Paged(Py<PagedBuffer>),
 }
 
 impl Held {
@@ -89,6 +95,7 @@ impl Held {
         match self {
             Held::Memory { object, .. } => object.bind(py),
             Held::File(file) => file.bind(py).as_any(),
+            Held::Paged(paged) => paged.bind(py).as_any(),
         }
     }
 }
@@ -98,12 +105,27 @@ impl CheckpointBytes for Held {
         match self {
             Held::Memory { bytes, .. } => bytes.raw(),
             Held::File(file) => file.get().core().raw(),
+            Held::Paged(paged) => paged.get().paged().raw(),
+        }
+    }
+
+    fn fill(&self, offset: usize, len: usize) -> ortckpt_core::Result<()> {
+        match self {
+            Held::Paged(paged) => paged.get().paged().fill(offset, len),
+            Held::Memory { .. } | Held::File(_) => Ok(()),
+        }
+    }
+
+    fn fill_all(&self, ranges: &mut [(usize, usize)]) -> ortckpt_core::Result<()> {
+        match self {
+            Held::Paged(paged) => paged.get().paged().fill_all(ranges),
+            Held::Memory { .. } | Held::File(_) => Ok(()),
         }
     }
 
     fn file(&self) -> Option<&ortckpt_core::MappedFile> {
         match self {
-            Held::Memory { .. } => None,
+            Held::Memory { .. } | Held::Paged(_) => None,
             Held::File(file) => Some(file.get().core()),
         }
     }
@@ -153,8 +175,15 @@ impl Index {
         })
     }
 
+    /// The exception for a failed use of the bytes: the one a paged source's read raised, if
+    /// any, else the core's error.
     fn error(&self, e: ortckpt_core::Error) -> PyErr {
-        core_error(&self.source, GuardedError::Core(e))
+        let held = std::iter::once(self.loaded.checkpoint()).chain(self.loaded.external());
+        let thrown = held.filter_map(|h| match h {
+            Held::Paged(paged) => raised(paged.get().paged()),
+            Held::Memory { .. } | Held::File(_) => None,
+        });
+        thrown.into_iter().next().unwrap_or_else(|| core_error(&self.source, GuardedError::Core(e)))
     }
 
     /// The values of `tensor` (of this index) as a read-only numpy view of `descr`; None when
@@ -180,8 +209,9 @@ impl Index {
     /// CheckpointChangedError when its file was modified on disk since it was loaded, compares its
     /// stored length when loading left that for first use (TensorDataError on a mismatch), and
     /// gives a long range of a mapped file normal readahead.
-    fn prepare(&self, position: usize) -> PyResult<()> {
-        self.loaded.prepare(position).map_err(|e| self.error(e))
+    fn prepare(&self, py: Python<'_>, position: usize) -> PyResult<()> {
+        // Without the GIL: a paged source's read takes it back while it holds the source's lock.
+        py.detach(|| self.loaded.prepare(position)).map_err(|e| self.error(e))
     }
 
     /// `prepare(position)`, then the tensor's values as a read-only numpy view of dtype `dtype`;
@@ -193,7 +223,7 @@ impl Index {
         position: usize,
         dtype: &Bound<'py, PyArrayDescr>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.prepare(position)?;
+        self.prepare(py, position)?;
         let Some(tensor) = self.index().tensor(position) else { return Ok(None) };
         self.view(py, &tensor, dtype)
     }
@@ -208,7 +238,7 @@ impl Index {
         dtype_of: &Bound<'py, PyAny>,
         skip: &Bound<'py, PyAny>,
     ) -> PyResult<(Bound<'py, PyDict>, Vec<String>)> {
-        self.loaded.prepare_parameters().map_err(|e| self.error(e))?;
+        py.detach(|| self.loaded.prepare_parameters()).map_err(|e| self.error(e))?;
         let mut dtypes: HashMap<i32, Bound<'py, PyArrayDescr>> = HashMap::new();
         let arrays = PyDict::new(py);
         let mut others = Vec::new();

@@ -12,6 +12,7 @@ mod legacy;
 mod mapped;
 mod npz;
 mod pyobj;
+mod remote;
 mod reserve;
 mod round;
 mod safetensors;
@@ -55,6 +56,48 @@ fn index_checkpoint(
     let loaded = py
         .detach(|| guarded(|| LoadedCheckpoint::new(checkpoint, external, external_source.as_deref())))
         .map_err(|e| core_error(&source, e))?;
+    Ok(Index::new(loaded, source))
+}
+
+/// Indexes a checkpoint of `size` bytes read on demand with `read(offset, length) -> bytes`
+/// (`block_size` bytes at a time, runs of blocks in one call): only its structure is read now,
+/// each tensor's bytes before their first use. `external_read` and `external_size` give the
+/// external data file the same way. `source` and `external_source` name them in messages.
+#[pyfunction]
+#[pyo3(signature = (read, size, source, block_size, external_read=None, external_size=0, external_source=None))]
+#[allow(clippy::too_many_arguments)]
+fn index_paged(
+    py: Python<'_>,
+    read: Py<PyAny>,
+    size: u64,
+    source: &Bound<'_, PyString>,
+    block_size: usize,
+    external_read: Option<Py<PyAny>>,
+    external_size: u64,
+    external_source: Option<&Bound<'_, PyString>>,
+) -> PyResult<Index> {
+    let source = source.to_string_lossy().into_owned();
+    let external_source = external_source.map(|s| s.to_string_lossy().into_owned());
+    let checkpoint = remote::paged(read, size, block_size, &source)?;
+    let external = match external_read {
+        Some(read) => Some(remote::paged(
+            read,
+            external_size,
+            block_size,
+            external_source.as_deref().unwrap_or(&source),
+        )?),
+        None => None,
+    };
+    let (c, e) = (checkpoint.clone(), external.clone());
+    let loaded = py.detach(|| guarded(|| LoadedCheckpoint::paged(c, e, external_source.as_deref())));
+    let loaded = match loaded {
+        Ok(loaded) => loaded,
+        Err(err) => {
+            let mut errs = std::iter::once(&checkpoint).chain(external.as_ref()).filter_map(remote::raised);
+            return Err(errs.next().unwrap_or_else(|| core_error(&source, err)));
+        }
+    };
+    let loaded = loaded.map_bytes(|inner| Py::new(py, remote::PagedBuffer { inner }).map(Held::Paged))?;
     Ok(Index::new(loaded, source))
 }
 
@@ -164,10 +207,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<atomic::AtomicOutput>()?;
     m.add_class::<atomic::StagedOutput>()?;
     m.add_class::<Index>()?;
+    m.add_class::<remote::PagedBuffer>()?;
     m.add_class::<TensorRecord>()?;
     aggregate::register(m)?;
     round::register(m)?;
     m.add_function(wrap_pyfunction!(index_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(index_paged, m)?)?;
     m.add_function(wrap_pyfunction!(convert::is_unchanging, m)?)?;
     m.add_function(wrap_pyfunction!(serialize_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(save_checkpoint, m)?)?;

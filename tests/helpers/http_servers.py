@@ -1,0 +1,201 @@
+"""Real HTTP servers on 127.0.0.1 for the remote-load tests, started and stopped by the tests:
+nginx (from Debian) serving a folder with byte ranges and ETags, its access log counting the body
+bytes of every reply; and a fault proxy in front of it that ignores ``Range``, truncates replies
+or changes the ETag after some requests."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import http.server
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def nginx_binary() -> str | None:
+    """The nginx executable, or None when it is not installed (``apt-get install nginx-light``)."""
+    return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
+
+
+@dataclass
+class Nginx:
+    """An nginx serving ``root`` at ``url``; ``log`` holds one ``METHOD URI STATUS BYTES`` line per
+    reply (the body bytes sent)."""
+
+    url: str
+    root: Path
+    log: Path
+
+    def replies(self) -> list[tuple[str, str, int, int]]:
+        """``(method, uri, status, body bytes)`` of every reply so far."""
+        out = []
+        for line in self.log.read_text().splitlines():
+            method, uri, status, sent = line.split()
+            out.append((method, uri, int(status), int(sent)))
+        return out
+
+    def body_bytes(self, uri_suffix: str = "") -> int:
+        return sum(sent for _, uri, _, sent in self.replies() if uri.endswith(uri_suffix))
+
+    def clear(self) -> None:
+        self.log.write_text("")
+
+
+@contextlib.contextmanager
+def nginx(root: Path, work: Path) -> Iterator[Nginx]:
+    """nginx on a free port of 127.0.0.1 serving ``root`` (its files under ``work``); stopped
+    when the block ends."""
+    binary = nginx_binary()
+    if binary is None:
+        raise FileNotFoundError("nginx is not installed (apt-get install -y nginx-light)")
+    port = free_port()
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "access.log"
+    log.write_text("")
+    user = "user root;" if os.geteuid() == 0 else ""  # the workers must read the test's files
+    conf = work / "nginx.conf"
+    conf.write_text(
+        f"""
+{user}
+daemon off;
+master_process off;
+worker_processes 1;
+pid {work}/nginx.pid;
+error_log {work}/error.log;
+events {{ worker_connections 64; }}
+http {{
+    log_format counted '$request_method $request_uri $status $body_bytes_sent';
+    access_log {log} counted;
+    client_body_temp_path {work}/body;
+    proxy_temp_path {work}/proxy;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        etag on;
+    }}
+}}
+"""
+    )
+    proc = subprocess.Popen(
+        [binary, "-p", str(work), "-c", str(conf), "-e", str(work / "error.log")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            if proc.poll() is not None:
+                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                raise RuntimeError(f"nginx exited with {proc.returncode}: {err}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("nginx did not start listening within 10 s")
+            time.sleep(0.05)
+        yield Nginx(f"http://127.0.0.1:{port}", root, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+
+
+@dataclass
+class Faults:
+    """What the proxy does to replies. ``mode``: ``"pass"``, ``"ignore-range"`` (the Range header
+    dropped: 200 with the whole object), ``"truncate"`` (a range's body cut to half, with a
+    matching Content-Length), ``"close-early"`` (half the body sent, then the connection closed),
+    ``"etag-change"`` (after ``after`` GET requests, every reply carries another ETag)."""
+
+    mode: str = "pass"
+    after: int = 0
+    gets: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _ProxyHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    upstream: tuple[str, int]
+    faults: Faults
+
+    def log_message(self, format: str, *args: object) -> None:  # quiet
+        pass
+
+    def _forward(self, method: str) -> None:
+        faults = self.faults
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+        with faults.lock:
+            if method == "GET":
+                faults.gets += 1
+            changed = faults.mode == "etag-change" and faults.gets > faults.after
+        if faults.mode == "ignore-range":
+            headers = {k: v for k, v in headers.items() if k.lower() != "range"}
+        conn = http.client.HTTPConnection(*self.upstream, timeout=10)
+        try:
+            conn.request(method, self.path, headers=headers)
+            reply = conn.getresponse()
+            body = reply.read()
+        finally:
+            conn.close()
+        cut = faults.mode in ("truncate", "close-early") and reply.status == 206 and method == "GET"
+        sent = body[: len(body) // 2] if cut else body
+        self.send_response(reply.status)
+        for key, value in reply.getheaders():
+            if key.lower() in ("connection", "transfer-encoding", "content-length"):
+                continue
+            if key.lower() == "etag" and changed:
+                value = '"replaced-' + value.strip('"') + '"'
+            self.send_header(key, value)
+        if method == "HEAD":  # what the upstream announced for the body it did not send
+            claimed = int(reply.getheader("Content-Length") or 0)
+        else:
+            claimed = len(body) if faults.mode == "close-early" and cut else len(sent)
+        self.send_header("Content-Length", str(claimed))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if method == "GET":
+            self.wfile.write(sent)
+        self.wfile.flush()
+        self.close_connection = True
+
+    def do_GET(self) -> None:
+        self._forward("GET")
+
+    def do_HEAD(self) -> None:
+        self._forward("HEAD")
+
+
+@contextlib.contextmanager
+def fault_proxy(upstream_url: str, faults: Faults) -> Iterator[str]:
+    """A proxy on a free port of 127.0.0.1 in front of ``upstream_url`` (``http://host:port``)
+    that applies ``faults``; its URL. Stopped when the block ends."""
+    host, port = upstream_url.removeprefix("http://").split(":")
+    handler = type("Handler", (_ProxyHandler,), {"upstream": (host, int(port)), "faults": faults})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -1,0 +1,289 @@
+"""Lazy remote loads (``ortckpt.load(url)``): the structure parsed through the core's paged input
+from range requests, each tensor fetched when first used. Against real servers on 127.0.0.1,
+started and stopped here: nginx (from Debian) serving the fixtures with ranges and ETags, moto's
+S3 server, and a fault proxy in front of nginx (tests/helpers/http_servers.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ortckpt
+from ortckpt import CheckpointChangedError, CheckpointState, RemoteSourceError, SourceTooLargeError
+from tests.helpers import http_servers
+from tests.helpers.paths import corpus_files, fixture_files
+
+fsspec = pytest.importorskip("fsspec")
+pytest.importorskip("aiohttp")  # fsspec's HTTP file system
+
+MiB = 1 << 20
+
+
+def corpus() -> list[Path]:
+    return corpus_files() + fixture_files()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[http_servers.Nginx]:
+    if http_servers.nginx_binary() is None:
+        pytest.skip("nginx is not installed (apt-get install -y nginx-light): the HTTP tests need it")
+    root = tmp_path_factory.mktemp("www")
+    for path in corpus():
+        shutil.copy(path, root / path.name)
+    with http_servers.nginx(root, tmp_path_factory.mktemp("nginx")) as server:
+        yield server
+
+
+def large_state(n: int = 16, each: int = 2 * MiB) -> CheckpointState:
+    return CheckpointState(
+        {f"t{i:02d}": np.full(each // 4, i, np.float32) for i in range(n)}, properties={"round": 7}
+    )
+
+
+@pytest.mark.parametrize("path", corpus(), ids=lambda p: p.name)
+def test_http_load_equals_local_load(served: http_servers.Nginx, path: Path, assert_same_state):
+    remote = ortckpt.load(f"{served.url}/{path.name}")
+    assert_same_state(ortckpt.load(path), remote)
+    assert_same_state(ortckpt.load(path), ortckpt.load(f"{served.url}/{path.name}", mmap=False))
+
+
+def test_one_tensor_fetches_the_structure_and_that_tensor(served: http_servers.Nginx, assert_same_state):
+    state = large_state()
+    ortckpt.save(state, served.root / "large.ckpt")
+    size = (served.root / "large.ckpt").stat().st_size
+    served.clear()
+    remote = ortckpt.load(f"{served.url}/large.ckpt")
+    structure = served.body_bytes("/large.ckpt")
+    assert structure <= MiB, f"{structure} bytes fetched to index a {size}-byte checkpoint"
+    assert sorted(remote.parameters) == sorted(state.parameters)
+    assert remote.properties["round"] == 7
+    one = remote.parameters["t05"].data
+    assert np.array_equal(one, state.parameters["t05"].data)
+    fetched = served.body_bytes("/large.ckpt")
+    assert fetched <= structure + one.nbytes + MiB, f"{fetched} bytes fetched of {size} for one tensor"
+    # every request a range: 206 replies only (HEADs aside)
+    gets = [(uri, status) for method, uri, status, _ in served.replies() if method == "GET"]
+    assert all(status == 206 for uri, status in gets if uri.endswith("/large.ckpt")), gets
+    # the rest, on demand, equals the local file
+    assert_same_state(state, remote)
+    assert served.body_bytes("/large.ckpt") < size + 2 * MiB
+
+
+def test_all_parameters_in_a_few_requests(served: http_servers.Nginx):
+    state = large_state(64, 64 << 10)
+    ortckpt.save(state, served.root / "many.ckpt")
+    served.clear()
+    arrays = ortckpt.load(f"{served.url}/many.ckpt").to_numpy()
+    assert all(np.array_equal(arrays[k], v.data) for k, v in state.parameters.items())
+    gets = [r for r in served.replies() if r[0] == "GET" and r[1].endswith("/many.ckpt")]
+    # the structure, then neighbouring tensors fetched together (not one request per tensor)
+    assert len(gets) <= 4, gets
+
+
+def test_external_data_is_fetched_per_tensor(served: http_servers.Nginx, tmp_path: Path, assert_same_state):
+    state = large_state(8)
+    local = tmp_path / "ext.ckpt"
+    ortckpt.save(state, local, external_data_threshold=0)
+    shutil.copy(local, served.root / "ext.ckpt")
+    shutil.copy(ortckpt.external_data_path(local), served.root / "ext.ckpt.data")
+    served.clear()
+    remote = ortckpt.load(f"{served.url}/ext.ckpt")
+    assert remote.has_external_data
+    assert served.body_bytes("/ext.ckpt.data") == 0
+    assert np.array_equal(remote.parameters["t03"].data, state.parameters["t03"].data)
+    assert served.body_bytes("/ext.ckpt.data") <= 2 * MiB + MiB
+    assert_same_state(state, remote)
+
+
+def test_max_bytes_bounds_the_bytes_fetched(served: http_servers.Nginx):
+    ortckpt.save(large_state(), served.root / "limit.ckpt")
+    url = f"{served.url}/limit.ckpt"
+    # opening and one tensor fit in 4 MiB of a 32 MiB checkpoint; the whole state does not
+    remote = ortckpt.load(url, max_bytes=4 * MiB)
+    assert remote.parameters["t01"].data[0] == 1
+    with pytest.raises(SourceTooLargeError, match="size limit of 4194304 bytes"):
+        remote.to_numpy()
+    with pytest.raises(SourceTooLargeError, match="size limit of 100 bytes"):
+        ortckpt.load(url, max_bytes=100)
+    # a whole read checks the size first
+    with pytest.raises(SourceTooLargeError, match="size limit"):
+        ortckpt.load(url, max_bytes=4 * MiB, mmap=False)
+
+
+def test_missing_object(served: http_servers.Nginx):
+    with pytest.raises(FileNotFoundError):
+        ortckpt.load(f"{served.url}/absent.ckpt")
+
+
+def test_garbage_is_a_checkpoint_error_naming_the_url(served: http_servers.Nginx):
+    (served.root / "garbage.ckpt").write_bytes(b"\x00" * 100)
+    with pytest.raises(ortckpt.CheckpointError, match=r"garbage\.ckpt"):
+        ortckpt.load(f"{served.url}/garbage.ckpt")
+
+
+@pytest.fixture()
+def faulty(served: http_servers.Nginx) -> Iterator[tuple[str, http_servers.Faults]]:
+    name = f"fault-{uuid.uuid4().hex[:8]}.ckpt"
+    ortckpt.save(large_state(8), served.root / name)
+    faults = http_servers.Faults()
+    with http_servers.fault_proxy(served.url, faults) as url:
+        yield f"{url}/{name}", faults
+
+
+def test_a_server_ignoring_range_is_our_error(faulty: tuple[str, http_servers.Faults]):
+    url, faults = faulty
+    faults.mode = "ignore-range"
+    with pytest.raises(RemoteSourceError, match="ignores Range"):
+        ortckpt.load(url).to_numpy()
+    # a whole read does not need ranges
+    assert ortckpt.load(url, mmap=False).parameters["t02"].data[0] == 2
+
+
+@pytest.mark.parametrize("mode", ["truncate", "close-early"])
+def test_a_short_reply_is_our_error(faulty: tuple[str, http_servers.Faults], mode: str):
+    url, faults = faulty
+    faults.mode = mode
+    with pytest.raises((CheckpointChangedError, RemoteSourceError)) as info:
+        ortckpt.load(url).to_numpy()
+    assert url in str(info.value)
+
+
+def test_an_object_replaced_mid_read_is_a_changed_checkpoint(faulty: tuple[str, http_servers.Faults]):
+    url, faults = faulty
+    faults.mode, faults.after = "etag-change", 10**9
+    remote = ortckpt.load(url)  # the structure, before the change
+    assert remote.parameters["t00"].data[0] == 0
+    faults.after = faults.gets  # every later reply: another ETag
+    with pytest.raises(CheckpointChangedError, match="replaced while it was being read"):
+        _ = remote.parameters["t04"].data
+
+
+def test_replaced_on_the_server_between_requests(served: http_servers.Nginx):
+    path = served.root / "replaced.ckpt"
+    ortckpt.save(large_state(4), path)
+    remote = ortckpt.load(f"{served.url}/replaced.ckpt")
+    assert remote.parameters["t00"].data[0] == 0
+    state = large_state(4)
+    state.parameters["t01"] = np.full(MiB // 2, 9, np.float32)
+    ortckpt.save(state, path)
+    os.utime(path, (1, 1))  # another mtime, hence another ETag, whatever the size
+    with pytest.raises(CheckpointChangedError, match=r"replaced\.ckpt"):
+        _ = remote.parameters["t01"].data
+
+
+# --- S3 (moto's standalone server) ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[dict[str, Any]]:
+    pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    saved = {
+        k: os.environ.get(k)
+        for k in ("AWS_EC2_METADATA_DISABLED", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
+    }
+    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+    os.environ["AWS_CONFIG_FILE"] = os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+    port = http_servers.free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    options = {
+        "endpoint_url": f"http://127.0.0.1:{port}",
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"region_name": "eu-west-1"},
+    }
+    try:
+        fsspec.filesystem("s3", **options).mkdir("lazy")
+        yield options
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def test_s3_load_equals_local_load(s3: dict[str, Any], assert_same_state):
+    fs = fsspec.filesystem("s3", **s3)
+    for path in corpus():
+        fs.pipe_file(f"lazy/corpus/{path.name}", path.read_bytes())
+        assert_same_state(
+            ortckpt.load(path), ortckpt.load(f"s3://lazy/corpus/{path.name}", storage_options=s3)
+        )
+
+
+def test_s3_one_tensor_and_replacement(s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch):
+    fs = fsspec.filesystem("s3", **s3)
+    state = large_state()
+    data = state.to_bytes()
+    fs.pipe_file("lazy/large.ckpt", data)
+    fetched: list[int] = []
+    cls = type(fs)
+    real = cls.cat_file
+
+    def counting(self: Any, path: str, start: int | None = None, end: int | None = None, **kw: Any) -> bytes:
+        out: bytes = real(self, path, start=start, end=end, **kw)
+        fetched.append(len(out))
+        return out
+
+    # a counting wrapper around the file system's range read (the server is real; moto keeps no
+    # access log)
+    monkeypatch.setattr(cls, "cat_file", counting)
+    remote = ortckpt.load("s3://lazy/large.ckpt", storage_options=s3)
+    structure = sum(fetched)
+    assert structure <= MiB
+    one = remote.parameters["t09"].data
+    assert np.array_equal(one, state.parameters["t09"].data)
+    assert sum(fetched) <= structure + one.nbytes + MiB, f"{sum(fetched)} of {len(data)} bytes fetched"
+    # replaced between requests: another ETag
+    other = large_state()
+    other.parameters["t03"] = np.full(MiB // 2, -1, np.float32)
+    fs.pipe_file("lazy/large.ckpt", other.to_bytes())
+    with pytest.raises(CheckpointChangedError, match=r"s3://lazy/large\.ckpt"):
+        _ = remote.parameters["t03"].data
+
+
+# --- the binding's source: a Python read(offset, length) -> bytes --------------------------------
+
+
+def test_a_misbehaving_read_function_is_our_error_never_a_panic():
+    from ortckpt import _native
+
+    data = large_state(4, 64 << 10).to_bytes()
+
+    def index(read: Any) -> Any:
+        return _native.index_paged(read, len(data), "mem://x.ckpt", 4096)
+
+    good = index(lambda o, n: data[o : o + n])
+    assert CheckpointState._from_index(good).parameters["t02"].data[0] == 2
+    with pytest.raises(CheckpointChangedError, match=r"asked for 4096 bytes at offset 0, got 10"):
+        index(lambda o, n: data[o : o + 10])
+    with pytest.raises(CheckpointChangedError, match=r"got 8192"):
+        index(lambda o, n: data[o : o + n] * 2)
+    with pytest.raises(TypeError, match="not bytes"):
+        index(lambda o, n: "text")
+    with pytest.raises(ZeroDivisionError):  # the function's own exception, as it is
+        index(lambda o, n: 1 // 0)
+    # failing later, at a tensor's first use
+    spent = False
+
+    def until_spent(o: int, n: int) -> bytes:
+        if spent:
+            raise SourceTooLargeError("budget spent")
+        return data[o : o + n]
+
+    state = CheckpointState._from_index(_native.index_paged(until_spent, len(data), "mem://y.ckpt", 4096))
+    spent = True
+    with pytest.raises(SourceTooLargeError, match="budget spent"):
+        state.to_numpy()
+    spent = False  # a failed fill is not remembered: the next use fetches again
+    assert state.parameters["t03"].data[0] == 3
