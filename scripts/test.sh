@@ -56,6 +56,8 @@ bash scripts/build_docs.sh
 # The browser viewer: Debian's chromium + chromium-driver, the core for wasm32 and its bindings
 # (web/pkg/), and the JS API's wasm-bindgen tests in headless Chromium; pytest's tests/test_web.py
 # then drives the viewer itself.
+echo "== nginx (Debian's nginx-light) for the remote-read tests (scripts/setup_nginx.sh)"
+bash scripts/setup_nginx.sh
 echo "== browser: wasm32 build and JS API tests in headless Chromium (scripts/build_web.sh --test)"
 bash scripts/setup_browser.sh
 bash scripts/build_web.sh --test
