@@ -37,6 +37,8 @@ pub enum ErrorKind {
     Aggregation,
     /// An allocation an input called for failed (the process is out of memory or address space).
     OutOfMemory,
+    /// A file of another format read for a conversion (npz, safetensors) is not valid.
+    Conversion,
 }
 
 /// Everything that can go wrong reading or writing a checkpoint. Variants about one tensor name it
@@ -308,6 +310,24 @@ pub enum Error {
         /// Why, for users.
         detail: String,
     },
+    /// An `.npz` archive cannot be read (the member at fault in the record).
+    Npz(crate::npz::error::NpzError),
+    /// A safetensors file cannot be read (its kind and the tensor at fault in the record).
+    #[cfg(feature = "fs")] // the safetensors reader reads files
+    Safetensors(crate::safetensors::error::SafetensorsError),
+}
+
+impl From<crate::npz::error::NpzError> for Error {
+    fn from(e: crate::npz::error::NpzError) -> Error {
+        Error::Npz(e)
+    }
+}
+
+#[cfg(feature = "fs")]
+impl From<crate::safetensors::error::SafetensorsError> for Error {
+    fn from(e: crate::safetensors::error::SafetensorsError) -> Error {
+        Error::Safetensors(e)
+    }
 }
 
 impl Error {
@@ -354,6 +374,9 @@ impl Error {
             Internal { .. } => ErrorKind::Internal,
             Aggregation { .. } => ErrorKind::Aggregation,
             OutOfMemory { .. } => ErrorKind::OutOfMemory,
+            Npz(_) => ErrorKind::Conversion,
+            #[cfg(feature = "fs")]
+            Safetensors(_) => ErrorKind::Conversion,
         }
     }
 
@@ -374,6 +397,9 @@ impl Error {
             | ExternalOutOfRange { tensor, .. }
             | TensorProtoValues { tensor, .. } => Some(tensor),
             InFile { error, .. } => error.tensor(),
+            Npz(e) => e.member.as_deref(),
+            #[cfg(feature = "fs")]
+            Safetensors(e) => e.tensor.as_deref(),
             ExternalOverlap { second, .. } => Some(second),
             DuplicateName { kind, name } if *kind == "parameter" || *kind == "momentum" => Some(name),
             _ => None,
@@ -512,6 +538,9 @@ impl fmt::Display for Error {
                 write!(f, "corrupt ORT adapter flatbuffer: {what} (at byte {offset})")
             }
             Aggregation { detail } => f.write_str(detail),
+            Npz(e) => write!(f, "{e}"),
+            #[cfg(feature = "fs")]
+            Safetensors(e) => write!(f, "{e}"),
             UnsupportedAdapterVersion { found } => write!(
                 f,
                 "adapter format version {found} is not supported (ONNX Runtime 1.20 and later and \

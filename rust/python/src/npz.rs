@@ -3,21 +3,16 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use ortckpt_core::{NpzData, NpzError, NpzMember};
+use ortckpt_core::{NpzData, NpzMember};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
-use crate::errors::{with_attributes, ConversionError};
+use crate::errors::{core_error, with_attributes, ConversionError, GuardedError};
 use crate::mapped::{interruptible, path_arg, show, MappedFile};
 
 /// One member: (key, dtype string, shape, fortran order, buffer, data offset in the buffer); the
 /// buffer is the opened file (stored members) or a `bytes` of the inflated member.
 type Member = (String, String, Vec<u64>, bool, Py<PyAny>, u64);
-
-/// `ConversionError` for `err` in the archive `source`, naming the member as its `tensor`.
-fn conversion_error(source: &str, err: &NpzError) -> PyErr {
-    with_attributes(ConversionError::new_err(format!("{source}: {err}")), source, err.member.as_deref())
-}
 
 /// Opens the `.npz` archive at `path` and decodes every member (deflated members may total at
 /// most `max_decompressed_bytes`, default: the core's budget for the archive's size). Returns the
@@ -47,13 +42,13 @@ pub(crate) fn read_npz(
     });
     let members = match decoded {
         Ok(Ok(members)) => members,
-        Ok(Err(err)) => return Err(conversion_error(&source, &err)),
+        // ConversionError naming the member as its `tensor`
+        Ok(Err(err)) => return Err(core_error(&source, GuardedError::Core(err))),
         Err(_) => {
-            let err = NpzError {
-                member: None,
-                detail: "internal error in ortckpt's npz decoder; please report this with the file".into(),
-            };
-            return Err(conversion_error(&source, &err));
+            let message = format!(
+                "{source}: internal error in ortckpt's npz decoder; please report this with the file"
+            );
+            return Err(with_attributes(ConversionError::new_err(message), &source, None));
         }
     };
     let file = Py::new(py, MappedFile::wrap(file))?;

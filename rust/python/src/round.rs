@@ -8,9 +8,8 @@ use std::sync::Arc;
 
 use numpy::{PyArray1, PyReadonlyArray1};
 use ortckpt_core::aggregate::{
-    self, Buffer, HeldFiles, Identity, Layout, Method, Options, Origin, Partial, Plan, Portable, Rejection,
-    Round as CoreRound, RoundFile, RoundVerdict as Verdict, Shared, Staleness, UploadError, Values,
-    WeightRule,
+    self, Buffer, HeldFiles, Identity, Layout, Method, Options, Origin, Partial, Plan, Portable, Refusal,
+    Rejection, Round as CoreRound, RoundFile, RoundVerdict as Verdict, Shared, Staleness, Values, WeightRule,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -489,13 +488,13 @@ pub(crate) fn merge_partials<'py>(
     Ok(partial_tuple(py, a))
 }
 
-fn base_outcome(outcome: Result<Result<(), UploadError>, GuardedError>, source: &str) -> PyResult<()> {
+fn base_outcome(outcome: Result<Result<(), Refusal>, GuardedError>, source: &str) -> PyResult<()> {
     match outcome {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(UploadError::Rejected(r))) => {
+        Ok(Err(Refusal::Rejected(r))) => {
             Err(PyValueError::new_err(format!("relative_to does not match the reference: {}", r.message)))
         }
-        Ok(Err(UploadError::Unreadable(e))) => Err(core_error(source, GuardedError::Core(e))),
+        Ok(Err(Refusal::Unreadable(e))) => Err(core_error(source, GuardedError::Core(e))),
         Err(e) => Err(core_error(source, e)),
     }
 }
@@ -553,11 +552,11 @@ pub(crate) fn read_upload(
     let read =
         interruptible(py, &source, |keep_going| match aggregate::read_file(&path, max_bytes, keep_going) {
             Ok(file) => Ok(Some(file)),
-            Err(UploadError::Rejected(r)) => {
+            Err(Refusal::Rejected(r)) => {
                 rejected = Some(r);
                 Ok(None)
             }
-            Err(UploadError::Unreadable(e)) => Err(e),
+            Err(Refusal::Unreadable(e)) => Err(e),
         })?;
     let Some(file) = read else {
         let message = rejected.map_or_else(|| "too large".into(), |r| r.message);

@@ -4,10 +4,10 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use ortckpt_core::{SafetensorsError, SafetensorsFile, SafetensorsTensor};
+use ortckpt_core::{SafetensorsFile, SafetensorsTensor};
 use pyo3::prelude::*;
 
-use crate::errors::{with_attributes, ConversionError};
+use crate::errors::{core_error, with_attributes, ConversionError, GuardedError};
 use crate::mapped::{interruptible, path_arg, show, MappedFile};
 
 /// One tensor: (name, numpy dtype name, shape, offset in the file, byte length).
@@ -15,10 +15,6 @@ type Tensor = (String, &'static str, Vec<u64>, u64, u64);
 
 /// `__metadata__` pairs in file order (None when absent).
 type Metadata = Option<Vec<(String, String)>>;
-
-fn conversion_error(source: &str, err: &SafetensorsError) -> PyErr {
-    with_attributes(ConversionError::new_err(format!("{source}: {err}")), source, err.tensor.as_deref())
-}
 
 /// Opens the safetensors file at `path`, reads it into private memory and checks it. Returns the
 /// file's bytes, its `__metadata__` and its tensors in file order.
@@ -37,15 +33,14 @@ pub(crate) fn read_safetensors(
         py.detach(|| catch_unwind(AssertUnwindSafe(|| ortckpt_core::read_safetensors(file.bytes()))));
     let SafetensorsFile { metadata, tensors, .. } = match checked {
         Ok(Ok(checked)) => checked,
-        Ok(Err(err)) => return Err(conversion_error(&source, &err)),
+        // ConversionError naming the tensor at fault as its `tensor`
+        Ok(Err(err)) => return Err(core_error(&source, GuardedError::Core(err))),
         Err(_) => {
-            let err = SafetensorsError {
-                kind: ortckpt_core::SafetensorsErrorKind::Malformed,
-                tensor: None,
-                detail: "internal error in ortckpt's safetensors reader; please report this with the file"
-                    .into(),
-            };
-            return Err(conversion_error(&source, &err));
+            let message = format!(
+                "{source}: not a valid safetensors file: internal error in ortckpt's safetensors reader; \
+                 please report this with the file"
+            );
+            return Err(with_attributes(ConversionError::new_err(message), &source, None));
         }
     };
     let tensors = tensors

@@ -23,7 +23,7 @@ use super::checks::located_data;
 use super::kernel::{accumulate, add_window, largest_of, slot_bytes};
 use super::rejection::Rejection;
 use super::structure::{Layout, Located};
-use super::upload::{index_upload, read_file, FileUpload, HeldFiles, UploadError};
+use super::upload::{index_upload, read_file, FileUpload, HeldFiles, Refusal};
 use super::verdict::{FileItem, FileRound, Screen, Screening, Verdict};
 use crate::parallel::in_parallel;
 use crate::values::Lanes;
@@ -49,12 +49,7 @@ type Read = ((u64, u64), Result<Checked, Rejection>);
 
 /// Step 1 for one upload: read and index it (`Err` when that fails), then everything else
 /// (the inner `Err` is a rejection of a readable upload, which a duplicate verdict overrides).
-fn check(
-    item: &FileItem,
-    layout: &Layout,
-    lanes: &[usize],
-    max_bytes: Option<u64>,
-) -> Result<Read, UploadError> {
+fn check(item: &FileItem, layout: &Layout, lanes: &[usize], max_bytes: Option<u64>) -> Result<Read, Refusal> {
     let upload = read_file(&item.path, max_bytes, &mut || true)?;
     let index = index_upload(upload.checkpoint.bytes(), upload.external.as_ref().map(|e| e.bytes()))?;
     let identity = upload.identity;
@@ -144,11 +139,11 @@ pub(crate) fn add_files_in_memory(round: FileRound<'_, '_>) -> Result<Vec<Verdic
             let i = first + k;
             let (identity, outcome) = match outcome {
                 Ok(read) => read,
-                Err(UploadError::Rejected(r)) => {
+                Err(Refusal::Rejected(r)) => {
                     verdicts[i] = Some(Verdict::Rejected { rejection: r, identity: None });
                     continue;
                 }
-                Err(UploadError::Unreadable(e)) => {
+                Err(Refusal::Unreadable(e)) => {
                     verdicts[i] = Some(Verdict::Unreadable(e));
                     continue;
                 }
@@ -247,11 +242,11 @@ pub fn check_files(
         for outcome in checked {
             let (identity, outcome) = match outcome {
                 Ok(read) => read,
-                Err(UploadError::Rejected(r)) => {
+                Err(Refusal::Rejected(r)) => {
                     verdicts.push(Screened::Other(Verdict::Rejected { rejection: r, identity: None }));
                     continue;
                 }
-                Err(UploadError::Unreadable(e)) => {
+                Err(Refusal::Unreadable(e)) => {
                     verdicts.push(Screened::Other(Verdict::Unreadable(e)));
                     continue;
                 }
@@ -293,7 +288,7 @@ pub(crate) fn screen(
     lanes: &[usize],
     max_bytes: Option<u64>,
     streamed: bool,
-) -> Result<Screening, UploadError> {
+) -> Result<Screening, Refusal> {
     if streamed {
         return super::stream::screen(item, layout, lanes, max_bytes);
     }

@@ -36,7 +36,7 @@ use super::checks::located_data;
 use super::kernel::accumulate;
 use super::rejection::Rejection;
 use super::structure::{check_structure, weight_of, Layout, Located};
-use super::upload::{index_upload, open_files, read_file, HeldFiles, UploadError};
+use super::upload::{index_upload, open_files, read_file, HeldFiles, Refusal};
 use super::verdict::{FileItem, FileRound, Screen, Screening, Verdict};
 use crate::parallel::in_parallel;
 use crate::values::{add_scaled, scan, Lanes};
@@ -107,7 +107,7 @@ fn open(
     layout: &Layout,
     lanes: &[usize],
     max_bytes: Option<u64>,
-) -> Result<OpenOutcome, UploadError> {
+) -> Result<OpenOutcome, Refusal> {
     let files = open_files(&item.path, max_bytes)?;
     let index = files.index()?;
     let identity = files.identity();
@@ -136,7 +136,7 @@ pub(crate) fn screen(
     layout: &Layout,
     lanes: &[usize],
     max_bytes: Option<u64>,
-) -> Result<Screening, UploadError> {
+) -> Result<Screening, Refusal> {
     let (identity, opened) = open(item, layout, lanes, max_bytes)?;
     let opened = match opened {
         Ok(opened) => opened,
@@ -490,10 +490,10 @@ impl Round<'_, '_> {
         let upload = match read_file(&item.path, self.max_bytes, &mut || true) {
             Ok(u) if u.identity == identity => u,
             Ok(u) => return changed_during_round(&u.files),
-            Err(UploadError::Rejected(rejection)) => {
+            Err(Refusal::Rejected(rejection)) => {
                 return Verdict::Rejected { rejection, identity: Some(identity) }
             }
-            Err(UploadError::Unreadable(e)) => return Verdict::Unreadable(e),
+            Err(Refusal::Unreadable(e)) => return Verdict::Unreadable(e),
         };
         let ext = upload.external.as_ref().map(|e| e.bytes());
         let index = match index_upload(upload.checkpoint.bytes(), ext) {
@@ -547,11 +547,11 @@ fn add_streamed(call: FileRound<'_, '_>, copy: bool) -> Result<Vec<Verdict>, Err
             let i = w * window + k;
             let (identity, outcome) = match outcome {
                 Ok(read) => read,
-                Err(UploadError::Rejected(rejection)) => {
+                Err(Refusal::Rejected(rejection)) => {
                     round.set(i, Verdict::Rejected { rejection, identity: None });
                     continue;
                 }
-                Err(UploadError::Unreadable(e)) => {
+                Err(Refusal::Unreadable(e)) => {
                     round.set(i, Verdict::Unreadable(e));
                     continue;
                 }
@@ -738,7 +738,7 @@ mod tests {
         ];
         let layout = layout();
         let lanes = layout.slot_lanes();
-        let show = |s: Result<Screening, UploadError>| match s {
+        let show = |s: Result<Screening, Refusal>| match s {
             Ok((_, Ok(s))) => {
                 let largest: Vec<u64> = s.largest.iter().map(|v| v.to_bits()).collect();
                 format!("{:?} {} {largest:?} {}", s.located, s.weight, s.files.path().display())

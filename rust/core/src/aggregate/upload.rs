@@ -18,25 +18,26 @@ use crate::paged::index_file;
 use crate::values::{decode_into, scan};
 use crate::{check_external_ranges, external_data_path, index_checkpoint, CheckpointIndex, Error};
 
-/// Why an upload could not be used: a rejection of its own kind, or an error of the reader (the
-/// kind `unreadable`, with the error's class and message).
+/// Why an upload is not counted: a rejection of its own kind, or the reader's [`Error`] (the kind
+/// `unreadable`, with the error's class and message). A verdict, not a second error type: the
+/// errors are the core's one `Error`.
 #[derive(Debug)]
-pub enum UploadError {
+pub enum Refusal {
     /// Refused by the aggregation's own checks.
     Rejected(Rejection),
     /// The reader's (or the operating system's) error.
     Unreadable(Error),
 }
 
-impl From<Rejection> for UploadError {
-    fn from(r: Rejection) -> UploadError {
-        UploadError::Rejected(r)
+impl From<Rejection> for Refusal {
+    fn from(r: Rejection) -> Refusal {
+        Refusal::Rejected(r)
     }
 }
 
-impl From<Error> for UploadError {
-    fn from(e: Error) -> UploadError {
-        UploadError::Unreadable(e)
+impl From<Error> for Refusal {
+    fn from(e: Error) -> Refusal {
+        Refusal::Unreadable(e)
     }
 }
 
@@ -163,7 +164,7 @@ fn read_all(
 
 /// Opens `path` and `path.data` (when present) for aggregation, refusing more than `max_bytes`
 /// in all: the opened files' sizes are checked before a byte is read.
-pub fn open_files(path: &Path, max_bytes: Option<u64>) -> Result<HeldFiles, UploadError> {
+pub fn open_files(path: &Path, max_bytes: Option<u64>) -> Result<HeldFiles, Refusal> {
     let checkpoint = open_stamped(path)?;
     let ext_path = external_data_path(path);
     let external = match open_stamped(&ext_path) {
@@ -185,7 +186,7 @@ pub fn read_file(
     path: &Path,
     max_bytes: Option<u64>,
     keep_going: &mut dyn FnMut() -> bool,
-) -> Result<FileUpload, UploadError> {
+) -> Result<FileUpload, Refusal> {
     let files = open_files(path, max_bytes)?;
     let bytes = read_all(&files.checkpoint.0, &files.checkpoint.1, path, keep_going)?;
     let ext_bytes = match &files.external {
@@ -266,8 +267,8 @@ impl HeldFiles {
     pub fn reopen(path: &Path, stamps: (FileStamp, Option<FileStamp>)) -> Result<HeldFiles, Error> {
         let files = match open_files(path, None) {
             Ok(files) => files,
-            Err(UploadError::Unreadable(e)) => return Err(e),
-            Err(UploadError::Rejected(r)) => {
+            Err(Refusal::Unreadable(e)) => return Err(e),
+            Err(Refusal::Rejected(r)) => {
                 return Err(changed(path, &format!("after it was checked ({})", r.message)))
             }
         };

@@ -8,10 +8,10 @@
 //! be a shared mapping another process rewrites); each `.npy` header is parsed here (`npy`).
 
 mod cursor;
+pub(crate) mod error;
 mod npy;
 
 use std::collections::HashSet;
-use std::fmt;
 use std::io::Read;
 
 use zip::read::{ArchiveOffset, Config};
@@ -20,6 +20,7 @@ use zip::{CompressionMethod, ZipArchive};
 use crate::input::Input;
 use crate::{wrong_kind_message, FileKind};
 use cursor::InputCursor;
+pub use error::NpzError;
 pub use npy::{parse_npy_buffer, NpyHeader, MAX_HEADER_LEN as MAX_NPY_HEADER_LEN};
 
 /// The decompressed bytes an archive may expand to unless the caller says otherwise: this many
@@ -32,26 +33,6 @@ pub const NPZ_MIN_BUDGET: u64 = 64 << 20;
 pub fn default_npz_budget(archive_len: u64) -> u64 {
     archive_len.saturating_mul(NPZ_BUDGET_RATIO).max(NPZ_MIN_BUDGET)
 }
-
-/// Why an archive cannot be read; `member` names the member when one is at fault.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NpzError {
-    /// The member's name (as stored, lossily decoded for the message), if one is at fault.
-    pub member: Option<String>,
-    /// What is wrong, as a sentence fragment ("it is truncated").
-    pub detail: String,
-}
-
-impl fmt::Display for NpzError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.member {
-            Some(m) => write!(f, "member {m:?}: {}", self.detail),
-            None => write!(f, "{}", self.detail),
-        }
-    }
-}
-
-impl std::error::Error for NpzError {}
 
 fn archive_error(detail: impl Into<String>) -> NpzError {
     NpzError { member: None, detail: detail.into() }
@@ -83,17 +64,17 @@ pub struct NpzMember {
 
 /// Reads every member of the archive in `bytes`; decompressed members may total at most
 /// `budget` bytes.
-pub fn read_npz(bytes: &[u8], budget: u64) -> Result<Vec<NpzMember>, NpzError> {
-    read_input(Input::from_slice(bytes), budget)
+pub fn read_npz(bytes: &[u8], budget: u64) -> crate::Result<Vec<NpzMember>> {
+    Ok(read_input(Input::from_slice(bytes), budget)?)
 }
 
 /// [`read_npz`] for memory that may change while it is read (a shared mapping).
 ///
 /// # Safety
 /// `base..base + len` must stay allocated and readable until this returns.
-pub unsafe fn read_npz_raw(base: *const u8, len: usize, budget: u64) -> Result<Vec<NpzMember>, NpzError> {
+pub unsafe fn read_npz_raw(base: *const u8, len: usize, budget: u64) -> crate::Result<Vec<NpzMember>> {
     // SAFETY: forwarded from the caller.
-    read_input(unsafe { Input::from_raw(base, len) }, budget)
+    Ok(read_input(unsafe { Input::from_raw(base, len) }, budget)?)
 }
 
 /// Bytes the zip crate holds at its peak per central-directory entry, for the probe below: its

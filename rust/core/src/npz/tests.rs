@@ -54,7 +54,7 @@ fn a_bomb_is_refused_before_it_is_inflated() {
         archive(&[("z.npy", CompressionMethod::Deflated, npy("|u1", "(4000000,)", &vec![0; 4_000_000]))]);
     assert!(bytes.len() < 40_000);
     let err = read_npz(&bytes, 1_000_000).unwrap_err();
-    assert!(err.detail.contains("over the budget of 1000000"), "{err}");
+    assert!(err.to_string().contains("over the budget of 1000000"), "{err}");
     assert!(read_npz(&bytes, 4_000_200).is_ok());
 }
 
@@ -65,7 +65,7 @@ fn a_member_larger_than_declared_is_refused() {
     let declared = u32::try_from(member.len()).unwrap().to_le_bytes();
     patch(&mut bytes, &declared, &100u32.to_le_bytes());
     let err = read_npz(&bytes, 1 << 20).unwrap_err();
-    assert!(err.detail.contains("more than the 100 bytes"), "{err}");
+    assert!(err.to_string().contains("more than the 100 bytes"), "{err}");
 }
 
 #[test]
@@ -73,28 +73,28 @@ fn names_must_be_exact_utf8_and_unique() {
     let member = npy("|u1", "(1,)", &[7]);
     let mut bytes = archive(&[("abcd.npy", CompressionMethod::Stored, member.clone())]);
     patch(&mut bytes, b"abcd", b"\xf4\x90\x80\x80"); // above U+10FFFF: not UTF-8
-    assert!(read_npz(&bytes, 0).unwrap_err().detail.contains("not valid UTF-8"));
+    assert!(read_npz(&bytes, 0).unwrap_err().to_string().contains("not valid UTF-8"));
     let mut bytes = archive(&[
         ("a.npy", CompressionMethod::Stored, member.clone()),
         ("b.npy", CompressionMethod::Stored, member.clone()),
     ]);
     patch(&mut bytes, b"b.npy", b"a.npy");
-    assert!(read_npz(&bytes, 0).unwrap_err().detail.contains("appears twice"));
+    assert!(read_npz(&bytes, 0).unwrap_err().to_string().contains("appears twice"));
     let bytes = archive(&[("a.txt", CompressionMethod::Stored, member)]);
-    assert!(read_npz(&bytes, 0).unwrap_err().detail.contains("not a .npy array"));
+    assert!(read_npz(&bytes, 0).unwrap_err().to_string().contains("not a .npy array"));
 }
 
 #[test]
 fn truncated_and_inconsistent_members_are_refused() {
     let bytes = archive(&[("w.npy", CompressionMethod::Stored, npy("<f4", "(3,)", &[0; 8]))]);
-    assert!(read_npz(&bytes, 0).unwrap_err().detail.contains("truncated"));
+    assert!(read_npz(&bytes, 0).unwrap_err().to_string().contains("truncated"));
     let bytes = archive(&[("w.npy", CompressionMethod::Stored, npy("|O", "(1,)", &[0; 8]))]);
-    assert!(read_npz(&bytes, 0).unwrap_err().detail.contains("unpickling"));
+    assert!(read_npz(&bytes, 0).unwrap_err().to_string().contains("unpickling"));
     let good = archive(&[("w.npy", CompressionMethod::Stored, npy("<f4", "(2,)", &[0; 8]))]);
     for cut in [0, 4, 30, good.len() / 2, good.len() - 1] {
         assert!(read_npz(&good[..cut], 0).is_err(), "cut at {cut}");
     }
-    assert!(read_npz(b"not a zip at all", 0).unwrap_err().detail.contains("not a valid zip"));
+    assert!(read_npz(b"not a zip at all", 0).unwrap_err().to_string().contains("not a valid zip"));
 }
 
 #[test]
@@ -104,7 +104,7 @@ fn names_a_zip_tool_would_extract_outside_its_folder_are_refused() {
         assert!(npz_member_problem(name).is_some(), "{name}");
         let bytes = archive(&[(name, CompressionMethod::Stored, member.clone())]);
         let err = read_npz(&bytes, 0).unwrap_err();
-        assert!(err.detail.contains("would not extract it inside its folder"), "{name}: {err}");
+        assert!(err.to_string().contains("would not extract it inside its folder"), "{name}: {err}");
     }
     for name in [
         "w.npy",

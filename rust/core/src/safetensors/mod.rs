@@ -13,7 +13,7 @@
 //! [`SAFETENSORS_MAX_RANK`] (numpy's limit, where every tensor ends up).
 
 mod dtypes;
-mod error;
+pub(crate) mod error;
 mod header;
 
 pub use dtypes::{SafetensorsDtype, SAFETENSORS_DTYPES};
@@ -55,7 +55,12 @@ pub struct SafetensorsFile {
 
 /// Checks the safetensors file `bytes` (its whole content): the header length, the JSON header,
 /// every entry, and that the tensors tile the data buffer exactly.
-pub fn read_safetensors(bytes: &[u8]) -> Result<SafetensorsFile, SafetensorsError> {
+pub fn read_safetensors(bytes: &[u8]) -> crate::Result<SafetensorsFile> {
+    Ok(check_safetensors(bytes)?)
+}
+
+/// [`read_safetensors`] with the format's own error.
+fn check_safetensors(bytes: &[u8]) -> Result<SafetensorsFile, SafetensorsError> {
     let (json, data_start) = header_bytes(bytes).map_err(|e| {
         // a file of another kind (an ONNX model, a checkpoint, ...): what it is and what reads it
         match crate::sniff(bytes, bytes.len() as u64) {

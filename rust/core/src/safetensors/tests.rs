@@ -18,7 +18,7 @@ fn two_tensors() -> Vec<u8> {
 }
 
 fn err(bytes: &[u8]) -> SafetensorsError {
-    match read_safetensors(bytes) {
+    match check_safetensors(bytes) {
         Ok(f) => panic!("accepted: {f:?}"),
         Err(e) => e,
     }

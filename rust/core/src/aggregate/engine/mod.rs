@@ -31,7 +31,7 @@ pub use robust::{clip_scale, plan_of, random_seed, segments, Plan, Reduced, Segm
 use super::checks::located_data;
 use super::round::{check_files, Screened};
 use super::structure::{check_structure, Layout, Located, WeightRule};
-use super::upload::{index_upload, open_files, read_file, HeldFiles, UploadError};
+use super::upload::{index_upload, open_files, read_file, HeldFiles, Refusal};
 use super::verdict::{FileItem, Verdict as FileVerdict};
 use super::Rejection;
 use crate::Error;
@@ -297,7 +297,7 @@ impl Round {
 
     /// Sets the global model the uploads are updates of (`relative_to`): a local file, held open
     /// and read again at the end. `Err(Rejection)` when it does not match the reference.
-    pub fn set_base_file(&mut self, path: &Path) -> Result<(), UploadError> {
+    pub fn set_base_file(&mut self, path: &Path) -> Result<(), Refusal> {
         let files = open_files(path, None)?;
         let index = files.index()?;
         let located = check_structure(&index, &self.layout)?;
@@ -307,11 +307,7 @@ impl Round {
     }
 
     /// [`Round::set_base_file`] for a global model given as bytes.
-    pub fn set_base_bytes(
-        &mut self,
-        checkpoint: Shared,
-        external: Option<Shared>,
-    ) -> Result<(), UploadError> {
+    pub fn set_base_bytes(&mut self, checkpoint: Shared, external: Option<Shared>) -> Result<(), Refusal> {
         let ext = external.as_ref().map(|e| (**e).as_ref());
         let index = index_upload((*checkpoint).as_ref(), ext)?;
         let located = check_structure(&index, &self.layout)?;
@@ -449,8 +445,8 @@ impl Round {
         let mut out = Vec::with_capacity(items.len());
         for (outcome, label) in screened.into_iter().zip(labels) {
             let verdict = match outcome {
-                Err(UploadError::Rejected(r)) => Verdict::Rejected(r),
-                Err(UploadError::Unreadable(e)) => Verdict::Unreadable(e),
+                Err(Refusal::Rejected(r)) => Verdict::Rejected(r),
+                Err(Refusal::Unreadable(e)) => Verdict::Unreadable(e),
                 Ok(((dev, ino), checked)) => {
                     let identity = Identity::File(dev, ino);
                     if let Some(first) = self.seen.get(&identity) {
@@ -588,8 +584,8 @@ impl Round {
     fn add_file_exactly(&mut self, item: &FileItem, label: &str) -> Result<Verdict, Error> {
         let upload = match read_file(&item.path, self.options.max_bytes, &mut || true) {
             Ok(u) => u,
-            Err(UploadError::Rejected(r)) => return Ok(Verdict::Rejected(r)),
-            Err(UploadError::Unreadable(e)) => return Ok(Verdict::Unreadable(e)),
+            Err(Refusal::Rejected(r)) => return Ok(Verdict::Rejected(r)),
+            Err(Refusal::Unreadable(e)) => return Ok(Verdict::Unreadable(e)),
         };
         let identity = Identity::File(upload.identity.0, upload.identity.1);
         if let Some(first) = self.seen.get(&identity) {
