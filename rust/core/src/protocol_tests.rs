@@ -345,6 +345,32 @@ fn a_copied_directory_with_an_interrupted_save_recovers() {
     }
 }
 
+/// The same, with the inode reuse that made it fail now and then forced: after the copy, the old
+/// checkpoint at the final name has the identity the journal recorded for the new one (its
+/// temporary file was removed before the copy, and the file system gave its inode number to the
+/// copy). Identities are hints: the bytes decide, and the old pair is restored.
+#[test]
+fn an_identity_reused_after_a_copy_decides_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let src = root.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let (paths, j) = interrupted(&src.join("a.ckpt"));
+    link_backups(&paths, &j);
+    std::fs::rename(paths.data_dir.show(&j.new_external.as_ref().unwrap().temp_name), &paths.external)
+        .unwrap();
+    std::fs::remove_file(paths.ckpt_dir.show(&j.new_checkpoint.temp_name)).unwrap();
+    let copy = root.path().join("copy");
+    let status = std::process::Command::new("cp").arg("-a").arg(&src).arg(&copy).status().unwrap();
+    assert!(status.success());
+    let path = copy.join("a.ckpt");
+    let copied = PairPaths::for_write(&path).unwrap();
+    let mut journal = j.clone();
+    journal.new_checkpoint.id = copied.ckpt_dir.stat(&copied.ckpt_name).unwrap().unwrap().id;
+    write_journal(&copied, &journal).unwrap();
+    assert_eq!(recover(&path).unwrap(), Recovery::RestoredOld);
+    assert_eq!(contents(&path, OpenMode::Read), (b"old".to_vec(), Some(b"old-data".to_vec())));
+}
+
 /// A name the file system cannot hold fails before anything is written: no journal, no temp.
 #[test]
 fn names_too_long_fail_before_anything_is_written() {

@@ -167,10 +167,12 @@ impl Slot<'_> {
         Ok((found == *digest).then_some(opened.id))
     }
 
-    /// Whether the final name holds the new file (by identity hint, else by content).
+    /// Whether the final name holds the new file: by its bytes. Not by identity: a directory
+    /// copied after the save's temporary file was removed can give the old file at the final
+    /// name the inode number the journal recorded for the new one (a file system reuses freed
+    /// inodes), and completing the save on that would leave a mixed pair.
     fn holds_new(&self, new: &NewFile, keep_going: &mut dyn FnMut() -> bool) -> Result<bool> {
         match self.entry(self.name)? {
-            Some(e) if e.is_file() && e.id == new.id && e.size == new.digest.len => Ok(true),
             Some(e) if e.is_file() => Ok(self.holds(self.name, &new.digest, keep_going)?.is_some()),
             _ => Ok(false),
         }
