@@ -22,6 +22,12 @@ if [ ! -s "$work/readme_example.py" ]; then
   echo "error: no python block under '## Quick start' in README.md" >&2
   exit 1
 fi
+# the file the example saves, inspected after it runs (read from the example, so they never drift)
+saved=$(sed -n 's/.*ortckpt\.save([^,]*, *"\([^"]*\)".*/\1/p' "$work/readme_example.py" | tail -1)
+if [ -z "$saved" ]; then
+  echo "error: the quick start's python block saves no file (ortckpt.save(state, \"NAME\"))" >&2
+  exit 1
+fi
 
 pythons=()
 for minor in 10 11 12 13 14; do
@@ -56,7 +62,7 @@ run_cell() {  # wheel python resolution -> prints numpy version; exit status = p
     mkdir -p "$venv/run/tests/data/artifacts" && cp "$fixture" "$venv/run/tests/data/artifacts/" &&
     (cd "$venv/run" && "$venv/bin/python" "$work/readme_example.py") >"$venv/log" 2>&1 &&
     "$venv/bin/ortckpt" inspect "$fixture" >>"$venv/log" 2>&1 &&
-    "$venv/bin/ortckpt" inspect --json "$venv/run/new.ckpt" >>"$venv/log" 2>&1 &&
+    "$venv/bin/ortckpt" inspect --json "$venv/run/$saved" >>"$venv/log" 2>&1 &&
     "$venv/bin/python" -c 'import numpy, ml_dtypes; print(f"numpy {numpy.__version__} ml_dtypes {ml_dtypes.__version__}")' \
       >"$venv/versions" 2>>"$venv/log"
   local rc=$?
