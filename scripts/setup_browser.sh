@@ -6,16 +6,10 @@ set -euo pipefail
 if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then
   exit 0
 fi
-if [ "$(id -u)" = 0 ]; then
-  as_root=()
-elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-  as_root=(sudo)
-else
-  echo "setup_browser.sh: not root: install chromium and chromium-driver to run the browser tests" >&2
-  exit 0
-fi
-echo "== apt-get install chromium chromium-driver"
-export DEBIAN_FRONTEND=noninteractive
-"${as_root[@]}" apt-get update -qq
-"${as_root[@]}" apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+source "$(dirname "$0")/apt_install.sh"
+apt_install "the browser tests" chromium chromium-driver || {
+  status=$?
+  [ "$status" = 2 ] && exit 0 # not root: said what to install
+  exit "$status"
+}
 chromium --version

@@ -314,25 +314,33 @@ fn fifos_at_helper_names_never_block() {
     assert!(err.to_string().contains("FIFO"), "{err}");
 }
 
+/// A save interrupted after its new data was renamed into place (with its new checkpoint still at
+/// its temporary name when `forward`, else removed) in `root/src`, copied with `cp -a` to
+/// `root/copy`: the copy's checkpoint path and the journal.
+fn copied_interrupted(root: &Path, forward: bool) -> (std::path::PathBuf, Journal) {
+    let src = root.join("src");
+    std::fs::create_dir(&src).unwrap();
+    let (paths, j) = interrupted(&src.join("a.ckpt"));
+    link_backups(&paths, &j);
+    std::fs::rename(paths.data_dir.show(&j.new_external.as_ref().unwrap().temp_name), &paths.external)
+        .unwrap();
+    if !forward {
+        std::fs::remove_file(paths.ckpt_dir.show(&j.new_checkpoint.temp_name)).unwrap();
+    }
+    let copy = root.join("copy");
+    let status = std::process::Command::new("cp").arg("-a").arg(&src).arg(&copy).status().unwrap();
+    assert!(status.success());
+    (copy.join("a.ckpt"), j)
+}
+
 /// `cp -a` of a directory holding an interrupted save (inode numbers change): recovery decides by
 /// content and the copy is loadable and saveable again.
 #[test]
 fn a_copied_directory_with_an_interrupted_save_recovers() {
     for forward in [true, false] {
         let root = tempfile::tempdir().unwrap();
-        let src = root.path().join("src");
-        std::fs::create_dir(&src).unwrap();
-        let (paths, j) = interrupted(&src.join("a.ckpt"));
-        link_backups(&paths, &j);
-        std::fs::rename(paths.data_dir.show(&j.new_external.as_ref().unwrap().temp_name), &paths.external)
-            .unwrap();
-        if !forward {
-            std::fs::remove_file(paths.ckpt_dir.show(&j.new_checkpoint.temp_name)).unwrap();
-        }
+        let (path, _) = copied_interrupted(root.path(), forward);
         let copy = root.path().join("copy");
-        let status = std::process::Command::new("cp").arg("-a").arg(&src).arg(&copy).status().unwrap();
-        assert!(status.success());
-        let path = copy.join("a.ckpt");
         let want = if forward { Recovery::CompletedNew } else { Recovery::RestoredOld };
         assert_eq!(recover(&path).unwrap(), want);
         let (c, d) = contents(&path, OpenMode::Read);
@@ -352,17 +360,7 @@ fn a_copied_directory_with_an_interrupted_save_recovers() {
 #[test]
 fn an_identity_reused_after_a_copy_decides_nothing() {
     let root = tempfile::tempdir().unwrap();
-    let src = root.path().join("src");
-    std::fs::create_dir(&src).unwrap();
-    let (paths, j) = interrupted(&src.join("a.ckpt"));
-    link_backups(&paths, &j);
-    std::fs::rename(paths.data_dir.show(&j.new_external.as_ref().unwrap().temp_name), &paths.external)
-        .unwrap();
-    std::fs::remove_file(paths.ckpt_dir.show(&j.new_checkpoint.temp_name)).unwrap();
-    let copy = root.path().join("copy");
-    let status = std::process::Command::new("cp").arg("-a").arg(&src).arg(&copy).status().unwrap();
-    assert!(status.success());
-    let path = copy.join("a.ckpt");
+    let (path, j) = copied_interrupted(root.path(), false);
     let copied = PairPaths::for_write(&path).unwrap();
     let mut journal = j.clone();
     journal.new_checkpoint.id = copied.ckpt_dir.stat(&copied.ckpt_name).unwrap().unwrap().id;

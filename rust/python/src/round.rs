@@ -361,16 +361,7 @@ impl Round {
             aggregate::release_buffers(); // no upload-sized read buffer outlives the round
             outcome
         });
-        let done = outcome.map_err(|e| core_error("round", e))?;
-        let members = done.members.into_iter().map(member_tuple).collect();
-        let divisor = match &done.values {
-            Values::Sums { divisor, .. } => *divisor,
-            Values::Flat(_) => 1.0,
-        };
-        let dropped =
-            done.dropped.into_iter().map(|(i, r)| (i, r.kind.code().to_owned(), r.message)).collect();
-        let values = slot_arrays(py, done.values, &done.lanes)?;
-        Ok((values, divisor, done.total_weight, done.count, members, dropped))
+        finished(py, outcome.map_err(|e| core_error("round", e))?)
     }
 
     /// Whether the round's cluster passes need the updates' norms first, and their distances.
@@ -450,16 +441,7 @@ impl Round {
         let plan = plan_of_tuple(plan)?;
         let reduced = aggregate::Reduced { values, gaps, squares: Vec::new() };
         let done = py.detach(|| guarded(|| round.finish_remote(reduced, squares, &plan, scores)));
-        let done = done.map_err(|e| core_error("round", e))?;
-        let members = done.members.into_iter().map(member_tuple).collect();
-        let divisor = match &done.values {
-            Values::Sums { divisor, .. } => *divisor,
-            Values::Flat(_) => 1.0,
-        };
-        let dropped =
-            done.dropped.into_iter().map(|(i, r)| (i, r.kind.code().to_owned(), r.message)).collect();
-        let values = slot_arrays(py, done.values, &done.lanes)?;
-        Ok((values, divisor, done.total_weight, done.count, members, dropped))
+        finished(py, done.map_err(|e| core_error("round", e))?)
     }
 }
 
@@ -715,6 +697,19 @@ fn slot_arrays<'py>(
 }
 
 /// What `finish` gives: `(values, divisor, total_weight, count, members, dropped)`.
+/// A finished round as Python takes it: (values per slot, divisor, total weight, count, members,
+/// dropped uploads), the same whether it finished here or from a cluster's passes.
+fn finished(py: Python<'_>, done: aggregate::Aggregate) -> PyResult<FinishTuple<'_>> {
+    let members = done.members.into_iter().map(member_tuple).collect();
+    let divisor = match &done.values {
+        Values::Sums { divisor, .. } => *divisor,
+        Values::Flat(_) => 1.0,
+    };
+    let dropped = done.dropped.into_iter().map(|(i, r)| (i, r.kind.code().to_owned(), r.message)).collect();
+    let values = slot_arrays(py, done.values, &done.lanes)?;
+    Ok((values, divisor, done.total_weight, done.count, members, dropped))
+}
+
 type FinishTuple<'py> =
     (Vec<Bound<'py, PyArray1<f64>>>, f64, f64, usize, Vec<MemberTuple>, Vec<(usize, String, String)>);
 
