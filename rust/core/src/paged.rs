@@ -347,15 +347,25 @@ mod tests {
         (crate::serialize_checkpoint(&spec).unwrap(), values)
     }
 
-    /// Any source feeds the paged input; each tensor's bytes are fetched by `prepare`, once.
-    #[test]
-    fn a_paged_checkpoint_fetches_each_tensor_on_first_use() {
-        use crate::{CheckpointBytes, LoadedCheckpoint};
+    type PagedMemory = std::sync::Arc<PagedBytes<Memory>>;
+
+    /// [`large`] behind a paged input over memory (64 KiB blocks), loaded: nothing fetched but
+    /// the structure.
+    fn paged_large() -> (PagedMemory, crate::LoadedCheckpoint<PagedMemory>, Vec<Vec<u8>>) {
         let (bytes, values) = large();
         let len = bytes.len() as u64;
         let source = Memory { bytes, calls: 0.into(), fail_after: usize::MAX };
         let paged = std::sync::Arc::new(PagedBytes::new(source, len, 64 << 10, "mem://a.ckpt").unwrap());
-        let loaded = LoadedCheckpoint::paged(paged.clone(), None, None).unwrap();
+        let loaded = crate::LoadedCheckpoint::paged(paged.clone(), None, None).unwrap();
+        (paged, loaded, values)
+    }
+
+    /// Any source feeds the paged input; each tensor's bytes are fetched by `prepare`, once.
+    #[test]
+    fn a_paged_checkpoint_fetches_each_tensor_on_first_use() {
+        use crate::CheckpointBytes;
+        let (paged, loaded, values) = paged_large();
+        let len = paged.len() as u64;
         let structure = paged.fetched();
         assert!(structure <= 2 * (64 << 10), "{structure}");
         let position = (0..8).find(|&p| loaded.index().tensor(p).unwrap().name == "t5").unwrap();
@@ -374,12 +384,7 @@ mod tests {
     /// Every parameter at once: neighbouring tensors fetched in one call of the source.
     #[test]
     fn prepare_parameters_fetches_neighbours_together() {
-        use crate::LoadedCheckpoint;
-        let (bytes, values) = large();
-        let len = bytes.len() as u64;
-        let source = Memory { bytes, calls: 0.into(), fail_after: usize::MAX };
-        let paged = std::sync::Arc::new(PagedBytes::new(source, len, 64 << 10, "mem://a.ckpt").unwrap());
-        let loaded = LoadedCheckpoint::paged(paged.clone(), None, None).unwrap();
+        let (paged, loaded, values) = paged_large();
         let before = paged.source().calls.load(Ordering::Relaxed);
         loaded.prepare_parameters().unwrap();
         assert!(paged.source().calls.load(Ordering::Relaxed) - before <= 2);
