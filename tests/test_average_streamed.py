@@ -74,7 +74,14 @@ def round_with(monkeypatch: pytest.MonkeyPatch, threshold: str, paths: list[str]
     )
 
 
-def test_streamed_rounds_equal_rounds_read_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+@pytest.mark.parametrize("copy_max", [None, "0"], ids=["sums-copied", "sums-never-copied"])
+def test_streamed_rounds_equal_rounds_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copy_max: str | None
+):
+    """``copy_max`` "0": sums too large to copy (``ORTCKPT_STREAM_COPY_MAX_BYTES``), as a
+    GPT-2-Large round's: the first group is undone by zeroing, later ones checked first."""
+    if copy_max is not None:
+        monkeypatch.setenv("ORTCKPT_STREAM_COPY_MAX_BYTES", copy_max)
     paths = write_fleet(tmp_path)
     streamed = round_with(monkeypatch, EVERYTHING, paths)
     whole = round_with(monkeypatch, NOTHING, paths)
@@ -141,3 +148,34 @@ def test_robust_rounds_check_streamed_uploads_as_read_whole(
         )
     for name, p in whole.state.parameters.items():
         assert streamed.state.parameters[name].data.tobytes() == p.data.tobytes(), name
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read with read/pread so far (the kernel's count)."""
+    with open("/proc/self/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
+
+
+@pytest.mark.parametrize("copy_max", [None, "0"], ids=["sums-copied", "sums-never-copied"])
+def test_a_streamed_round_of_one_group_reads_each_upload_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copy_max: str | None
+):
+    """The first group of a round adds into sums nothing was added into yet: it is read once,
+    checked as it is added, whether or not the sums are small enough to copy (a GPT-2-Large
+    round of 6 uploads is one pass). The first upload, the reference, is read once too."""
+    monkeypatch.setenv("ORTCKPT_STREAM_MIN_BYTES", EVERYTHING)
+    if copy_max is not None:
+        monkeypatch.setenv("ORTCKPT_STREAM_COPY_MAX_BYTES", copy_max)
+    rng = np.random.default_rng(2)
+    paths = []
+    for i in range(5):
+        state = CheckpointState({f"w{j}": rng.standard_normal(1 << 19).astype(np.float32) for j in range(4)})
+        paths.append(tmp_path / f"dev{i}.ckpt")
+        ortckpt.save(state, paths[-1])
+    size = sum(p.stat().st_size for p in paths)
+    ortckpt.average(paths[:2])  # what a round imports is read before the count starts
+    before = _bytes_read()
+    report = ortckpt.average(paths)
+    read = _bytes_read() - before
+    assert len(report.accepted) == 5
+    assert size <= read < size + (1 << 20), (read, size)

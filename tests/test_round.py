@@ -85,6 +85,89 @@ def test_uploads_one_at_a_time_equal_average(tmp_path: Path, options: dict[str, 
         rnd.result()
 
 
+@pytest.mark.parametrize("goods", [5, 70])
+def test_a_first_file_that_fails_its_checks_where_it_is_counted_is_not_the_reference(
+    tmp_path: Path, goods: int
+):
+    """Plain FedAvg reads a first local file's structure only and counts it with the files after
+    it (``goods`` = 70: past one native call's 64 files). When it fails its checks there (NaN
+    values; a tensor the others lack), the files checked against it go again: the next one is
+    the reference, none is rejected for not matching the bad one, and the same file given twice
+    is still a duplicate. The same verdicts and result as one ``add`` at a time and as bytes."""
+    rng = np.random.default_rng(11)
+    bad = CheckpointState(
+        {**{k: np.full(s, np.nan, np.float32) for k, s in SHAPES.items()}, "extra": np.ones(3, np.float32)}
+    )
+    paths = [tmp_path / "bad.ckpt"]
+    ortckpt.save(bad, paths[0])
+    states = []
+    for i in range(goods):
+        states.append(
+            CheckpointState({k: rng.standard_normal(s).astype(np.float32) for k, s in SHAPES.items()})
+        )
+        paths.append(tmp_path / f"good{i}.ckpt")
+        ortckpt.save(states[-1], paths[-1])
+    sources = [str(p) for p in paths]
+    sources.insert(3, sources[2])  # good1 twice
+    batch = ortckpt.average(sources)
+    kinds = [r.kind for r in batch.sources]
+    assert kinds == ["non-finite", None, None, "duplicate"] + [None] * (goods - 2)
+    assert batch.reference == sources[1]
+    one = ortckpt.Round()
+    assert [one.add(s).kind for s in sources] == kinds
+    as_bytes = ortckpt.average([Path(s).read_bytes() for s in sources])
+    assert [r.kind for r in as_bytes.sources] == kinds  # bytes: the same content is a duplicate
+    result = one.result()
+    assert "extra" not in batch.state.parameters
+    for name in SHAPES:
+        want = np.mean([s.parameters[name].data.astype(np.float64) for s in states], axis=0)
+        np.testing.assert_allclose(
+            batch.state.parameters[name].data, want.astype(np.float32), rtol=1e-6, atol=1e-7
+        )
+        np.testing.assert_array_equal(batch.state.parameters[name].data, result.state.parameters[name].data)
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read with read/pread so far (the kernel's count)."""
+    with open("/proc/self/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
+
+
+def test_fedavg_over_local_files_reads_each_byte_once(tmp_path: Path):
+    """A reference given as a path, or found among the uploads, is indexed from its structure's
+    blocks: a FedAvg round over N local files reads N files' bytes, not N + 1 (the first twice),
+    and ``Round(reference=path)`` reads a few blocks of a 16 MiB file."""
+    rng = np.random.default_rng(3)
+    paths = []
+    for i in range(4):
+        state = CheckpointState(
+            {f"w{j}": rng.standard_normal(1 << 20).astype(np.float32) for j in range(4)},
+            frozen={"table": np.arange(100) + i},
+        )
+        paths.append(tmp_path / f"dev{i}.ckpt")
+        ortckpt.save(state, paths[-1], external_data_threshold=1024 if i == 1 else None)
+    size = sum(
+        p.stat().st_size + (p.with_name(p.name + ".data").stat().st_size if i == 1 else 0)
+        for i, p in enumerate(paths)
+    )
+    ortckpt.Round(reference=paths[3])  # the modules a round imports are read once, before counting
+    before = _bytes_read()
+    ortckpt.Round(reference=paths[0])
+    assert _bytes_read() - before < 1 << 20
+    for run in ("average", "round"):
+        before = _bytes_read()
+        if run == "average":
+            report = ortckpt.average(paths)
+        else:
+            rnd = ortckpt.Round()
+            for p in paths:
+                rnd.add(p)
+            report = rnd.result()
+        read = _bytes_read() - before
+        assert size <= read < size + (2 << 20), (run, read, size)
+        assert report.state.parameters["table"].data.tolist() == list(range(100))
+
+
 def test_staleness_discounts_each_upload_as_fedbuff_and_the_cut_off_rejects(tmp_path: Path):
     """FedBuff's discount: weight * (1 + s) ** -exponent (default 0.5, i.e. 1 / sqrt(1 + s))."""
     sources, _ = fleet(tmp_path, n=4)

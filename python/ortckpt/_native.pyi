@@ -53,6 +53,7 @@ __all__ = [
     "file_kind",
     "index_checkpoint",
     "index_paged",
+    "index_upload",
     "is_unchanging",
     "load_checkpoint",
     "merge_partials",
@@ -329,6 +330,7 @@ class ReadUpload:
     def source(self) -> str: ...
 
 def read_upload(path: PathArg, max_bytes: int | None = None) -> ReadUpload: ...
+def index_upload(path: PathArg, max_bytes: int | None = None) -> Index: ...
 
 @final
 class Round:
@@ -385,9 +387,6 @@ class Round:
         weight_property: str | None,
         label: str,
         staleness: int = 0,
-    ) -> RoundVerdict: ...
-    def check_read(
-        self, upload: ReadUpload, weight: float | None, weight_property: str | None, staleness: int = 0
     ) -> RoundVerdict: ...
     def take_partial(self) -> _Partial: ...
     def absorb(self, partial: _Partial) -> None: ...

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import _dtypes, _native
+from ._optimizer import momentum_tensors
 from ._server_state import GROUP as SERVER_GROUP
 from .errors import AggregationError
 from .state import CheckpointState, OptimizerGroup, Parameter
@@ -85,14 +86,16 @@ def spec_of(state: CheckpointState, include_optimizer_state: bool) -> ModelSpec:
             )
         for group_name, group in _device_groups(state):
             for param, moms in group.states.items():
-                for momentum, array in moms.items():
-                    code = _dtypes.from_numpy(array.dtype, momentum)
+                # the stored dtype and shape, never the values (a reference indexed lazily
+                # reads its momentums once, with the other uploads)
+                for momentum, tensor in momentum_tensors(moms):
+                    code = tensor.data_type
                     if code not in _REAL | _COMPLEX:
                         raise Rejected(
                             "optimizer",
                             f"momentum {param}/{momentum} is {_type(code)}: it cannot be averaged",
                         )
-                    momentums[(group_name, param, momentum)] = (code, tuple(array.shape))
+                    momentums[(group_name, param, momentum)] = (code, tuple(tensor.shape))
     return ModelSpec(params, momentums, include_optimizer_state)
 
 
@@ -115,7 +118,7 @@ def default_limit(reference: CheckpointState) -> int:
     tensors = sum(p.nbytes for p in reference.parameters.values())
     if reference.optimizer is not None:
         for group in reference.optimizer.values():
-            tensors += sum(int(a.nbytes) for moms in group.states.values() for a in moms.values())
+            tensors += sum(t.nbytes for moms in group.states.values() for _, t in momentum_tensors(moms))
     return 4 * tensors + _SLACK
 
 

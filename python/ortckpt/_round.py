@@ -148,10 +148,14 @@ class Round:
         self._accepted: list[int] = []  # positions in _reports, in the order the round accepted them
         self._count = 0
         self._done = False
-        self._deferred: list[tuple[int, str, str, Any, int]] = []  # see _try_reference
+        self._deferred: list[tuple[int, str, str, Any, int]] = []  # see _try_local_reference
         if reference is not None:
-            payload = read_source(reference, None, self._storage)
-            state = load_bytes(payload.data, external_data=payload.external)
+            path = local_file(reference)
+            if path is not None:  # its structure only (the round keeps none of its values)
+                state = CheckpointState._from_index(_native.index_upload(path))
+            else:
+                payload = read_source(reference, None, self._storage)
+                state = load_bytes(payload.data, external_data=payload.external)
             is_bytes = isinstance(reference, (bytes, bytearray, memoryview))
             self._start(
                 state,
@@ -206,15 +210,12 @@ class Round:
         self._native, self._reference, self._spec, self.reference_label = native, slim(state), spec, label
 
     def _try_reference(
-        self, index: int, client: str, held: list[Payload], rule: Any, staleness: int, defer: bool = False
-    ) -> SourceReport | None:
-        """The first upload that loads and passes its own checks becomes the reference. A local
-        file is checked on the bytes read here, which are then let go, and counted as every other
-        file is, from its path (streamed for a large model): the round never holds an upload and
-        the sums at once (a 3 GB model: 6 GB of sums, not 9). With ``defer`` it is not counted
-        here but queued (``_deferred``) to be counted with the files after it, in one pass over
-        the sums. ``held`` holds the one payload (taken out of it here, so that no caller's frame
-        keeps the bytes alive)."""
+        self, index: int, client: str, held: list[Payload], rule: Any, staleness: int
+    ) -> SourceReport:
+        """The first upload that loads and passes its own checks becomes the reference (here:
+        bytes, a URL, a folder, or a local file read for the methods that keep their uploads).
+        ``held`` holds the one payload (taken out of it here, so that no caller's frame keeps
+        the bytes alive)."""
         payload = held.pop()
         try:
             state = load_bytes(payload.data, external_data=payload.external)
@@ -224,29 +225,53 @@ class Round:
             self._reports.append(report)
             return report
         del state
-        assert self._native is not None
-        if payload.read is None or not self._plain():
-            # bytes, or a file kept for the robust methods' later reads (its files, opened when it
-            # was read; no sums are held): counted from what was read
-            report = self._add_payload(index, client, payload, rule, staleness)
-        else:
-            # plain FedAvg: its own checks on the bytes read, then counted from its path once the
-            # bytes are let go (the sums of a large model are large enough)
-            given, prop = self._rule(rule)
-            own = self._native.check_read(payload.read, given, prop, staleness)
-            path = payload.source
-            del payload  # the upload's bytes (the state held them too) are freed here
-            if own.accepted and defer:
-                self._deferred.append((index, client, path, rule, staleness))
-                return None
-            if own.accepted:
-                report = self._add_files([(index, client, path, rule, staleness)])[0]
-            else:
-                report = self._report(index, client, own, staleness)
+        report = self._add_payload(index, client, payload, rule, staleness)
         if not report.accepted:  # it failed its own checks (a NaN, a bad weight): not the reference
-            self._native, self._reference, self._spec, self.reference_label = None, None, None, "none"
-            self._limit, self._accepted = self._max_bytes, []
+            self._forget_reference()
         return report
+
+    def _try_local_reference(self, entry: tuple[int, str, str, Any, int], defer: bool) -> SourceReport | None:
+        """Plain FedAvg's reference when it is a local file: only its structure is read here (the
+        spec, the frozen parameters, the properties: ``_native.index_upload``, the core's file
+        rules, ``pread`` into private memory); its values are read once, when it is counted as
+        every other file is, from its path: streamed for a large model, so the round never holds
+        an upload and the sums at once (a 3 GB model: 6 GB of sums, not 9). With ``defer`` it is
+        not counted here but queued (``_deferred``) to be counted with the files after it, in one
+        pass over the sums; ``_extend`` starts again without it if it fails its checks there."""
+        index, client, path, _, _ = entry
+        try:
+            state = CheckpointState._from_index(_native.index_upload(path, self._limit))
+            self._start(state, spec_of(state, self._include), client)
+        except Exception as exc:  # a bad upload cannot be the reference; the next one is tried
+            report = rejection(index, client, exc)
+            self._reports.append(report)
+            return report
+        del state
+        if defer:
+            self._deferred.append(entry)
+            return None
+        report = self._add_files([entry])[0]
+        if not report.accepted:  # it failed its own checks (a NaN, a bad weight): not the reference
+            self._forget_reference()
+        return report
+
+    def _forget_reference(self) -> None:
+        """Back to "no reference yet" (the reference failed its own checks)."""
+        self._native, self._reference, self._spec, self.reference_label = None, None, None, "none"
+        self._limit = self._max_bytes
+
+    def _without_reference(self, start: int, rest: list[tuple[int, str, str, Any, int]]) -> None:
+        """The deferred reference (the report at ``start``) failed its checks in the pass that
+        counted it with the files after it (``rest``): those were checked against an upload that
+        is not the reference. Their verdicts are dropped (its rejection stays) and they go
+        again, the first to pass becoming the reference."""
+        del self._reports[start + 1 :]
+        self._accepted = [at for at in self._accepted if at < start]
+        self._forget_reference()
+        while rest and self._native is None:
+            self._add_one(rest.pop(0), None)
+        if rest:
+            self._add_files(rest)
 
     def _plain(self) -> bool:
         """Plain FedAvg: each upload added into the sums as it comes, none kept."""
@@ -353,10 +378,11 @@ class Round:
 
     def _add_one(self, item: Item, read: Any, defer: bool = False) -> SourceReport | None:
         index, client, src, rule, staleness = item
-        if self._native is not None:
-            path = local_file(src)
-            if path is not None and read is None:
-                return self._add_files([(index, client, path, rule, staleness)])[0]
+        path = local_file(src) if read is None else None
+        if path is not None and self._native is not None:
+            return self._add_files([(index, client, path, rule, staleness)])[0]
+        if path is not None and self._plain():
+            return self._try_local_reference((index, client, path, rule, staleness), defer)
         try:
             payload = read() if read is not None else read_source(src, self._limit, self._storage)
         except Exception as exc:  # garbage, unreachable, too large: this upload only, never the round
@@ -366,7 +392,7 @@ class Round:
         if self._native is None:
             held = [payload]
             del payload  # the reference's reading lets the bytes go before it counts the upload
-            return self._try_reference(index, client, held, rule, staleness, defer)
+            return self._try_reference(index, client, held, rule, staleness)
         return self._add_payload(index, client, payload, rule, staleness)
 
     def _extend(self, items: Iterable[Item], ahead: int) -> None:
@@ -382,11 +408,18 @@ class Round:
         # the reference, when it is a local file, is counted with the files after it
         batch: list[tuple[int, str, str, Any, int]] = self._deferred
         self._deferred = []
+        reference_pending = bool(batch)
 
         def flush() -> None:
-            if batch:
-                self._add_files(batch)
-                batch.clear()
+            nonlocal reference_pending
+            if not batch:
+                return
+            start = len(self._reports)
+            reports = self._add_files(batch)
+            if reference_pending and not reports[0].accepted:
+                self._without_reference(start, batch[1:])
+            reference_pending = False
+            batch.clear()
 
         found: list[str | None] = []
 

@@ -12,10 +12,11 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyMemoryView, PySlice, PyString, PyTu
 
 use crate::arrays::view;
 use crate::convert::{unchanging_owner, BorrowedBytes};
+use crate::errors::guarded;
 use crate::errors::{core_error, GuardedError};
 use crate::mapped::MappedFile;
 use crate::pyobj::{py_int, py_ints, py_str, py_strs, py_uint};
-use crate::remote::{raised, PagedBuffer};
+use crate::remote::{raised, Paged, PagedBuffer};
 
 /// One tensor of an index: what the core found, with its storage kind decided by the core.
 #[pyclass(frozen, get_all, module = "ortckpt._native")]
@@ -442,4 +443,25 @@ impl Index {
             self.index().tensor_count()
         )
     }
+}
+
+/// The index of a checkpoint (and external data file) read on demand: its structure read now.
+pub(crate) fn paged(
+    py: Python<'_>,
+    checkpoint: Paged,
+    external: Option<Paged>,
+    source: String,
+    external_source: Option<String>,
+) -> PyResult<Index> {
+    let (c, e) = (checkpoint.clone(), external.clone());
+    let loaded = py.detach(|| guarded(|| LoadedCheckpoint::paged(c, e, external_source.as_deref())));
+    let loaded = match loaded {
+        Ok(loaded) => loaded,
+        Err(err) => {
+            let mut errs = std::iter::once(&checkpoint).chain(external.as_ref()).filter_map(raised);
+            return Err(errs.next().unwrap_or_else(|| core_error(&source, err)));
+        }
+    };
+    let loaded = loaded.map_bytes(|inner| Py::new(py, PagedBuffer { inner }).map(Held::Paged))?;
+    Ok(Index::new(loaded, source))
 }

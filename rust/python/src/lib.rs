@@ -88,17 +88,7 @@ fn index_paged(
         )?),
         None => None,
     };
-    let (c, e) = (checkpoint.clone(), external.clone());
-    let loaded = py.detach(|| guarded(|| LoadedCheckpoint::paged(c, e, external_source.as_deref())));
-    let loaded = match loaded {
-        Ok(loaded) => loaded,
-        Err(err) => {
-            let mut errs = std::iter::once(&checkpoint).chain(external.as_ref()).filter_map(remote::raised);
-            return Err(errs.next().unwrap_or_else(|| core_error(&source, err)));
-        }
-    };
-    let loaded = loaded.map_bytes(|inner| Py::new(py, remote::PagedBuffer { inner }).map(Held::Paged))?;
-    Ok(Index::new(loaded, source))
+    index::paged(py, checkpoint, external, source, external_source)
 }
 
 /// Opens the checkpoint `path` and its external data file (when present) as one consistent

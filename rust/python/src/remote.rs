@@ -1,10 +1,14 @@
-//! Checkpoints read on demand from a Python callable `read(offset, length) -> bytes` (range
-//! requests to an object store, made by `ortckpt._sources`): the core's paged input
-//! ([`ortckpt_core::PagedBytes`]) calls it, with the GIL, for the blocks the parser reaches and
-//! for each tensor's bytes before their first use. A reply of another length than asked is a
-//! `CheckpointChangedError`, never a panic; an exception the callable raises is re-raised as it is.
+//! Checkpoints read on demand: the core's paged input ([`ortckpt_core::PagedBytes`]) fills the
+//! blocks the parser reaches, and each tensor's bytes before their first use, from a Python
+//! callable `read(offset, length) -> bytes` (range requests to an object store, made by
+//! `ortckpt._sources`; called with the GIL) or from a local file the core opened (`pread`, a
+//! round's reference: its structure read, not its values). A reply of another length than asked
+//! is a `CheckpointChangedError`, never a panic; an exception the callable raises is re-raised as
+//! it is.
 
 use std::ffi::c_int;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ortckpt_core::{BlockSource, PagedBytes};
@@ -15,23 +19,31 @@ use pyo3::types::PyBytes;
 use crate::errors::{core_error, CheckpointChangedError, GuardedError};
 use crate::mapped::export_read_only;
 
-/// A Python callable as a block source.
-pub(crate) struct PySource {
-    read: Py<PyAny>,
+/// Where a paged checkpoint's blocks come from.
+enum Reader {
+    /// `read(offset, length) -> bytes`, called with the GIL.
+    Python(Py<PyAny>),
+    /// A file opened by the core's file layer (`pread`, without the GIL).
+    File(File),
+}
+
+/// A block source: a Python callable or a local file.
+pub(crate) struct PagedSource {
+    read: Reader,
     name: String,
     /// The first exception a read raised (or the length check made): raised in place of the
     /// core's error for the failed fill.
     raised: Mutex<Option<PyErr>>,
 }
 
-impl PySource {
+impl PagedSource {
     /// The exception a failed read left, if any (taken: a later failure reports its own).
     pub(crate) fn take_raised(&self) -> Option<PyErr> {
         self.raised.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 
-    fn call(&self, py: Python<'_>, offset: u64, buf: &mut [u8]) -> PyResult<()> {
-        let reply = self.read.bind(py).call1((offset, buf.len()))?;
+    fn call(&self, py: Python<'_>, read: &Py<PyAny>, offset: u64, buf: &mut [u8]) -> PyResult<()> {
+        let reply = read.bind(py).call1((offset, buf.len()))?;
         let bytes = reply.cast::<PyBytes>().map_err(|_| {
             pyo3::exceptions::PyTypeError::new_err(format!(
                 "{}: the read function returned {}, not bytes",
@@ -55,10 +67,14 @@ impl PySource {
     }
 }
 
-impl BlockSource for PySource {
+impl BlockSource for PagedSource {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let read = match &self.read {
+            Reader::File(file) => return file.read_exact_at(buf, offset),
+            Reader::Python(read) => read,
+        };
         Python::attach(|py| {
-            self.call(py, offset, buf).map_err(|e| {
+            self.call(py, read, offset, buf).map_err(|e| {
                 let mut raised = self.raised.lock().unwrap_or_else(PoisonError::into_inner);
                 if raised.is_none() {
                     *raised = Some(e);
@@ -69,7 +85,7 @@ impl BlockSource for PySource {
     }
 }
 
-pub(crate) type Paged = Arc<PagedBytes<PySource>>;
+pub(crate) type Paged = Arc<PagedBytes<PagedSource>>;
 
 /// The bytes of a checkpoint read on demand: a read-only buffer the size of the object, whose
 /// ranges hold the object's bytes once fetched (the state fetches a tensor's before using them).
@@ -109,7 +125,16 @@ impl PagedBuffer {
 }
 
 pub(crate) fn paged(read: Py<PyAny>, size: u64, block: usize, name: &str) -> PyResult<Paged> {
-    let source = PySource { read, name: name.to_owned(), raised: Mutex::new(None) };
+    paged_from(Reader::Python(read), size, block, name)
+}
+
+/// `size` bytes of a file the core opened, read on demand.
+pub(crate) fn paged_file(file: File, size: u64, block: usize, name: &str) -> PyResult<Paged> {
+    paged_from(Reader::File(file), size, block, name)
+}
+
+fn paged_from(read: Reader, size: u64, block: usize, name: &str) -> PyResult<Paged> {
+    let source = PagedSource { read, name: name.to_owned(), raised: Mutex::new(None) };
     PagedBytes::new(source, size, block, name)
         .map(Arc::new)
         .map_err(|e| core_error(name, GuardedError::Core(e)))

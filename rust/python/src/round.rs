@@ -18,7 +18,9 @@ use pyo3::types::{PyBytes, PyString};
 
 use crate::aggregate::{AggregationLayout, UploadBytes};
 use crate::errors::{core_error, guarded, GuardedError};
+use crate::index::Index;
 use crate::mapped::{interruptible, path_arg, show};
+use crate::remote;
 
 /// What became of one upload: accepted with a weight, or rejected with a kind (the codes
 /// docs/federated.md documents) and a message.
@@ -292,31 +294,6 @@ impl Round {
         py.detach(|| guarded(|| round.absorb(&partial))).map_err(|e| core_error("round", e))
     }
 
-    /// An upload's own checks (structure, finite values, weight), nothing counted or recorded
-    /// (GIL released): the first upload of a round is checked so before it becomes the reference.
-    #[pyo3(signature = (upload, weight, weight_property, staleness=0))]
-    fn check_read(
-        &mut self,
-        py: Python<'_>,
-        upload: &Bound<'_, ReadUpload>,
-        weight: Option<f64>,
-        weight_property: Option<String>,
-        staleness: u64,
-    ) -> PyResult<RoundVerdict> {
-        let up = upload.get();
-        let rule = weight_rule(weight, weight_property.as_deref());
-        let round = self.round()?;
-        let (checkpoint, external) = (up.checkpoint.clone(), up.external.clone());
-        let verdict = py.detach(|| {
-            let external = external.as_deref().map(Buffer::bytes);
-            guarded(|| Ok(round.check_bytes(checkpoint.bytes(), external, &rule, staleness)))
-        });
-        Ok(match verdict {
-            Ok(v) => RoundVerdict::of(py, v, &up.source),
-            Err(e) => RoundVerdict::unreadable(py, &up.source, e),
-        })
-    }
-
     /// Checks and counts a local upload read by `read_upload` (GIL released); the round keeps
     /// its files open when it keeps the upload.
     #[pyo3(signature = (upload, weight, weight_property, label, staleness=0))]
@@ -552,6 +529,38 @@ pub(crate) fn read_upload(
         source,
     })
 }
+
+/// Opens the local upload `path` (and `path.data`) with the core's file rules, at most
+/// `max_bytes` bytes in all, and indexes it reading only its structure: a round's reference,
+/// whose spec, frozen parameters and properties are taken from it and whose values are read
+/// once, with the other uploads. Raises SourceTooLargeError past the limit, and the reader's
+/// errors.
+#[pyfunction]
+#[pyo3(signature = (path, max_bytes=None))]
+pub(crate) fn index_upload(
+    py: Python<'_>,
+    path: &Bound<'_, PyAny>,
+    max_bytes: Option<u64>,
+) -> PyResult<Index> {
+    let path = path_arg(path)?;
+    let source = show(&path);
+    let files = match py.detach(|| aggregate::open_files(&path, max_bytes)) {
+        Ok(files) => files,
+        Err(Refusal::Rejected(r)) => return Err(crate::errors::SourceTooLargeError::new_err(r.message)),
+        Err(Refusal::Unreadable(e)) => return Err(core_error(&source, GuardedError::Core(e))),
+    };
+    let ((file, size), external) = files.into_parts();
+    let checkpoint = remote::paged_file(file, size, UPLOAD_BLOCK, &source)?;
+    let ext_source = show(&ortckpt_core::external_data_path(&path));
+    let external = match external {
+        Some((file, size)) => Some(remote::paged_file(file, size, UPLOAD_BLOCK, &ext_source)?),
+        None => None,
+    };
+    crate::index::paged(py, checkpoint, external, source, Some(ext_source))
+}
+
+/// Bytes a reference's paged index reads at a time: its structure is a few blocks.
+const UPLOAD_BLOCK: usize = 64 << 10;
 
 /// An upload as it travels between a cluster's processes (pickled by Dask): `(label, weight,
 /// located, largest, identity, source)` — `located` one `(start, end, external)` per averaged
@@ -815,6 +824,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RoundVerdict>()?;
     m.add_class::<ReadUpload>()?;
     m.add_function(wrap_pyfunction!(read_upload, m)?)?;
+    m.add_function(wrap_pyfunction!(index_upload, m)?)?;
     m.add_function(wrap_pyfunction!(merge_partials, m)?)?;
     m.add_function(wrap_pyfunction!(range_pass, m)?)?;
     Ok(())

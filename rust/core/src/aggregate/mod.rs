@@ -45,7 +45,9 @@ pub use structure::{
     WeightRule, MAX_WEIGHT, MIN_WEIGHT,
 };
 #[cfg(feature = "fs")]
-pub use upload::{index_upload, read_file, release_buffers, Buffer, FileUpload, HeldFiles, Refusal};
+pub use upload::{
+    index_upload, open_files, read_file, release_buffers, Buffer, FileUpload, HeldFiles, Refusal,
+};
 #[cfg(feature = "fs")]
 pub use verdict::{FileItem, Verdict};
 // the value decoder lives at the core's top level (`crate::values`: the browser viewer uses it

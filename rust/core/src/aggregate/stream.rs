@@ -20,9 +20,10 @@
 //! pass noted) is undone as well and its uploads are added one by one by the kernel's exact
 //! check, read into memory as the in-memory path reads them.
 //!
-//! The copy is as large as the sums. For a model whose float64 sums pass [`COPY_MAX_BYTES`]
-//! (a 3 GB model has 6 GB of sums: the copy would double the round's memory), each group is
-//! instead *checked first*: every upload's values are read and checked (finite; largest
+//! The copy is as large as the sums. Sums that nothing was added into yet (the first group of
+//! a round) need none: they are undone by zeroing them. For a model whose float64 sums pass [`COPY_MAX_BYTES`] (a 3 GB model
+//! has 6 GB of sums: the copy would double the round's memory), the first group is therefore
+//! added in one read as above, and each later group is instead *checked first*: every upload's values are read and checked (finite; largest
 //! magnitudes) before the group is added in a second read, so nothing ever needs undoing and no
 //! copy is made. A file changed between the two reads (found by the second read's check and by
 //! its size and modification time) stops the round with `CheckpointChanged`: its values may
@@ -346,7 +347,10 @@ impl Round<'_, '_> {
         bounds: &mut [f64],
     ) -> Result<(), Error> {
         let mut members: Vec<(usize, Opened)> = std::mem::take(group);
-        if self.copy.is_none() {
+        // Sums that nothing was added into yet (every bound zero: every value added so far was
+        // zero) are undone by zeroing them: no copy is needed, and the group is read once.
+        let fresh = bounds.iter().all(|b| *b == 0.0);
+        if self.copy.is_none() && !fresh {
             return self.flush_checked_first(members, sums, bounds);
         }
         while !members.is_empty() {
@@ -355,7 +359,7 @@ impl Round<'_, '_> {
                 return Err(Error::Interrupted { path });
             }
             let refs: Vec<&Opened> = members.iter().map(|(_, s)| s).collect();
-            let pass = add_group(&refs, sums, self.copy.as_mut());
+            let pass = add_group(&refs, sums, if fresh { None } else { self.copy.as_mut() });
             if pass.clean() {
                 let grown: Vec<f64> = bounds
                     .iter()
@@ -375,14 +379,14 @@ impl Round<'_, '_> {
                     return Ok(());
                 }
                 // the sums could overflow: one by one, exactly
-                restore(sums, self.copy.as_deref().unwrap_or_default());
+                self.undo(sums, fresh);
                 for (i, s) in members {
                     let verdict = self.add_exactly(i, s.files.identity(), sums, bounds);
                     self.set(i, verdict);
                 }
                 return Ok(());
             }
-            restore(sums, self.copy.as_deref().unwrap_or_default());
+            self.undo(sums, fresh);
             let mut kept = Vec::with_capacity(members.len());
             for (u, (i, s)) in members.into_iter().enumerate() {
                 if let Some(slot) = pass.non_finite.get(u).copied().flatten() {
@@ -400,6 +404,15 @@ impl Round<'_, '_> {
             members = kept;
         }
         Ok(())
+    }
+
+    /// Puts the sums back as they were before a pass of [`Round::flush`]: zero when they were
+    /// `fresh`, else from the copy.
+    fn undo(&self, sums: &mut [&mut [f64]], fresh: bool) {
+        match &self.copy {
+            Some(copy) if !fresh => restore(sums, copy),
+            _ => sums.iter_mut().for_each(|acc| acc.fill(0.0)),
+        }
     }
 
     /// [`Round::flush`] without a copy of the sums: every upload of the group read and checked
@@ -634,15 +647,21 @@ mod tests {
     /// `add_files_streamed` or `add_files_in_memory`.
     type AddFiles = fn(FileRound<'_, '_>) -> Result<Vec<Verdict>, Error>;
 
-    /// Verdicts (kind words) and sums and bounds of one way of adding `paths`.
+    /// Verdicts (kind words) and sums and bounds of one way of adding `paths` into sums (and
+    /// bounds) that something was added into already.
     fn run(paths: &[PathBuf], add: AddFiles) -> Run {
+        run_from(paths, add, 0.5)
+    }
+
+    /// [`run`] from sums and bounds of `start` (0: fresh sums, nothing added yet).
+    fn run_from(paths: &[PathBuf], add: AddFiles, start: f64) -> Run {
         let items: Vec<FileItem> = paths
             .iter()
             .enumerate()
             .map(|(i, p)| FileItem { path: p.clone(), rule: WeightRule::Given(1.0 + i as f64 / 7.0) })
             .collect();
-        let mut sums: Vec<Vec<f64>> = LANES.iter().map(|&n| vec![0.5; n]).collect();
-        let mut bounds = vec![0.5; LANES.len()];
+        let mut sums: Vec<Vec<f64>> = LANES.iter().map(|&n| vec![start; n]).collect();
+        let mut bounds = vec![start; LANES.len()];
         let mut slices: Vec<&mut [f64]> = sums.iter_mut().map(|s| s.as_mut_slice()).collect();
         let layout = layout();
         let round = FileRound {
@@ -719,6 +738,11 @@ mod tests {
         same(&streamed, &run(&paths, add_files_in_memory));
         // checked first, without a copy of the sums: the same verdicts and sums
         same(&run(&paths, |call| add_streamed(call, false)), &streamed);
+        // fresh sums, undone by zeroing (one read of each upload), with and without a copy kept
+        // for later groups: the same verdicts and sums as in memory
+        let from_zero = run_from(&paths, add_files_in_memory, 0.0);
+        same(&run_from(&paths, |call| add_streamed(call, false), 0.0), &from_zero);
+        same(&run_from(&paths, add_files_streamed, 0.0), &from_zero);
         assert_eq!(streamed.0.iter().filter(|w| w.starts_with("added")).count(), 3, "{:?}", streamed.0);
         assert!(streamed.0[2].starts_with("non-finite: parameter 't0'"), "{:?}", streamed.0);
         assert!(streamed.0[3].starts_with("non-finite: parameter 't1'"), "{:?}", streamed.0);
@@ -768,6 +792,8 @@ mod tests {
         let in_memory = run(&paths, add_files_in_memory);
         same(&run(&paths, add_files_streamed), &in_memory);
         same(&run(&paths, |call| add_streamed(call, false)), &in_memory);
+        let from_zero = run_from(&paths, add_files_in_memory, 0.0);
+        same(&run_from(&paths, |call| add_streamed(call, false), 0.0), &from_zero);
     }
 
     /// A file cut or rewritten after it was opened is refused as changed, and the group is added

@@ -284,6 +284,14 @@ impl HeldFiles {
         (self.checkpoint.1.size, self.external.as_ref().map(|e| e.1.size))
     }
 
+    /// The opened checkpoint file and its size, and the external data file's when there is one:
+    /// for a reader that reads them on demand (a round's reference, whose structure is read and
+    /// whose values are not).
+    pub fn into_parts(self) -> ((File, u64), Option<(File, u64)>) {
+        let (file, stamp) = self.checkpoint;
+        ((file, stamp.size), self.external.map(|(f, s)| (f, s.size)))
+    }
+
     /// (device, inode) of the checkpoint file.
     pub fn identity(&self) -> (u64, u64) {
         (self.checkpoint.1.id.dev, self.checkpoint.1.id.ino)

@@ -657,36 +657,6 @@ impl Round {
         )
     }
 
-    /// An upload's own checks, nothing counted or recorded: its structure against the
-    /// reference's, its values (finite) and its weight. For the first upload of a round, which
-    /// becomes the reference only if it passes them, and is then counted with the next ones.
-    pub fn check_bytes(
-        &self,
-        checkpoint: &[u8],
-        external: Option<&[u8]>,
-        rule: &WeightRule,
-        staleness: u64,
-    ) -> Verdict {
-        let rule = match self.discounted(rule, staleness) {
-            Ok(rule) => rule,
-            Err(r) => return Verdict::Rejected(r),
-        };
-        let rule = &rule;
-        let index = match index_upload(checkpoint, external) {
-            Ok(index) => index,
-            Err(e) => return Verdict::Unreadable(e),
-        };
-        let checked = located_data(&self.layout, &index, checkpoint, external, &self.lanes, rule).and_then(
-            |(located, data, weight)| {
-                super::kernel::largest_of(&self.layout, &located, &data).map(|_| weight)
-            },
-        );
-        match checked {
-            Ok(weight) => Verdict::Accepted { weight },
-            Err(r) => Verdict::Rejected(r),
-        }
-    }
-
     #[allow(clippy::too_many_arguments)]
     fn add_held(
         &mut self,
