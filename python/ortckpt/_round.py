@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from . import _native
@@ -209,6 +209,26 @@ class Round:
                 native.set_base_bytes(payload.data, payload.external)
         self._native, self._reference, self._spec, self.reference_label = native, slim(state), spec, label
 
+    def _begin(self, index: int, client: str, opened: Callable[[], CheckpointState]) -> SourceReport | None:
+        """Starts the round over the upload ``opened()`` gives (none of its state is kept but
+        what ``slim`` copies); its rejection when it cannot be the reference (the next one is
+        tried)."""
+        try:
+            state = opened()
+            self._start(state, spec_of(state, self._include), client)
+        except Exception as exc:
+            report = rejection(index, client, exc)
+            self._reports.append(report)
+            return report
+        return None
+
+    def _counted(self, report: SourceReport) -> SourceReport:
+        """The reference's own verdict: failing its own checks (a NaN, a bad weight), it is not
+        the reference."""
+        if not report.accepted:
+            self._forget_reference()
+        return report
+
     def _try_reference(
         self, index: int, client: str, held: list[Payload], rule: Any, staleness: int
     ) -> SourceReport:
@@ -217,18 +237,10 @@ class Round:
         ``held`` holds the one payload (taken out of it here, so that no caller's frame keeps
         the bytes alive)."""
         payload = held.pop()
-        try:
-            state = load_bytes(payload.data, external_data=payload.external)
-            self._start(state, spec_of(state, self._include), client)
-        except Exception as exc:  # a bad upload cannot be the reference; the next one is tried
-            report = rejection(index, client, exc)
-            self._reports.append(report)
-            return report
-        del state
-        report = self._add_payload(index, client, payload, rule, staleness)
-        if not report.accepted:  # it failed its own checks (a NaN, a bad weight): not the reference
-            self._forget_reference()
-        return report
+        refused = self._begin(index, client, lambda: load_bytes(payload.data, external_data=payload.external))
+        if refused is not None:
+            return refused
+        return self._counted(self._add_payload(index, client, payload, rule, staleness))
 
     def _try_local_reference(self, entry: tuple[int, str, str, Any, int], defer: bool) -> SourceReport | None:
         """Plain FedAvg's reference when it is a local file: only its structure is read here (the
@@ -239,21 +251,16 @@ class Round:
         not counted here but queued (``_deferred``) to be counted with the files after it, in one
         pass over the sums; ``_extend`` starts again without it if it fails its checks there."""
         index, client, path, _, _ = entry
-        try:
-            state = CheckpointState._from_index(_native.index_upload(path, self._limit))
-            self._start(state, spec_of(state, self._include), client)
-        except Exception as exc:  # a bad upload cannot be the reference; the next one is tried
-            report = rejection(index, client, exc)
-            self._reports.append(report)
-            return report
-        del state
+        limit = self._limit
+        refused = self._begin(
+            index, client, lambda: CheckpointState._from_index(_native.index_upload(path, limit))
+        )
+        if refused is not None:
+            return refused
         if defer:
             self._deferred.append(entry)
             return None
-        report = self._add_files([entry])[0]
-        if not report.accepted:  # it failed its own checks (a NaN, a bad weight): not the reference
-            self._forget_reference()
-        return report
+        return self._counted(self._add_files([entry])[0])
 
     def _forget_reference(self) -> None:
         """Back to "no reference yet" (the reference failed its own checks)."""
