@@ -18,6 +18,7 @@ import pytest
 import ortckpt
 from ortckpt import CheckpointChangedError, CheckpointState, RemoteSourceError, SourceTooLargeError
 from tests.helpers import http_servers
+from tests.helpers.checks import promptly
 from tests.helpers.paths import corpus_files, fixture_files
 
 fsspec = pytest.importorskip("fsspec")
@@ -153,6 +154,26 @@ def test_a_short_reply_is_our_error(faulty: tuple[str, http_servers.Faults], mod
     with pytest.raises((CheckpointChangedError, RemoteSourceError)) as info:
         ortckpt.load(url).to_numpy()
     assert url in str(info.value)
+
+
+@pytest.mark.parametrize("after", [0, 1], ids=["structure", "tensor"])
+def test_a_stalled_server_is_our_error_within_the_deadline(
+    faulty: tuple[str, http_servers.Faults], monkeypatch: pytest.MonkeyPatch, after: int
+):
+    """A server that reads the request and never answers (while the structure is read, or a
+    tensor): ``RemoteSourceError`` once the deadline passes (``ORTCKPT_REMOTE_TIMEOUT`` seconds
+    plus one per MiB asked), never a hang; a deadline that is not a positive number is refused."""
+    url, faults = faulty
+    monkeypatch.setenv("ORTCKPT_REMOTE_TIMEOUT", "1")
+    faults.mode, faults.after = "stall", after
+    raised = promptly(lambda: ortckpt.load(url).to_numpy(), timeout=20)
+    assert isinstance(raised, RemoteSourceError), raised
+    assert url in str(raised) and "did not answer within" in str(raised)
+    faults.released.set()
+    for bad in ("0", "-1", "nan", "inf", "soon"):
+        monkeypatch.setenv("ORTCKPT_REMOTE_TIMEOUT", bad)
+        with pytest.raises(ValueError, match="ORTCKPT_REMOTE_TIMEOUT"):
+            ortckpt.load(url)
 
 
 def test_an_object_replaced_mid_read_is_a_changed_checkpoint(faulty: tuple[str, http_servers.Faults]):

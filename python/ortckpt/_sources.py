@@ -11,6 +11,7 @@ imported only when a URL is used (the ``ortckpt[remote]`` extra).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -36,6 +37,12 @@ _COPY_CHUNK = 8 << 20
 # the structure of a checkpoint written by ortckpt is usually one block; a tensor's bytes cost
 # at most one block more than they are.
 _BLOCK = 256 << 10
+# A remote request of a lazy read must be answered within this many seconds, plus one per MiB it
+# carries (``ORTCKPT_REMOTE_TIMEOUT`` replaces the first figure): a server that stalls, or
+# trickles a reply, is a ``RemoteSourceError``, never a hang. fsspec's asynchronous file systems
+# (HTTP, S3, GCS, Azure) are cancelled when it passes; the backends' own timeouts still apply.
+_TIMEOUT = 60.0
+_SECONDS_PER_MIB = 1.0
 # The fields of fsspec's ``info()`` that change when an object is replaced (``size`` too).
 _IDENTITY_FIELDS = ("ETag", "etag", "VersionId", "version_id", "generation", "LastModified", "Last-Modified")
 
@@ -72,6 +79,39 @@ def _filesystem(url: str, storage_options: StorageOptions) -> tuple[Any, str]:
         ) from None
     fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
     return fs, path
+
+
+def _timeout() -> float:
+    """The base deadline of a remote request, in seconds (``ORTCKPT_REMOTE_TIMEOUT``, checked)."""
+    text = os.environ.get("ORTCKPT_REMOTE_TIMEOUT")
+    if text is None:
+        return _TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"ORTCKPT_REMOTE_TIMEOUT must be a positive number of seconds; got {text!r}")
+    return seconds
+
+
+def _within_deadline(fs: Any, url: str, name: str, *args: Any, nbytes: int = 0, **kwargs: Any) -> Any:
+    """``fs.<name>(*args, **kwargs)``, cancelled (``RemoteSourceError``) when it takes longer than
+    the deadline for ``nbytes`` bytes; synchronous file systems (memory, local) run as they are."""
+    deadline = _timeout() + _SECONDS_PER_MIB * nbytes / (1 << 20)
+    if not getattr(fs, "async_impl", False):
+        return getattr(fs, name)(*args, **kwargs)
+    from fsspec.asyn import sync
+    from fsspec.exceptions import FSTimeoutError
+
+    try:
+        return sync(fs.loop, getattr(fs, "_" + name), *args, timeout=deadline, **kwargs)
+    except FSTimeoutError:
+        raise RemoteSourceError(
+            f"{url}: the server did not answer within {deadline:.0f} s ({name}"
+            f"{f' of {nbytes} bytes' if nbytes else ''}): it stalls; try again later (ORTCKPT_REMOTE_TIMEOUT "
+            "sets the deadline)"
+        ) from None
 
 
 def _size(fs: Any, path: str) -> int | None:
@@ -161,7 +201,7 @@ class _RangeReader:
         with contextlib.suppress(AttributeError, TypeError):
             self.fs.invalidate_cache(self.path)
         try:
-            now = _identity(self.fs.info(self.path))
+            now = _identity(_within_deadline(self.fs, self.url, "info", self.path))
         except FileNotFoundError:
             raise CheckpointChangedError(
                 f"{self.url} was deleted while it was being read; load it again"
@@ -175,9 +215,13 @@ class _RangeReader:
     def __call__(self, offset: int, length: int) -> bytes:
         self.budget.take(length)
         try:
-            data = self.fs.cat_file(self.path, start=offset, end=offset + length)
+            data = _within_deadline(
+                self.fs, self.url, "cat_file", self.path, start=offset, end=offset + length, nbytes=length
+            )
         except FileNotFoundError:
             self._check_unchanged()
+            raise
+        except RemoteSourceError:  # a stalled server: asking it again would stall again
             raise
         except Exception as exc:
             self._check_unchanged()
@@ -202,7 +246,7 @@ class _RangeReader:
 def _open_lazy(fs: Any, path: str, url: str, budget: _Budget) -> tuple[_RangeReader, int] | None:
     """The range reader of the object at ``path`` and its size; None when the store does not
     report its size (it cannot be read by range)."""
-    info = fs.info(path)
+    info = _within_deadline(fs, url, "info", path)
     if info.get("type", "file") != "file":
         raise IsADirectoryError(f"{url} is not a file")
     size = info.get("size")

@@ -123,12 +123,15 @@ class Faults:
     """What the proxy does to replies. ``mode``: ``"pass"``, ``"ignore-range"`` (the Range header
     dropped: 200 with the whole object), ``"truncate"`` (a range's body cut to half, with a
     matching Content-Length), ``"close-early"`` (half the body sent, then the connection closed),
-    ``"etag-change"`` (after ``after`` GET requests, every reply carries another ETag)."""
+    ``"etag-change"`` (after ``after`` GET requests, every reply carries another ETag),
+    ``"stall"`` (after ``after`` GET requests, a GET is answered with nothing until ``released``
+    is set, then the connection is closed)."""
 
     mode: str = "pass"
     after: int = 0
     gets: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    released: threading.Event = field(default_factory=threading.Event)
 
 
 class _ProxyHandler(http.server.BaseHTTPRequestHandler):
@@ -146,6 +149,11 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             if method == "GET":
                 faults.gets += 1
             changed = faults.mode == "etag-change" and faults.gets > faults.after
+            stalled = faults.mode == "stall" and method == "GET" and faults.gets > faults.after
+        if stalled:  # the request was read; no byte of a reply is ever sent
+            faults.released.wait(60)
+            self.close_connection = True
+            return
         if faults.mode == "ignore-range":
             headers = {k: v for k, v in headers.items() if k.lower() != "range"}
         conn = http.client.HTTPConnection(*self.upstream, timeout=10)
@@ -196,6 +204,7 @@ def fault_proxy(upstream_url: str, faults: Faults) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
+        faults.released.set()
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
