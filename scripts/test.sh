@@ -68,7 +68,7 @@ if [ "${ORTCKPT_SKIP_WHEELS:-0}" != 1 ]; then
   bash scripts/test_wheels.sh dist
   echo "== aarch64 wheel on Debian's arm64 CPython 3.11 under QEMU user-mode (scripts/test_arm64.sh)"
   bash scripts/test_arm64.sh dist/aarch64
-  echo "== lowest direct dependencies: declared floors, whole test suite (scripts/test_lowest.sh)"
+  echo "== lowest direct dependencies: declared floors, the suite but its slow tier (scripts/test_lowest.sh)"
   DIST=dist bash scripts/test_lowest.sh
 fi
 echo "== pytest: the aggregation tests on the plain loops (ORTCKPT_SIMD=plain)"

@@ -3,8 +3,11 @@
 # supported) from DIST (default dist/, made by scripts/build_wheels.sh) into a fresh virtualenv with
 # uv's --resolution lowest-direct, so NumPy, ml_dtypes and onnx are the lowest versions that
 # pyproject.toml allows; checks that those are exactly the declared floors (so the floors are what
-# this run tests); then runs the whole pytest suite against that install, except tests/ort (which
-# runs in ORT's own side virtualenv) and the benchmark smoke test. Arguments go to pytest.
+# this run tests); then runs the pytest suite against that install, except tests/ort (which runs
+# in ORT's own side virtualenv), the benchmark smoke test and the slow tier: the everyday command
+# read-only (which runs .venv's install, not this one: 8 minutes of the run for nothing it could
+# find here) and the multi-GiB memory and lazy-loading bounds of ortckpt's own code, which the
+# full pytest run checks. Arguments go to pytest.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 dist=$(cd "${DIST:-$repo/dist}" && pwd)
@@ -58,4 +61,5 @@ cd "$repo"
 # ortckpt must come from the venv (the wheel), not the source tree: python/ is not on sys.path
 # (pytest adds the repository and scripts/ only: pyproject.toml's pythonpath), and this checks it.
 "$venv/bin/python" -c 'import ortckpt, sys; f = ortckpt.__file__; print("ortckpt from", f); sys.exit("/site-packages/" not in f)'
-"$venv/bin/python" -m pytest -q -p no:cacheprovider tests --ignore tests/ort --ignore tests/test_bench_smoke.py "$@"
+"$venv/bin/python" -m pytest -q -p no:cacheprovider -m "not slow" tests --ignore tests/ort \
+  --ignore tests/test_bench_smoke.py "$@"

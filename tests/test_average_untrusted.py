@@ -112,6 +112,40 @@ def test_max_bytes_holds_for_folders_files_and_their_data(tmp_path: Path):
     assert [r.kind for r in report.sources] == [None, "too-large"]  # the size is checked first
 
 
+def test_max_bytes_measures_the_data_file_the_core_pairs_and_a_folder_s_files(tmp_path: Path):
+    """``max_bytes`` counts what the core opens: for a link to a checkpoint whose ``.data`` lies
+    beside the link's target (where ``load`` finds it), that file, in ``load`` (mapped or read)
+    and in ``average``, which finds it there too; for an ORT 1.15 folder, its checkpoint files,
+    measured before any is read (was: ``load`` measured ``<link>.data``, absent, and read 4 MiB
+    past a 1 MiB limit; a folder's directory entry; ``average`` missed the ``.data``)."""
+    big = CheckpointState({"w": np.ones(4, np.float32)}, frozen={"table": np.arange(MIB, dtype=np.float32)})
+    (tmp_path / "real").mkdir()
+    (tmp_path / "links").mkdir()
+    target = tmp_path / "real" / "ext.ckpt"
+    ortckpt.save(big, target, external_data_threshold=1024)
+    link = tmp_path / "links" / "link.ckpt"
+    link.symlink_to(target)
+    assert not (tmp_path / "links" / "link.ckpt.data").exists()
+    size = target.stat().st_size + (tmp_path / "real" / "ext.ckpt.data").stat().st_size
+    for mmap in (True, False):
+        with pytest.raises(ortckpt.SourceTooLargeError, match=f"{size} bytes exceed the size limit of {MIB}"):
+            ortckpt.load(link, max_bytes=MIB, mmap=mmap)
+        loaded = ortckpt.load(link, max_bytes=size, mmap=mmap)
+        assert loaded.parameters["table"].data[-1] == MIB - 1
+    report = ortckpt.average([link, tmp_path / "real" / "ext.ckpt"], max_bytes=size)
+    assert [r.kind for r in report.sources] == [None, "duplicate"]  # the same pair, by either name
+    with pytest.raises(ortckpt.AggregationError) as refused:
+        ortckpt.average([link], max_bytes=MIB)
+    (only,) = refused.value.report.sources
+    assert only.kind == "too-large" and str(size) in (only.reason or "")
+    folder = tmp_path / "legacy"
+    folder.mkdir()
+    with open(folder / "paramtrain.pbseq", "wb") as f:
+        f.truncate(200 * MIB)  # sparse: 200 MiB that a reader would have to go through
+    with pytest.raises(ortckpt.SourceTooLargeError, match=f"legacy: {200 * MIB} bytes exceed"):
+        ortckpt.load(folder, max_bytes=MIB)
+
+
 def test_finite_uploads_whose_sum_overflows_are_rejected():
     huge = np.full(3, 1.5e308, np.float64)
     uploads = {

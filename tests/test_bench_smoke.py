@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests.helpers import http_servers
+
 BENCH = Path(__file__).resolve().parents[1] / "benches" / "bench_checkpoint.py"
 
 
@@ -121,3 +125,37 @@ def test_average_benchmark_smoke_run(tmp_path: Path) -> None:
         assert all(seconds > 0 for seconds in shape["median_s"].values())
         assert all(ratio > 0 for ratio in shape["vs_loop"].values())
     assert "x floor" in proc.stdout
+
+
+def test_remote_benchmark_smoke_run(tmp_path: Path) -> None:
+    """benches/bench_remote.py (issue 34) counts every row's bytes and requests at nginx: the lazy
+    rows fetch a small part of the checkpoint, the whole download all of it, and the round each
+    upload's bytes once."""
+    pytest.importorskip("aiohttp")
+    if http_servers.nginx_binary() is None:
+        pytest.skip("nginx is not installed (apt-get install -y nginx-light; scripts/setup_nginx.sh)")
+    out = tmp_path / "remote.json"
+    args = ["--mib", "16", "--tensors", "40", "--uploads", "4", "--upload-mib", "1", "--repeats", "1"]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH.parent / "bench_remote.py"),
+            *args,
+            "--json",
+            str(out),
+            "--tmpdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    rows, size, tensor = report["rows"], report["size"], report["tensor_bytes"]
+    assert rows["fsspec whole download"]["body_bytes"] >= size
+    assert rows["ortckpt lazy: open + inspect"]["body_bytes"] < size // 8
+    one = rows["ortckpt lazy: + one tensor"]
+    assert tensor <= one["body_bytes"] <= tensor + (1 << 20) and 1 <= one["gets"] <= 4
+    average = next(r for name, r in rows.items() if name.startswith("average"))
+    assert average["gets"] >= 4 and average["body_bytes"] > 0

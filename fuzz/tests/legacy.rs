@@ -41,13 +41,13 @@ fn seeds() -> Vec<Vec<u8>> {
 #[test]
 fn real_folders_read_and_convert() {
     for dir in folders() {
-        let read = read_legacy_folder(&dir, &mut || true).unwrap().unwrap();
+        let read = read_legacy_folder(&dir, None, &mut || true).unwrap().unwrap();
         assert!(read.index.parameter_count() > 0, "{}", dir.display());
         let files = files_of(&dir);
         let borrowed: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
         check_folder(&borrowed);
     }
-    let trained = read_legacy_folder(&ort115().join("adamw_trained"), &mut || true).unwrap().unwrap();
+    let trained = read_legacy_folder(&ort115().join("adamw_trained"), None, &mut || true).unwrap().unwrap();
     let group = &trained.index.optimizer_groups[0];
     assert_eq!(group.name, "group0");
     let state = &group.states[0];

@@ -16,9 +16,10 @@ from . import _native
 __all__ = ["read_folder"]
 
 
-def read_folder(folder: str) -> _native.Index:
-    """The index of the checkpoint folder ORT 1.15 wrote (version 0)."""
-    index = _native.read_legacy_folder(folder)
+def read_folder(folder: str, max_bytes: int | None = None) -> _native.Index:
+    """The index of the checkpoint folder ORT 1.15 wrote (version 0); ``SourceTooLargeError``
+    when its checkpoint files hold more than ``max_bytes`` (measured before any is read)."""
+    index = _native.read_legacy_folder(folder, max_bytes)
     if index is None:
         # (ORT 1.15 writes an empty state as an empty folder, but an empty or unrelated directory is
         # far more likely a wrong path than such a checkpoint)

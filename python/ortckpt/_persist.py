@@ -35,18 +35,20 @@ def check_threshold(value: object) -> int:
     return result
 
 
-def open_index(path: StrPath, mmap: bool) -> _native.Index:
+def open_index(path: StrPath, mmap: bool, max_bytes: int | None = None) -> _native.Index:
     """The verified index of the checkpoint file at ``path`` (with its ``.data``), or of the
-    checkpoint folder ORT 1.15 wrote (see ``io.load``)."""
+    checkpoint folder ORT 1.15 wrote (see ``io.load``). ``max_bytes``: ``SourceTooLargeError``
+    when the opened files (the checkpoint and the ``.data`` the core opens with it, or the
+    folder's checkpoint files) hold more, before a byte is read."""
     name = path_str(path)
     if os.path.isdir(name):
         # ORT 1.15 wrote a checkpoint as a folder of .pbseq files
         from ._legacy import read_folder
 
-        return read_folder(name)
+        return read_folder(name, max_bytes)
     # The core opens both files as one pair and checks every external range against the
     # external file's real size before any tensor is used.
-    return _native.load_checkpoint(path, name, mmap)
+    return _native.load_checkpoint(path, name, mmap, max_bytes)
 
 
 def save_state(

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from . import _native
 from ._paths import StrPath
+from ._persist import open_index
 from ._types import CheckpointSource
 from .errors import CheckpointChangedError, CheckpointError, RemoteSourceError
 from .errors import SourceTooLargeError as SourceTooLargeError  # (its home before errors.py)
 from .io import external_data_path, load_bytes
-from .io import load as load_local
 
 if TYPE_CHECKING:
     from .state import CheckpointState
@@ -323,23 +323,21 @@ def load(
     (or ``CheckpointChangedError`` when the object became shorter). ``mmap=False`` reads the
     object (and its ``.data``) whole before returning.
 
-    ``max_bytes`` refuses larger inputs (``SourceTooLargeError``): a local file's size, and a
-    whole read's, is checked before anything is read; a lazy URL's limit applies to the bytes
-    fetched, so a large remote checkpoint can be opened and a few tensors read within it.
+    ``max_bytes`` refuses larger inputs (``SourceTooLargeError``): locally the core measures what
+    it opened, the checkpoint with the ``.data`` it pairs it with (beside a link's target when
+    that is where it is) or an ORT 1.15 folder's checkpoint files, before reading a byte; a
+    whole URL read's size is checked first too; a lazy URL's limit applies to the bytes fetched,
+    so a large remote checkpoint can be opened and a few tensors read within it.
     """
     if is_url(path):
         if mmap:
             return load_lazy(str(path), max_bytes=max_bytes, storage_options=storage_options)
         return load_url(str(path), max_bytes=max_bytes, storage_options=storage_options)
-    name = local_path(path)
-    if max_bytes is not None:
-        size = os.path.getsize(name)
-        ext_name = external_data_path(name)
-        if os.path.isfile(ext_name):
-            size += os.path.getsize(ext_name)
-        if size > max_bytes:
-            raise _too_large(name, size, max_bytes)
-    return load_local(name, mmap=mmap)
+    from .state import CheckpointState
+
+    # the core measures the files it opened (the checkpoint with the .data it pairs it with, or a
+    # folder's checkpoint files) against max_bytes before reading a byte
+    return CheckpointState._from_index(open_index(local_path(path), mmap, max_bytes))
 
 
 def open_state(

@@ -19,7 +19,7 @@ from . import _native
 from ._reference import Rejected
 from ._reports import SourceReport
 from ._sources import SourceTooLargeError, _exists, data_url, is_url, local_path, read_url
-from .io import load
+from ._sources import load as load_source
 from .state import CheckpointState
 
 
@@ -59,19 +59,6 @@ def local_file(src: Any) -> str | None:
     return None if os.path.isdir(name) else name
 
 
-def _folder_size(folder: str) -> int:
-    """Bytes of the regular files an ORT 1.15 checkpoint folder reader may read (symlinks not
-    followed: what they lead to is counted by ``os.stat`` of the entry, as the reader opens it)."""
-    total = 0
-    for entry in os.scandir(folder):
-        try:
-            if entry.is_file():
-                total += entry.stat().st_size
-        except OSError:
-            continue
-    return total
-
-
 def read_source(src: Any, max_bytes: int | None, storage_options: Any) -> Payload:
     """The bytes of one upload (never a shared mapping: a truncation by another process cannot
     crash the server), at most ``max_bytes`` read. Raises ``Rejected`` (too large) or the reader's
@@ -90,15 +77,9 @@ def read_source(src: Any, max_bytes: int | None, storage_options: Any) -> Payloa
             external = read_url(ext_url, max_bytes=left, storage_options=storage_options)
         return Payload(data, external, url, url)
     name = local_path(src)
-    if os.path.isdir(name):  # an ORT 1.15 folder: measured first, then read by the legacy reader
-        size = _folder_size(name)
-        if max_bytes is not None and size > max_bytes:
-            raise Rejected(
-                "too-large",
-                f"{name}: {size} bytes exceed the size limit of {max_bytes} bytes "
-                "(raise max_bytes if it is legitimate)",
-            )
-        return Payload(load(name).to_bytes(include_optimizer_state=True), None, name, name)
+    if os.path.isdir(name):  # an ORT 1.15 folder: the core's reader measures its files first
+        state = load_source(name, max_bytes=max_bytes)
+        return Payload(state.to_bytes(include_optimizer_state=True), None, name, name)
     try:
         read = _native.read_upload(name, max_bytes)
     except SourceTooLargeError as exc:

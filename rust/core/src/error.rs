@@ -39,6 +39,8 @@ pub enum ErrorKind {
     OutOfMemory,
     /// A file of another format read for a conversion (npz, safetensors) is not valid.
     Conversion,
+    /// An input is larger than the caller's size limit.
+    SizeLimit,
 }
 
 /// Everything that can go wrong reading or writing a checkpoint. Variants about one tensor name it
@@ -283,6 +285,16 @@ pub enum Error {
         /// What kept changing.
         detail: String,
     },
+    /// An input is larger than the caller's size limit (`max_bytes`): measured on the opened
+    /// files (a checkpoint with its external data file, a folder's files) before a byte is read.
+    SizeLimit {
+        /// The input (a checkpoint file or a folder).
+        path: PathBuf,
+        /// Its bytes, all files counted.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// The caller's interruption check asked to stop while `path` was read.
     Interrupted {
         /// The file being read.
@@ -370,6 +382,7 @@ impl Error {
             CheckpointChanged { .. } => ErrorKind::CheckpointChanged,
             KeptChanging { .. } => ErrorKind::KeptChanging,
             Interrupted { .. } => ErrorKind::Interrupted,
+            SizeLimit { .. } => ErrorKind::SizeLimit,
             // It is never the input's fault; the message says it is a bug to report.
             Internal { .. } => ErrorKind::Internal,
             Aggregation { .. } => ErrorKind::Aggregation,
@@ -533,6 +546,11 @@ impl fmt::Display for Error {
                 path.display()
             ),
             Interrupted { path } => write!(f, "reading {} was interrupted", path.display()),
+            SizeLimit { path, size, limit } => write!(
+                f,
+                "{}: {size} bytes exceed the size limit of {limit} bytes (raise max_bytes if it is legitimate)",
+                path.display()
+            ),
             NotAnAdapter { detail } => write!(f, "not an ORT adapter file: {detail}"),
             MalformedAdapter { what, offset } => {
                 write!(f, "corrupt ORT adapter flatbuffer: {what} (at byte {offset})")

@@ -141,11 +141,16 @@ impl<S: crate::BlockSource> LoadedCheckpoint<std::sync::Arc<crate::PagedBytes<S>
 
 #[cfg(feature = "fs")]
 impl LoadedCheckpoint<MappedFile> {
-    /// Opens `path` and its external data file as one pair ([`open_checkpoint`]) and verifies
-    /// them ([`LoadedCheckpoint::new`]). `keep_going` is asked between chunks and attempts (false
-    /// stops with [`Error::Interrupted`]).
-    pub fn open(path: &Path, mode: OpenMode, keep_going: &mut dyn FnMut() -> bool) -> Result<Self> {
-        let opened = open_checkpoint(path, mode, keep_going)?;
+    /// Opens `path` and its external data file as one pair ([`open_checkpoint`], refused past
+    /// `limit` bytes in all) and verifies them ([`LoadedCheckpoint::new`]). `keep_going` is asked
+    /// between chunks and attempts (false stops with [`Error::Interrupted`]).
+    pub fn open(
+        path: &Path,
+        mode: OpenMode,
+        limit: Option<u64>,
+        keep_going: &mut dyn FnMut() -> bool,
+    ) -> Result<Self> {
+        let opened = open_checkpoint(path, mode, limit, keep_going)?;
         let external_name = opened.external_path.display().to_string();
         LoadedCheckpoint::new(opened.checkpoint, opened.external, Some(&external_name))
     }
@@ -382,17 +387,18 @@ mod tests {
         let path = dir.path().join("a.ckpt");
         let mut bytes = checkpoint(&[9; 64]);
         std::fs::write(&path, &bytes).unwrap();
-        let loaded = LoadedCheckpoint::open(&path, OpenMode::Map, &mut || true).unwrap();
+        let loaded = LoadedCheckpoint::open(&path, OpenMode::Map, None, &mut || true).unwrap();
         assert!(loaded.index().has_unchecked_lengths());
         loaded.prepare(0).unwrap();
-        let owned = LoadedCheckpoint::open(&path, OpenMode::Read, &mut || true).unwrap();
+        let owned = LoadedCheckpoint::open(&path, OpenMode::Read, None, &mut || true).unwrap();
         assert!(!owned.index().has_unchecked_lengths());
 
         // A wrong stored length is found on first use of a map.
         let Storage::Inline { offset, .. } = loaded.index().tensor(0).unwrap().storage else { panic!() };
         bytes[offset - 4] = 63;
         std::fs::write(dir.path().join("b.ckpt"), &bytes).unwrap();
-        let bad = LoadedCheckpoint::open(&dir.path().join("b.ckpt"), OpenMode::Map, &mut || true).unwrap();
+        let bad =
+            LoadedCheckpoint::open(&dir.path().join("b.ckpt"), OpenMode::Map, None, &mut || true).unwrap();
         assert!(matches!(bad.prepare(0), Err(Error::DataLengthMismatch { .. })));
         assert!(matches!(bad.prepare_parameters(), Err(Error::DataLengthMismatch { .. })));
 

@@ -58,10 +58,12 @@ const ATTEMPTS: u32 = 60;
 
 /// Opens `path` and `path.data` as one pair; see the module documentation. `keep_going` is called
 /// between chunks of an [`OpenMode::Read`] read and between attempts; returning false stops with
-/// [`Error::Interrupted`].
+/// [`Error::Interrupted`]. `limit` (a caller's `max_bytes`): a pair whose opened files hold more
+/// bytes together is refused ([`Error::SizeLimit`]) before anything is mapped or read.
 pub fn open_checkpoint(
     path: &Path,
     mode: OpenMode,
+    limit: Option<u64>,
     keep_going: &mut dyn FnMut() -> bool,
 ) -> Result<OpenedCheckpoint> {
     let mut last_reason = String::new();
@@ -72,7 +74,7 @@ pub fn open_checkpoint(
                 return Err(Error::Interrupted { path: path.to_path_buf() });
             }
         }
-        match try_open(path, mode, keep_going)? {
+        match try_open(path, mode, limit, keep_going)? {
             Attempt::Done(opened) => return Ok(*opened),
             Attempt::Retry(reason) => last_reason = reason,
         }
@@ -89,7 +91,12 @@ fn not_found(e: &Error) -> bool {
     matches!(e, Error::Io { source, .. } if is_absent(source))
 }
 
-fn try_open(given: &Path, mode: OpenMode, keep_going: &mut dyn FnMut() -> bool) -> Result<Attempt> {
+fn try_open(
+    given: &Path,
+    mode: OpenMode,
+    limit: Option<u64>,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<Attempt> {
     let paths = PairPaths::new(given)?;
     let external_path = external_data_location(given);
     // 1. open both files (their identities are taken from the open files)
@@ -135,6 +142,16 @@ fn try_open(given: &Path, mode: OpenMode, keep_going: &mut dyn FnMut() -> bool) 
         },
         Found::Corrupt => return interrupted_or_retry(&paths, "the save journal is unreadable"),
     };
+    if let Some(limit) = limit {
+        let size = |f: &std::fs::File, p: &Path| -> Result<u64> {
+            Ok(f.metadata().map_err(|e| Error::io(p, "read metadata of", e))?.len())
+        };
+        let ext_size = external.as_ref().map(|f| size(f, &external_path)).transpose()?.unwrap_or(0);
+        let total = size(&checkpoint, given)?.saturating_add(ext_size);
+        if total > limit {
+            return Err(Error::SizeLimit { path: given.to_path_buf(), size: total, limit });
+        }
+    }
 
     let (checkpoint, external) = match mode {
         OpenMode::Map => (

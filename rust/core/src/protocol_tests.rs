@@ -33,7 +33,7 @@ fn save(path: &Path, ckpt: &[u8], data: Option<&[u8]>) {
 }
 
 fn contents(path: &Path, mode: OpenMode) -> (Vec<u8>, Option<Vec<u8>>) {
-    let o = open_checkpoint(path, mode, &mut || true).unwrap();
+    let o = open_checkpoint(path, mode, None, &mut || true).unwrap();
     (o.checkpoint.bytes().to_vec(), o.external.map(|e| e.bytes().to_vec()))
 }
 
@@ -124,7 +124,7 @@ fn dead_journal_loads_complete_pairs_refuses_mixes_and_recovers_forward() {
     link_backups(&paths, &j);
     std::fs::rename(paths.data_dir.show(&j.new_external.as_ref().unwrap().temp_name), &paths.external)
         .unwrap();
-    let err = open_checkpoint(&path, OpenMode::Map, &mut || true).err().unwrap();
+    let err = open_checkpoint(&path, OpenMode::Map, None, &mut || true).err().unwrap();
     assert!(matches!(err, Error::InterruptedSave { .. }), "{err}");
     assert_eq!(recover(&path).unwrap(), Recovery::CompletedNew);
     assert_eq!(contents(&path, OpenMode::Map), (b"new".to_vec(), Some(b"new-data".to_vec())));
@@ -209,7 +209,7 @@ fn special_targets_are_refused() {
     mkfifo(&fifo);
     assert!(try_save(&fifo, b"x", None).is_err());
     assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
-    assert!(open_checkpoint(&fifo, OpenMode::Map, &mut || true).is_err());
+    assert!(open_checkpoint(&fifo, OpenMode::Map, None, &mut || true).is_err());
     assert_eq!(names(dir.path()), ["fifo"]);
 }
 

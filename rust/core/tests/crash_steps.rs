@@ -81,7 +81,7 @@ fn reference(root: &Path, tag: u8, external: bool) -> (Vec<u8>, Option<Vec<u8>>)
 }
 
 fn loaded(path: &Path) -> Result<(Vec<u8>, Option<Vec<u8>>), Error> {
-    let o = open_checkpoint(path, OpenMode::Read, &mut || true)?;
+    let o = open_checkpoint(path, OpenMode::Read, None, &mut || true)?;
     Ok((o.checkpoint.bytes().to_vec(), o.external.map(|e| e.bytes().to_vec())))
 }
 

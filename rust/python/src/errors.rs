@@ -157,6 +157,7 @@ pub(crate) fn core_error(source: &str, e: GuardedError) -> PyErr {
         ErrorKind::Io | ErrorKind::KeptChanging => CheckpointError::new_err(message),
         ErrorKind::Aggregation => AggregationError::new_err(e.to_string()),
         ErrorKind::Conversion => ConversionError::new_err(message),
+        ErrorKind::SizeLimit => SourceTooLargeError::new_err(e.to_string()),
     };
     with_attributes(err, source, e.tensor())
 }

@@ -12,12 +12,19 @@ use crate::mapped::{interruptible, path_arg, show};
 
 /// Reads the ORT 1.15 checkpoint folder `path` (Ctrl-C interrupts it) and returns its index (version
 /// 0), whose inline tensors point into a `bytes` of decoded values; `None` when the directory holds
-/// none of the folder's files.
+/// none of the folder's files. SourceTooLargeError when its files hold more than `max_bytes`.
 #[pyfunction]
-pub(crate) fn read_legacy_folder(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Option<Index>> {
+#[pyo3(signature = (path, max_bytes=None))]
+pub(crate) fn read_legacy_folder(
+    py: Python<'_>,
+    path: &Bound<'_, PyAny>,
+    max_bytes: Option<u64>,
+) -> PyResult<Option<Index>> {
     let path = path_arg(path)?;
     let source = show(&path);
-    let read = interruptible(py, &source, |keep_going| ortckpt_core::read_legacy_folder(&path, keep_going))?;
+    let read = interruptible(py, &source, |keep_going| {
+        ortckpt_core::read_legacy_folder(&path, max_bytes, keep_going)
+    })?;
     let Some(folder) = read else { return Ok(None) };
     // One copy into a `bytes` (the index's buffers are `bytes` or mapped files); the decoded
     // values are freed when this returns.

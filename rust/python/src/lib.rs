@@ -93,19 +93,22 @@ fn index_paged(
 
 /// Opens the checkpoint `path` and its external data file (when present) as one consistent
 /// pair, even while other programs save over it — memory-mapped (`mmap=True`) or read fully into
-/// private memory — and verifies them; `source` names it in error messages.
+/// private memory — and verifies them; `source` names it in error messages. SourceTooLargeError
+/// when the two opened files hold more than `max_bytes`, before a byte is read.
 #[pyfunction]
-#[pyo3(signature = (path, source, mmap=true))]
+#[pyo3(signature = (path, source, mmap=true, max_bytes=None))]
 fn load_checkpoint(
     py: Python<'_>,
     path: &Bound<'_, PyAny>,
     source: &Bound<'_, PyString>,
     mmap: bool,
+    max_bytes: Option<u64>,
 ) -> PyResult<Index> {
     let path = path_arg(path)?;
     let source = source.to_string_lossy().into_owned();
     let mode = if mmap { ortckpt_core::OpenMode::Map } else { ortckpt_core::OpenMode::Read };
-    let loaded = interruptible(py, &source, |keep_going| LoadedCheckpoint::open(&path, mode, keep_going))?;
+    let loaded =
+        interruptible(py, &source, |keep_going| LoadedCheckpoint::open(&path, mode, max_bytes, keep_going))?;
     Ok(Index::new(loaded.map_bytes(|file| Held::file(py, file))?, source))
 }
 

@@ -549,9 +549,9 @@ pub(crate) fn index_upload(
         Err(Refusal::Rejected(r)) => return Err(crate::errors::SourceTooLargeError::new_err(r.message)),
         Err(Refusal::Unreadable(e)) => return Err(core_error(&source, GuardedError::Core(e))),
     };
+    let ext_source = show(files.external_path());
     let ((file, size), external) = files.into_parts();
     let checkpoint = remote::paged_file(file, size, UPLOAD_BLOCK, &source)?;
-    let ext_source = show(&ortckpt_core::external_data_path(&path));
     let external = match external {
         Some((file, size)) => Some(remote::paged_file(file, size, UPLOAD_BLOCK, &ext_source)?),
         None => None,

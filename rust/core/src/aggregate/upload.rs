@@ -16,7 +16,7 @@ use crate::files::open_regular;
 use crate::mapped::{anonymous, read_whole, FileStamp};
 use crate::paged::index_file;
 use crate::values::{decode_into, scan};
-use crate::{check_external_ranges, external_data_path, index_checkpoint, CheckpointIndex, Error};
+use crate::{check_external_ranges, external_data_location, index_checkpoint, CheckpointIndex, Error};
 
 /// Why an upload is not counted: a rejection of its own kind, or the reader's [`Error`] (the kind
 /// `unreadable`, with the error's class and message). A verdict, not a second error type: the
@@ -162,11 +162,12 @@ fn read_all(
     Ok(buffer)
 }
 
-/// Opens `path` and `path.data` (when present) for aggregation, refusing more than `max_bytes`
-/// in all: the opened files' sizes are checked before a byte is read.
+/// Opens `path` and its external data file (when present: where `load` finds it,
+/// [`external_data_location`]) for aggregation, refusing more than `max_bytes` in all: the
+/// opened files' sizes are checked before a byte is read.
 pub fn open_files(path: &Path, max_bytes: Option<u64>) -> Result<HeldFiles, Refusal> {
     let checkpoint = open_stamped(path)?;
-    let ext_path = external_data_path(path);
+    let ext_path = external_data_location(path);
     let external = match open_stamped(&ext_path) {
         Ok(e) => Some(e),
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
@@ -176,7 +177,7 @@ pub fn open_files(path: &Path, max_bytes: Option<u64>) -> Result<HeldFiles, Refu
     if let Some(limit) = max_bytes.filter(|&l| size > l) {
         return Err(too_large(path, &size.to_string(), limit).into());
     }
-    Ok(HeldFiles { path: path.to_path_buf(), checkpoint, external })
+    Ok(HeldFiles { path: path.to_path_buf(), checkpoint, external, external_path: ext_path })
 }
 
 /// Reads `path` (and `path.data`, when present) into private memory, refusing more than
@@ -190,7 +191,7 @@ pub fn read_file(
     let files = open_files(path, max_bytes)?;
     let bytes = read_all(&files.checkpoint.0, &files.checkpoint.1, path, keep_going)?;
     let ext_bytes = match &files.external {
-        Some((file, stamp)) => Some(read_all(file, stamp, &external_data_path(path), keep_going)?),
+        Some((file, stamp)) => Some(read_all(file, stamp, files.external_path(), keep_going)?),
         None => None,
     };
     Ok(FileUpload { checkpoint: bytes, external: ext_bytes, identity: files.identity(), files })
@@ -204,6 +205,8 @@ pub struct HeldFiles {
     path: PathBuf,
     checkpoint: (File, FileStamp),
     external: Option<(File, FileStamp)>,
+    /// Where the external data file is (opened or not).
+    external_path: PathBuf,
 }
 
 fn changed(path: &Path, when: &str) -> Error {
@@ -300,6 +303,11 @@ impl HeldFiles {
     /// The checkpoint file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Where its external data file is (beside the given name, or beside a link's target).
+    pub fn external_path(&self) -> &Path {
+        &self.external_path
     }
 
     /// Indexes the checkpoint without reading it whole (only the blocks its structure lies in:

@@ -49,9 +49,12 @@ pub struct LegacyInput<'a> {
 /// Reads the ORT 1.15 checkpoint folder `dir` (see docs/format.md, "The ORT 1.15 checkpoint
 /// folder"). `None` when the directory holds none of the folder's files (an empty or unrelated
 /// directory). `keep_going` is asked between messages and chunks of long reads; `false` stops the
-/// read with [`Error::Interrupted`].
+/// read with [`Error::Interrupted`]. `limit` (a caller's `max_bytes`): a folder whose checkpoint
+/// files hold more bytes together (their sizes as listed, which bound what the reader reads) is
+/// refused ([`Error::SizeLimit`]) before any is opened.
 pub fn read_legacy_folder(
     dir: &Path,
+    limit: Option<u64>,
     keep_going: &mut dyn FnMut() -> bool,
 ) -> Result<Option<LegacyCheckpoint>> {
     let real_dir = fs::canonicalize(dir).map_err(|e| Error::io(dir, "open", e))?;
@@ -70,13 +73,27 @@ pub fn read_legacy_folder(
             continue;
         }
         check_inside(&path, &real_dir, &name)?;
+        let listed_len = listed.map_or(0, |m| m.len());
         let open: OpenLegacyFile<'static> = Box::new(move || {
             // Non-blocking and regular files only: a FIFO or device is refused unread.
             let file = open_regular(&path)?;
             let len = file.metadata().map_err(|e| Error::io(&path, "read metadata of", e))?.len();
+            // the listed sizes are what the size limit measured: a file grown since is not read
+            if len > listed_len {
+                return Err(Error::CheckpointChanged {
+                    path: path.clone(),
+                    detail: format!("grew from {listed_len} to {len} bytes while the folder was read"),
+                });
+            }
             Ok((Box::new(BufReader::with_capacity(1 << 16, file)) as Box<dyn Read>, len))
         });
-        inputs.push(LegacyInput { name, len: listed.map_or(0, |m| m.len()), open: Some(open) });
+        inputs.push(LegacyInput { name, len: listed_len, open: Some(open) });
+    }
+    if let Some(limit) = limit {
+        let size = inputs.iter().fold(0u64, |sum, input| sum.saturating_add(input.len));
+        if size > limit {
+            return Err(Error::SizeLimit { path: dir.to_path_buf(), size, limit });
+        }
     }
     read_legacy_files(inputs, dir, keep_going)
 }
