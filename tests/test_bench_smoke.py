@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,18 +16,25 @@ from tests.helpers import http_servers
 BENCH = Path(__file__).resolve().parents[1] / "benches" / "bench_checkpoint.py"
 
 
-def test_benchmark_smoke_run(tmp_path: Path) -> None:
-    out = tmp_path / "bench.json"
-    args = ["--size-mib", "4", "--tensors", "4", "--repeats", "1", "--strict", "--json", str(out)]
+def run_bench(script: str, tmp_path: Path, *args: str, timeout: float = 600) -> tuple[str, dict[str, Any]]:
+    """Runs ``benches/<script>`` with ``args``, ``--json`` and ``--tmpdir`` in ``tmp_path``;
+    asserts it succeeded and returns what it printed and the JSON it wrote."""
+    out = tmp_path / (Path(script).stem + ".json")
     proc = subprocess.run(
-        [sys.executable, str(BENCH), *args, "--tmpdir", str(tmp_path)],
+        [sys.executable, str(BENCH.parent / script), *args, "--json", str(out), "--tmpdir", str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "np.fromfile" in proc.stdout and "ortckpt save" in proc.stdout
-    report = json.loads(out.read_text())
+    report: dict[str, Any] = json.loads(out.read_text())
+    return proc.stdout, report
+
+
+def test_benchmark_smoke_run(tmp_path: Path) -> None:
+    args = ["--size-mib", "4", "--tensors", "4", "--repeats", "1", "--strict"]
+    stdout, report = run_bench("bench_checkpoint.py", tmp_path, *args)
+    assert "np.fromfile" in stdout and "ortckpt save" in stdout
     rows = {row["op"]: row for row in report["rows"]}
     for op in ("fromfile", "open_one", "copy_all", "tofile", "ortckpt_save"):
         assert rows[op]["median_s"] > 0, op
@@ -37,20 +45,11 @@ def test_benchmark_smoke_run(tmp_path: Path) -> None:
 
 def test_save_benchmark_smoke_run(tmp_path: Path) -> None:
     """benches/bench_save.py runs end to end on tiny shapes and reports its ratios."""
-    bench = BENCH.parent / "bench_save.py"
-    out = tmp_path / "save.json"
-    args = ["--size-mib", "4", "--tensors-c", "500", "--repeats", "1", "--json", str(out)]
-    proc = subprocess.run(
-        [sys.executable, str(bench), *args, "--tmpdir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    report = json.loads(out.read_text())
+    args = ["--size-mib", "4", "--tensors-c", "500", "--repeats", "1"]
+    stdout, report = run_bench("bench_save.py", tmp_path, *args)
     assert report["a"]["ratio"] > 0 and report["a"]["ratio_write"] > 0
     assert set(report["c"]["times"]) >= {"ortckpt_save", "build_spec", "native_save"}
-    assert "ratio save / (tofile + fsync)" in proc.stdout
+    assert "ratio save / (tofile + fsync)" in stdout
 
 
 def test_goals_benchmark_smoke_run(tmp_path: Path) -> None:
@@ -58,23 +57,14 @@ def test_goals_benchmark_smoke_run(tmp_path: Path) -> None:
     each with finite figures and a verdict against its bound (whatever the timings are)."""
     import math
 
-    bench = BENCH.parent / "bench_goals.py"
-    out = tmp_path / "goals.json"
     tiny = ["--size-mib", "4", "--tensors-b", "40", "--tensors-c", "400"]
     rounds = ["--repeats", "1", "--startup-repeats", "1", "--ort-repeats", "1"]
-    proc = subprocess.run(
-        [sys.executable, str(bench), *tiny, *rounds, "--json", str(out), "--tmpdir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    report = json.loads(out.read_text())
+    stdout, report = run_bench("bench_goals.py", tmp_path, *tiny, *rounds, timeout=300)
     rows = {row["key"]: row for row in report["rows"]}
     goals = [key for key in rows if not key.startswith("i-")]
     assert goals == [str(i) for i in range(1, 10)]
     bounds = {"1": 1.15, "2": 64, "3": 1.2, "4": 1.2, "5": 1.1, "6": 2.0, "7": 1.5, "8": 10, "9": 1.5}
-    table = proc.stdout.split("\n\n")[1].splitlines()
+    table = stdout.split("\n\n")[1].splitlines()
     for key in goals:
         row = rows[key]
         lines = [line for line in table if line.split(maxsplit=1)[0] == key]
@@ -90,32 +80,13 @@ def test_goals_benchmark_smoke_run(tmp_path: Path) -> None:
     evict = rows["i-evict"]["extra"]
     assert evict["cold_majflt"] > 0 and evict["warm_majflt"] == 0, evict
     assert rows["i-floor"]["median"] > 0
-    assert "load average before" in proc.stdout and "load average after" in proc.stdout
+    assert "load average before" in stdout and "load average after" in stdout
 
 
 def test_average_benchmark_smoke_run(tmp_path: Path) -> None:
     """benches/bench_average.py (issue 17) runs every row on its quick shapes and reports each
     row's ratio to the floor and to the loop from the same run."""
-    bench = BENCH.parent / "bench_average.py"
-    out = tmp_path / "average.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(bench),
-            "--quick",
-            "--repeats",
-            "1",
-            "--json",
-            str(out),
-            "--tmpdir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    report = json.loads(out.read_text())
+    stdout, report = run_bench("bench_average.py", tmp_path, "--quick", "--repeats", "1")
     assert set(report) == {"A", "B"}
     rows = {"floor", "loop", "fedavg", "median", "trimmed_mean"}
     assert set(report["A"]["median_s"]) == rows | {"krum"}
@@ -124,7 +95,7 @@ def test_average_benchmark_smoke_run(tmp_path: Path) -> None:
         assert shape["vs_floor"]["floor"] == 1.0
         assert all(seconds > 0 for seconds in shape["median_s"].values())
         assert all(ratio > 0 for ratio in shape["vs_loop"].values())
-    assert "x floor" in proc.stdout
+    assert "x floor" in stdout
 
 
 def test_remote_benchmark_smoke_run(tmp_path: Path) -> None:
@@ -134,24 +105,8 @@ def test_remote_benchmark_smoke_run(tmp_path: Path) -> None:
     pytest.importorskip("aiohttp")
     if http_servers.nginx_binary() is None:
         pytest.skip("nginx is not installed (apt-get install -y nginx-light; scripts/setup_nginx.sh)")
-    out = tmp_path / "remote.json"
     args = ["--mib", "16", "--tensors", "40", "--uploads", "4", "--upload-mib", "1", "--repeats", "1"]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH.parent / "bench_remote.py"),
-            *args,
-            "--json",
-            str(out),
-            "--tmpdir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    report = json.loads(out.read_text())
+    _, report = run_bench("bench_remote.py", tmp_path, *args)
     rows, size, tensor = report["rows"], report["size"], report["tensor_bytes"]
     assert rows["fsspec whole download"]["body_bytes"] >= size
     assert rows["ortckpt lazy: open + inspect"]["body_bytes"] < size // 8

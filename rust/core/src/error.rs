@@ -4,6 +4,8 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+use crate::message::{Message, Plain, Spelling};
+
 /// The result of every fallible function of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -319,8 +321,8 @@ pub enum Error {
     },
     /// An aggregation round cannot give an aggregate.
     Aggregation {
-        /// Why, for users.
-        detail: String,
+        /// Why, for users (tensor names as values, for the binding to spell).
+        detail: Message,
     },
     /// An `.npz` archive cannot be read (the member at fault in the record).
     Npz(crate::npz::error::NpzError),
@@ -419,6 +421,20 @@ impl Error {
         }
     }
 
+    /// The message with its names and tensor labels spelled by `spelling` (a binding's: see
+    /// [`Message`]); `to_string()` is [`Plain`]'s.
+    pub fn spelled(&self, spelling: &dyn Spelling) -> String {
+        use Error::*;
+        match self {
+            ExternalDataLocation { location, detail } => {
+                format!("external data location {} {detail}", spelling.name(location))
+            }
+            Aggregation { detail } => detail.spell(spelling),
+            InFile { file, error } => format!("{file}: {}", error.spelled(spelling)),
+            other => other.to_string(),
+        }
+    }
+
     #[cfg_attr(not(feature = "fs"), allow(dead_code))] // used by the file layer only
     pub(crate) fn io(path: impl Into<PathBuf>, action: &'static str, source: io::Error) -> Error {
         Error::Io { path: path.into(), action, source }
@@ -488,7 +504,7 @@ impl fmt::Display for Error {
             ),
             ExternalDataMissing { detail } => write!(f, "checkpoint has external data but {detail}"),
             ExternalDataLocation { location, detail } => {
-                write!(f, "external data location {} {detail}", crate::spelling::py_repr(location))
+                write!(f, "external data location {} {detail}", Plain.name(location))
             }
             ExternalOverlap { first, second } => {
                 write!(f, "tensors {first:?} and {second:?} claim overlapping external data")
@@ -555,7 +571,7 @@ impl fmt::Display for Error {
             MalformedAdapter { what, offset } => {
                 write!(f, "corrupt ORT adapter flatbuffer: {what} (at byte {offset})")
             }
-            Aggregation { detail } => f.write_str(detail),
+            Aggregation { detail } => f.write_str(&detail.spell(&Plain)),
             Npz(e) => write!(f, "{e}"),
             #[cfg(feature = "fs")]
             Safetensors(e) => write!(f, "{e}"),

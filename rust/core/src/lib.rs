@@ -57,6 +57,7 @@ mod loaded;
 mod lock;
 #[cfg(feature = "fs")]
 mod mapped;
+pub mod message;
 mod names;
 mod npz;
 #[cfg(feature = "fs")]
@@ -81,7 +82,6 @@ mod shape;
 mod simd;
 mod sniff;
 mod spec;
-mod spelling;
 #[cfg(feature = "fs")]
 mod target;
 pub mod values;
@@ -123,6 +123,7 @@ pub use loaded::{CheckpointBytes, LoadedCheckpoint, Values};
 pub use lock::DEFAULT_LOCK_TIMEOUT_SECS;
 #[cfg(feature = "fs")]
 pub use mapped::MappedFile;
+pub use message::{Message, Plain, Spelling};
 pub use npz::{
     default_npz_budget, npz_member_problem, parse_npy_buffer, read_npz, read_npz_raw, NpyHeader, NpzData,
     NpzError, NpzMember, MAX_NPY_HEADER_LEN, NPZ_BUDGET_RATIO, NPZ_MIN_BUDGET,

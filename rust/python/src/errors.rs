@@ -10,6 +10,8 @@ use pyo3::exceptions::{
 };
 use pyo3::prelude::*;
 
+use crate::spelling::spell_error;
+
 create_exception!(
     ortckpt,
     CheckpointError,
@@ -140,7 +142,7 @@ pub(crate) fn core_error(source: &str, e: GuardedError) -> PyErr {
         }
         return os_error(&e.to_string(), path, io);
     }
-    let message = format!("{source}: {e}");
+    let message = format!("{source}: {}", spell_error(&e));
     let err = match e.kind() {
         ErrorKind::InvalidCheckpoint => InvalidCheckpointError::new_err(message),
         ErrorKind::UnsupportedVersion => UnsupportedVersionError::new_err(message),
@@ -155,9 +157,9 @@ pub(crate) fn core_error(source: &str, e: GuardedError) -> PyErr {
             "{message}; this is a bug in ortckpt, please report it with the file"
         )),
         ErrorKind::Io | ErrorKind::KeptChanging => CheckpointError::new_err(message),
-        ErrorKind::Aggregation => AggregationError::new_err(e.to_string()),
+        ErrorKind::Aggregation => AggregationError::new_err(spell_error(&e)),
         ErrorKind::Conversion => ConversionError::new_err(message),
-        ErrorKind::SizeLimit => SourceTooLargeError::new_err(e.to_string()),
+        ErrorKind::SizeLimit => SourceTooLargeError::new_err(spell_error(&e)),
     };
     with_attributes(err, source, e.tensor())
 }

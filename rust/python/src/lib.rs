@@ -17,6 +17,7 @@ mod reserve;
 mod round;
 mod safetensors;
 mod sniff;
+mod spelling;
 
 use std::ffi::OsString;
 

@@ -21,6 +21,7 @@ use crate::errors::{core_error, guarded, GuardedError};
 use crate::index::Index;
 use crate::mapped::{interruptible, path_arg, show};
 use crate::remote;
+use crate::spelling::spell;
 
 /// What became of one upload: accepted with a weight, or rejected with a kind (the codes
 /// docs/federated.md documents) and a message.
@@ -42,7 +43,7 @@ impl RoundVerdict {
     }
 
     fn rejection(r: Rejection) -> RoundVerdict {
-        RoundVerdict::rejected(r.kind.code(), r.message)
+        RoundVerdict::rejected(r.kind.code(), spell(&r.message))
     }
 
     /// A reader's error as the kind `unreadable`: the exception class it would raise, and its
@@ -383,7 +384,7 @@ impl Round {
         Ok(round
             .drop_remote(&first)
             .into_iter()
-            .map(|(i, r)| (i, r.kind.code().to_owned(), r.message))
+            .map(|(i, r)| (i, r.kind.code().to_owned(), spell(&r.message)))
             .collect())
     }
 
@@ -450,9 +451,10 @@ pub(crate) fn merge_partials<'py>(
 fn base_outcome(outcome: Result<Result<(), Refusal>, GuardedError>, source: &str) -> PyResult<()> {
     match outcome {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(Refusal::Rejected(r))) => {
-            Err(PyValueError::new_err(format!("relative_to does not match the reference: {}", r.message)))
-        }
+        Ok(Err(Refusal::Rejected(r))) => Err(PyValueError::new_err(format!(
+            "relative_to does not match the reference: {}",
+            spell(&r.message)
+        ))),
         Ok(Err(Refusal::Unreadable(e))) => Err(core_error(source, GuardedError::Core(e))),
         Err(e) => Err(core_error(source, e)),
     }
@@ -518,7 +520,7 @@ pub(crate) fn read_upload(
             Err(Refusal::Unreadable(e)) => Err(e),
         })?;
     let Some(file) = read else {
-        let message = rejected.map_or_else(|| "too large".into(), |r| r.message);
+        let message = rejected.map_or_else(|| "too large".into(), |r| spell(&r.message));
         return Err(crate::errors::SourceTooLargeError::new_err(message));
     };
     Ok(ReadUpload {
@@ -546,7 +548,9 @@ pub(crate) fn index_upload(
     let source = show(&path);
     let files = match py.detach(|| aggregate::open_files(&path, max_bytes)) {
         Ok(files) => files,
-        Err(Refusal::Rejected(r)) => return Err(crate::errors::SourceTooLargeError::new_err(r.message)),
+        Err(Refusal::Rejected(r)) => {
+            return Err(crate::errors::SourceTooLargeError::new_err(spell(&r.message)))
+        }
         Err(Refusal::Unreadable(e)) => return Err(core_error(&source, GuardedError::Core(e))),
     };
     let ext_source = show(files.external_path());
@@ -714,7 +718,8 @@ fn finished(py: Python<'_>, done: aggregate::Aggregate) -> PyResult<FinishTuple<
         Values::Sums { divisor, .. } => *divisor,
         Values::Flat(_) => 1.0,
     };
-    let dropped = done.dropped.into_iter().map(|(i, r)| (i, r.kind.code().to_owned(), r.message)).collect();
+    let dropped =
+        done.dropped.into_iter().map(|(i, r)| (i, r.kind.code().to_owned(), spell(&r.message))).collect();
     let values = slot_arrays(py, done.values, &done.lanes)?;
     Ok((values, divisor, done.total_weight, done.count, members, dropped))
 }

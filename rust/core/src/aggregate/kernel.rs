@@ -13,6 +13,7 @@
 //! (`overflow`) if one of them would not be finite.
 
 use super::rejection::RejectionKind;
+use crate::message::Message;
 use std::ops::Range;
 
 use super::rejection::Rejection;
@@ -43,7 +44,9 @@ pub fn slot_bytes<'a>(
                 Some(b) if b.len() == n * loc.lanes.width() => Ok(b),
                 _ => Err(Rejection::new(
                     RejectionKind::Unreadable,
-                    format!("the bytes of {} lie outside the upload", layout.slot_label(slot)),
+                    Message::text_first("the bytes of ")
+                        .then(layout.slot_label(slot))
+                        .text(" lie outside the upload"),
                 )),
             }
         })
@@ -108,7 +111,7 @@ pub(crate) fn largest_of(
     match bad {
         Some(slot) => Err(Rejection::new(
             RejectionKind::NonFinite,
-            format!("{} holds NaN or infinite values", layout.slot_label(slot)),
+            layout.slot_label(slot).text(" holds NaN or infinite values"),
         )),
         None => Ok(largest),
     }
@@ -166,12 +169,11 @@ pub fn accumulate(
         if !fits {
             return Err(Rejection::new(
                 RejectionKind::Overflow,
-                format!(
-                    "{} overflows: added to the other uploads (weight {weight}) its values give sums beyond \
+                layout.slot_label(slot).text(format!(
+                    " overflows: added to the other uploads (weight {weight}) its values give sums beyond \
                      float64 (largest magnitude {:e})",
-                    layout.slot_label(slot),
                     largest.get(slot).copied().unwrap_or(0.0)
-                ),
+                )),
             ));
         }
         exact_bounds.push(slot);

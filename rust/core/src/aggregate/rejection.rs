@@ -1,6 +1,8 @@
 //! Why an upload is not averaged: a kind from one list (the codes docs/federated.md documents,
 //! which every binding and report uses as they are) and a message.
 
+use crate::message::Message;
+
 /// The kinds of rejection. `code()` is the string reports and docs use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RejectionKind {
@@ -79,18 +81,19 @@ impl RejectionKind {
     }
 }
 
-/// Why an upload is not averaged: its kind and a message naming the tensor and what is wrong.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Why an upload is not averaged: its kind and a message naming the tensor and what is wrong
+/// (its names and shapes as values, for the binding to spell).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Rejection {
     /// The kind.
     pub kind: RejectionKind,
     /// A sentence for users.
-    pub message: String,
+    pub message: Message,
 }
 
 impl Rejection {
     /// A rejection of `kind`.
-    pub fn new(kind: RejectionKind, message: impl Into<String>) -> Rejection {
+    pub fn new(kind: RejectionKind, message: impl Into<Message>) -> Rejection {
         Rejection { kind, message: message.into() }
     }
 }

@@ -30,6 +30,7 @@
 //! already be in the sums, and without the copy they cannot be taken out.
 
 use super::rejection::RejectionKind;
+use crate::message::Message;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -119,7 +120,9 @@ fn open(
             if loc.bytes.end.checked_sub(loc.bytes.start) != Some(expected) {
                 return Err(Rejection::new(
                     RejectionKind::Unreadable,
-                    format!("the bytes of {} lie outside the upload", layout.slot_label(slot)),
+                    Message::text_first("the bytes of ")
+                        .then(layout.slot_label(slot))
+                        .text(" lie outside the upload"),
                 ));
             }
         }
@@ -167,7 +170,7 @@ fn largest_of(upload: &Opened, layout: &Layout) -> Result<Result<Vec<f64>, Rejec
                 if !finite {
                     return Ok(Err(Rejection::new(
                         RejectionKind::NonFinite,
-                        format!("{} holds NaN or infinite values", layout.slot_label(slot)),
+                        layout.slot_label(slot).text(" holds NaN or infinite values"),
                     )));
                 }
                 big = big.max(top);
@@ -392,7 +395,7 @@ impl Round<'_, '_> {
                 if let Some(slot) = pass.non_finite.get(u).copied().flatten() {
                     let rejection = Rejection::new(
                         RejectionKind::NonFinite,
-                        format!("{} holds NaN or infinite values", self.layout.slot_label(slot)),
+                        self.layout.slot_label(slot).text(" holds NaN or infinite values"),
                     );
                     self.set(i, Verdict::Rejected { rejection, identity: Some(s.files.identity()) });
                 } else if pass.changed.get(u).copied().unwrap_or(true) {
@@ -744,8 +747,8 @@ mod tests {
         same(&run_from(&paths, |call| add_streamed(call, false), 0.0), &from_zero);
         same(&run_from(&paths, add_files_streamed, 0.0), &from_zero);
         assert_eq!(streamed.0.iter().filter(|w| w.starts_with("added")).count(), 3, "{:?}", streamed.0);
-        assert!(streamed.0[2].starts_with("non-finite: parameter 't0'"), "{:?}", streamed.0);
-        assert!(streamed.0[3].starts_with("non-finite: parameter 't1'"), "{:?}", streamed.0);
+        assert!(streamed.0[2].starts_with("non-finite: parameter \"t0\""), "{:?}", streamed.0);
+        assert!(streamed.0[3].starts_with("non-finite: parameter \"t1\""), "{:?}", streamed.0);
     }
 
     /// The robust methods' check of a streamed upload finds what reading it whole finds: the

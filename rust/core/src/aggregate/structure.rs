@@ -1,12 +1,12 @@
 //! What every upload must match (the reference's [`Layout`]) and the check of an upload's index
-//! against it. Messages use Python's spelling (`'name'`, `(5, 6)`, `float32`): they reach users of
-//! the Python API as they are.
+//! against it. Messages keep names, shapes and weights as values ([`Message`]): each binding
+//! spells them (Python's: `'name'`, `(5, 6)`); data types are numpy's names (`float32`).
 
 use super::rejection::RejectionKind;
 use std::ops::Range;
 
 use super::rejection::Rejection;
-use crate::spelling::{py_float, py_repr, py_tuple};
+use crate::message::Message;
 use crate::values::Lanes;
 use crate::{CheckpointIndex, DataType, PropertyValue, Storage, TensorRef};
 
@@ -79,24 +79,29 @@ impl Layout {
     }
 
     /// How slot `i` is named after "the aggregate of": `'w'` or `momentum 'group/param/momentum0'`.
-    pub fn slot_name(&self, slot: usize) -> String {
-        let label = self.slot_label(slot);
-        label.strip_prefix("parameter ").map_or(label.clone(), str::to_owned)
+    pub fn slot_name(&self, slot: usize) -> Message {
+        self.slot_naming(slot, false)
     }
 
     /// How slot `i` is named in messages: `parameter 'w'` or `momentum 'group/param/momentum0'`.
-    pub fn slot_label(&self, slot: usize) -> String {
+    pub fn slot_label(&self, slot: usize) -> Message {
+        self.slot_naming(slot, true)
+    }
+
+    fn slot_naming(&self, slot: usize, parameter_word: bool) -> Message {
         let trainable = self.params.iter().filter(|p| p.trainable).count();
         match slot.checked_sub(trainable) {
             None => {
                 let name = self.params.iter().filter(|p| p.trainable).nth(slot).map_or("", |p| &p.name);
-                format!("parameter {}", py_repr(name))
+                if parameter_word {
+                    Message::text_first("parameter ").name(name)
+                } else {
+                    Message::name_first(name)
+                }
             }
             Some(m) => match self.momentums.get(m) {
-                Some(m) => {
-                    format!("momentum {}", py_repr(&format!("{}/{}/{}", m.group, m.param, m.momentum)))
-                }
-                None => format!("tensor #{slot}"),
+                Some(m) => momentum_label(m),
+                None => Message::text_first(format!("tensor #{slot}")),
             },
         }
     }
@@ -113,17 +118,27 @@ pub fn type_name(data_type: DataType) -> String {
     data_type.numpy_name().into()
 }
 
-fn first_of(names: &[&str], what: &str) -> String {
+fn first_of(names: &[&str], what: &str) -> Message {
     let more = if names.len() > 1 { format!(" (and {} more)", names.len() - 1) } else { String::new() };
-    format!("parameter {} {what}{more}", py_repr(names.first().copied().unwrap_or("")))
+    parameter(names.first().copied().unwrap_or("")).text(format!(" {what}{more}"))
+}
+
+/// `parameter 'name'`.
+fn parameter(name: &str) -> Message {
+    Message::text_first("parameter ").name(name)
+}
+
+/// `momentum 'group/param/momentum'`.
+fn momentum_label(m: &ExpectedMomentum) -> Message {
+    Message::text_first("momentum ").name(format!("{}/{}/{}", m.group, m.param, m.momentum))
 }
 
 /// `label` is called only for the message (names are formatted on rejections, not per upload).
-fn range_of(tensor: &TensorRef<'_>, label: impl Fn() -> String) -> Result<(Range<u64>, bool), Rejection> {
+fn range_of(tensor: &TensorRef<'_>, label: impl Fn() -> Message) -> Result<(Range<u64>, bool), Rejection> {
     match tensor.storage {
         Storage::Inline { offset, len, .. } => Ok((offset as u64..(offset + len) as u64, false)),
         Storage::External { offset, len } => Ok((offset..offset + len, true)),
-        _ => Err(Rejection::new(RejectionKind::Nominal, format!("{} has no values", label()))),
+        _ => Err(Rejection::new(RejectionKind::Nominal, label().text(" has no values"))),
     }
 }
 
@@ -170,46 +185,39 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
         let (Some(tensor), Some(kind)) = (index.tensor(position), index.param_kind(position)) else {
             return Err(Rejection::new(RejectionKind::MissingParameter, first_of(&[&p.name], "is missing")));
         };
-        let name = || py_repr(&p.name);
+        let name = || parameter(&p.name);
         if (kind == crate::ParamKind::Trainable) != p.trainable {
             let want = if p.trainable { "trainable" } else { "frozen" };
             return Err(Rejection::new(
                 RejectionKind::TrainableFlag,
-                format!("parameter {} should be {want}, as in the reference", name()),
+                name().text(format!(" should be {want}, as in the reference")),
             ));
         }
         if tensor.data_type != p.data_type {
             return Err(Rejection::new(
                 RejectionKind::Dtype,
-                format!(
-                    "parameter {} is {}; the reference has {}",
-                    name(),
+                name().text(format!(
+                    " is {}; the reference has {}",
                     type_name(tensor.data_type),
                     type_name(p.data_type)
-                ),
+                )),
             ));
         }
         if tensor.dims != p.dims.as_slice() {
             return Err(Rejection::new(
                 RejectionKind::Shape,
-                format!(
-                    "parameter {} has shape {}; the reference has {}",
-                    name(),
-                    py_tuple(tensor.dims),
-                    py_tuple(&p.dims)
-                ),
+                name().text(" has shape ").shape(tensor.dims).text("; the reference has ").shape(&p.dims),
             ));
         }
         if p.trainable {
-            let (bytes, external) = range_of(&tensor, || format!("parameter {}", name()))?;
-            let lanes = Lanes::of(p.data_type).ok_or_else(|| {
-                Rejection::new(RejectionKind::Dtype, format!("parameter {} cannot be averaged", name()))
-            })?;
+            let (bytes, external) = range_of(&tensor, name)?;
+            let lanes = Lanes::of(p.data_type)
+                .ok_or_else(|| Rejection::new(RejectionKind::Dtype, name().text(" cannot be averaged")))?;
             located.push(Located { lanes, bytes, external });
         }
     }
     for m in &layout.momentums {
-        let label = || py_repr(&format!("{}/{}/{}", m.group, m.param, m.momentum));
+        let label = || momentum_label(m);
         let found = index
             .optimizer_groups
             .iter()
@@ -217,27 +225,25 @@ pub fn check_structure(index: &CheckpointIndex, layout: &Layout) -> Result<Vec<L
             .and_then(|g| g.states.iter().find(|s| s.param_name == m.param))
             .and_then(|s| index.momentums(s).find(|t| t.name == m.momentum));
         let Some(tensor) = found else {
-            return Err(Rejection::new(RejectionKind::Optimizer, format!("momentum {} is missing", label())));
+            return Err(Rejection::new(RejectionKind::Optimizer, label().text(" is missing")));
         };
         if tensor.data_type != m.data_type || tensor.dims != m.dims.as_slice() {
             let list =
                 |d: &[i64]| format!("[{}]", d.iter().map(i64::to_string).collect::<Vec<_>>().join(", "));
             return Err(Rejection::new(
                 RejectionKind::Optimizer,
-                format!(
-                    "momentum {} is {}{}; the reference has {}{}",
-                    label(),
+                label().text(format!(
+                    " is {}{}; the reference has {}{}",
                     type_name(tensor.data_type),
                     list(tensor.dims),
                     type_name(m.data_type),
                     list(&m.dims)
-                ),
+                )),
             ));
         }
-        let (bytes, external) = range_of(&tensor, || format!("momentum {}", label()))?;
-        let lanes = Lanes::of(m.data_type).ok_or_else(|| {
-            Rejection::new(RejectionKind::Optimizer, format!("momentum {} cannot be averaged", label()))
-        })?;
+        let (bytes, external) = range_of(&tensor, label)?;
+        let lanes = Lanes::of(m.data_type)
+            .ok_or_else(|| Rejection::new(RejectionKind::Optimizer, label().text(" cannot be averaged")))?;
         located.push(Located { lanes, bytes, external });
     }
     Ok(located)
@@ -284,9 +290,10 @@ pub fn weight_of(index: &CheckpointIndex, rule: &WeightRule) -> Result<f64, Reje
         WeightRule::Given(w) => {
             return match weight_problem(*w) {
                 None => Ok(*w),
-                Some(problem) => {
-                    Err(Rejection::new(RejectionKind::Weight, format!("weight {} {problem}", py_float(*w))))
-                }
+                Some(problem) => Err(Rejection::new(
+                    RejectionKind::Weight,
+                    Message::text_first("weight ").float(*w).text(format!(" {problem}")),
+                )),
             }
         }
         WeightRule::Property(name) => (name, 1.0),
@@ -295,13 +302,14 @@ pub fn weight_of(index: &CheckpointIndex, rule: &WeightRule) -> Result<f64, Reje
     let Some(property) = index.properties.iter().find(|p| &p.name == name) else {
         return Err(Rejection::new(
             RejectionKind::Weight,
-            format!("property {} (the weight) is missing", py_repr(name)),
+            Message::text_first("property ").name(name.as_str()).text(" (the weight) is missing"),
         ));
     };
+    let named = || Message::text_first("property ").name(name.as_str()).text(" = ");
     let (value, shown) = match &property.value {
-        PropertyValue::Int(v) => (*v as f64, v.to_string()),
-        PropertyValue::Float(v) => (f64::from(*v), py_float(f64::from(*v))),
-        PropertyValue::Str(s) => (f64::NAN, py_repr(s)),
+        PropertyValue::Int(v) => (*v as f64, named().text(v.to_string())),
+        PropertyValue::Float(v) => (f64::from(*v), named().float(f64::from(*v))),
+        PropertyValue::Str(s) => (f64::NAN, named().name(s.as_str())),
     };
     match weight_problem(value) {
         None => {
@@ -310,18 +318,14 @@ pub fn weight_of(index: &CheckpointIndex, rule: &WeightRule) -> Result<f64, Reje
                 None => Ok(weight),
                 Some(problem) => Err(Rejection::new(
                     RejectionKind::Weight,
-                    format!("property {} = {shown} discounted by {factor}: weight {problem}", py_repr(name)),
+                    shown.text(format!(" discounted by {factor}: weight {problem}")),
                 )),
             }
         }
-        Some(_) if matches!(property.value, PropertyValue::Str(_)) => Err(Rejection::new(
-            RejectionKind::Weight,
-            format!("property {} = {shown} is not a number", py_repr(name)),
-        )),
-        Some(problem) => Err(Rejection::new(
-            RejectionKind::Weight,
-            format!("property {} = {shown} {problem}", py_repr(name)),
-        )),
+        Some(_) if matches!(property.value, PropertyValue::Str(_)) => {
+            Err(Rejection::new(RejectionKind::Weight, shown.text(" is not a number")))
+        }
+        Some(problem) => Err(Rejection::new(RejectionKind::Weight, shown.text(format!(" {problem}")))),
     }
 }
 

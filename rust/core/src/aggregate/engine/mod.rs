@@ -34,6 +34,7 @@ use super::structure::{check_structure, Layout, Located, WeightRule};
 use super::upload::{index_upload, open_files, read_file, HeldFiles, Refusal};
 use super::verdict::{FileItem, Verdict as FileVerdict};
 use super::Rejection;
+use crate::message::Message;
 use crate::Error;
 use members::Member;
 use tally::Tally;
@@ -332,7 +333,9 @@ impl Round {
             if loc.bytes.end.checked_sub(loc.bytes.start) != Some(expected) || loc.bytes.end > size {
                 return Err(Rejection::new(
                     RejectionKind::Unreadable,
-                    format!("the bytes of {} lie outside the global model", self.layout.slot_label(slot)),
+                    Message::text_first("the bytes of ")
+                        .then(self.layout.slot_label(slot))
+                        .text(" lie outside the global model"),
                 ));
             }
         }
@@ -504,10 +507,8 @@ impl Round {
         for (i, p) in std::mem::take(&mut self.remote).into_iter().enumerate() {
             match first.get(i).copied().flatten() {
                 Some(slot) => {
-                    let message = format!(
-                        "its update against relative_to overflows float64 in {}",
-                        self.layout.slot_name(slot)
-                    );
+                    let message = Message::text_first("its update against relative_to overflows float64 in ")
+                        .then(self.layout.slot_name(slot));
                     self.accepted = self.accepted.saturating_sub(1);
                     self.tally.total_weight -= p.weight;
                     dropped.push((i, Rejection::new(RejectionKind::Overflow, message)));
@@ -574,7 +575,7 @@ impl Round {
         if self.accepted < needed {
             let short = needed - self.accepted;
             return Err(Error::Aggregation {
-                detail: format!("{why}; {} were accepted ({short} short)", self.accepted),
+                detail: format!("{why}; {} were accepted ({short} short)", self.accepted).into(),
             });
         }
         Ok(())
@@ -859,10 +860,8 @@ impl Round {
         for (i, (m, bad)) in std::mem::take(&mut self.members).into_iter().zip(found).enumerate() {
             match bad {
                 Some(slot) => {
-                    let message = format!(
-                        "its update against relative_to overflows float64 in {}",
-                        self.layout.slot_name(slot)
-                    );
+                    let message = Message::text_first("its update against relative_to overflows float64 in ")
+                        .then(self.layout.slot_name(slot));
                     self.accepted = self.accepted.saturating_sub(1);
                     self.tally.total_weight -= m.weight;
                     dropped.push((i, Rejection::new(RejectionKind::Overflow, message)));
@@ -880,12 +879,12 @@ fn check_finite(layout: &Layout, method: &str, values: &[&[f64]]) -> Result<(), 
     for (slot, part) in values.iter().enumerate() {
         if part.iter().any(|v| !v.is_finite()) {
             return Err(Error::Aggregation {
-                detail: format!(
-                    "the {method} aggregate of {} is not finite in float64: the uploads are finite, but \
-                     their aggregate passes float64's limit (values near ±1.8e308, or an update added to \
-                     the global model)",
-                    layout.slot_name(slot)
-                ),
+                detail: Message::text_first(format!("the {method} aggregate of "))
+                    .then(layout.slot_name(slot))
+                    .text(
+                        " is not finite in float64: the uploads are finite, but their aggregate passes \
+                         float64's limit (values near ±1.8e308, or an update added to the global model)",
+                    ),
             });
         }
     }
