@@ -117,3 +117,39 @@ def test_touched_edited_and_removed_parameters_keep_their_own_path(tmp_path: pat
     assert list(back.parameters["vocab"].data) == ["a", "bc"]
     assert not back.parameters["frozen_i64"].trainable and back.parameters["p0010"].trainable
     assert len(back.parameters) == len(state.parameters) == 50
+
+
+def test_a_loaded_state_s_untouched_momentums_are_one_native_call(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Saving a loaded state with its optimizer state: the momentums' files are checked in one
+    call (``Index.prepare_momentums``), not one ``prepare`` per momentum; the bytes are those of
+    the per-tensor path, inline and in ``.data``; a momentum replaced in memory keeps its own."""
+    rng = np.random.default_rng(7)
+    params = {f"p{i:03d}": rng.standard_normal(8).astype(np.float32) for i in range(300)}
+    states = {n: {"momentum0": v * 2, "momentum1": v * 3} for n, v in params.items()}
+    group = ortckpt.OptimizerGroup(step=5, initial_learning_rate=0.01, states=states)
+    source = tmp_path / "source.ckpt"
+    io.save(ortckpt.CheckpointState(params, optimizer={"g": group}), source)
+    io.save(io.load(source), tmp_path / "ext.ckpt", external_data_threshold=1, external_momentums=True)
+    for path in (source, tmp_path / "ext.ckpt"):
+        touched = io.load(path)
+        for moms in touched.optimizer["g"].states.values():
+            for name in list(moms):
+                moms[name] = np.array(moms[name])  # held in memory: the per-tensor path
+        expected = touched.to_bytes(include_optimizer_state=True)
+        calls = _count_native_calls(monkeypatch)
+        state = io.load(path)
+        calls.clear()
+        assert state.to_bytes(include_optimizer_state=True) == expected
+        assert calls == {
+            "Index.parameter_specs": 1,
+            "Index.prepare_momentums": 1,
+            "serialize_checkpoint": 1,
+        }, calls
+        monkeypatch.undo()
+    state = io.load(source)
+    state.optimizer["g"].states["p007"]["momentum0"] = np.full(8, 9, np.float32)
+    back = io.load_bytes(state.to_bytes(include_optimizer_state=True))
+    assert back.optimizer["g"].states["p007"]["momentum0"].tolist() == [9.0] * 8
+    assert back.optimizer["g"].states["p008"]["momentum1"].tolist() == (params["p008"] * 3).tolist()

@@ -144,6 +144,11 @@ class BufferTensor(Tensor):
 
     def spec_data(self, name: str) -> SpecData:
         self._before_use()
+        return self.prepared_bytes()
+
+    def prepared_bytes(self) -> memoryview:
+        """The values' bytes, for a caller that ran the checks of ``_before_use`` already (for
+        many tensors at once: ``Index.prepare_momentums``)."""
         return memoryview(self._buffer)[self._offset : self._offset + self._nbytes]
 
     def _before_use(self) -> None:
@@ -190,6 +195,11 @@ class IndexedTensor(BufferTensor):
                 view = buffer_array(self._buffer, self._offset, self._nbytes, self.dtype, self.shape, name)
             self._cache = view
         return self._cache
+
+    @property
+    def index(self) -> Index:
+        """The index whose tensor this is."""
+        return self._index
 
     def _before_use(self) -> None:
         # The core's checks left for first use: file unchanged since load, stored length.

@@ -289,6 +289,17 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
     /// [`LoadedCheckpoint::prepare`] for every parameter at once: one check of each file, normal
     /// readahead over each, every length left for first use compared.
     pub fn prepare_parameters(&self) -> Result<()> {
+        self.prepare_tensors(0..self.index.parameter_count())
+    }
+
+    /// [`LoadedCheckpoint::prepare`] for every optimizer momentum at once (the tensors after the
+    /// parameters), as [`LoadedCheckpoint::prepare_parameters`] does for the parameters.
+    pub fn prepare_momentums(&self) -> Result<()> {
+        self.prepare_tensors(self.index.parameter_count()..self.index.tensor_count())
+    }
+
+    /// [`LoadedCheckpoint::prepare`] for the tensors at `positions`, each file checked once.
+    fn prepare_tensors(&self, positions: std::ops::Range<usize>) -> Result<()> {
         #[cfg(feature = "fs")]
         for bytes in std::iter::once(&self.checkpoint).chain(self.external.as_ref()) {
             if let Some(file) = bytes.file() {
@@ -297,7 +308,7 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
         }
         // Every parameter's range, each buffer's in one call: a paged input fetches them together.
         let (mut inline, mut external) = (Vec::new(), Vec::new());
-        for tensor in self.index.tensors().take(self.index.parameter_count()) {
+        for tensor in self.index.tensors().skip(positions.start).take(positions.len()) {
             match tensor.storage {
                 Storage::Inline { offset, len, length_checked } => {
                     let prefix = if length_checked { 0 } else { offset.min(4) };
@@ -315,7 +326,7 @@ impl<B: CheckpointBytes> LoadedCheckpoint<B> {
         if let Some(bytes) = &self.external {
             bytes.fill_all(&mut external)?;
         }
-        self.check_lengths(0..self.index.parameter_count())
+        self.check_lengths(positions)
     }
 
     /// Compares the stored lengths that indexing left for first use, for `positions`.

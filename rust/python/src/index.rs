@@ -215,6 +215,12 @@ impl Index {
         py.detach(|| self.loaded.prepare(position)).map_err(|e| self.error(e))
     }
 
+    /// `prepare` of every optimizer momentum in one call (each file checked once): a save of a
+    /// loaded state's untouched momentums then views their bytes without a call each.
+    fn prepare_momentums(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.loaded.prepare_momentums()).map_err(|e| self.error(e))
+    }
+
     /// `prepare(position)`, then the tensor's values as a read-only numpy view of dtype `dtype`;
     /// None when the caller must make the array itself (strings, nominal, empty and misaligned
     /// tensors).
