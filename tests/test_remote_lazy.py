@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import textwrap
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,6 +157,49 @@ def test_a_short_reply_is_our_error(faulty: tuple[str, http_servers.Faults], mod
     with pytest.raises((CheckpointChangedError, RemoteSourceError)) as info:
         ortckpt.load(url).to_numpy()
     assert url in str(info.value)
+
+
+def test_a_reply_far_larger_than_asked_is_cut_where_it_passes_the_range(
+    faulty: tuple[str, http_servers.Faults],
+):
+    """A server answering a 256 KiB range with 256 MiB more (206, announced): the reply is read as
+    a stream and cut one byte past the range, so the load fails with our error holding a few
+    blocks, never the reply (measured in a fresh interpreter: its peak resident set grows by less
+    than 32 MiB)."""
+    url, faults = faulty
+    faults.mode = "oversize"
+    script = textwrap.dedent(
+        """
+        import sys, ortckpt
+        def peak():
+            with open("/proc/self/status") as f:
+                return int(next(l for l in f if l.startswith("VmHWM:")).split()[1]) * 1024
+        before = peak()
+        try:
+            ortckpt.load(sys.argv[1])
+        except ortckpt.RemoteSourceError as exc:
+            print(peak() - before, str(exc).replace(chr(10), " "))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script, url], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    growth, message = proc.stdout.strip().split(" ", 1)
+    assert "the server sent more" in message and url in message
+    assert int(growth) < 32 * MiB, (int(growth) / MiB, http_servers.OVERSIZE / MiB)
+
+
+def test_an_upload_whose_reply_passes_max_bytes_is_too_large_unread(faulty: tuple[str, http_servers.Faults]):
+    """A URL upload read whole within ``max_bytes`` (one request, its reply cut one byte past the
+    limit): a reply padded far beyond the object is the upload's rejection (``too-large``), read no
+    further; the same upload served as it is passes."""
+    url, faults = faulty
+    good = ortckpt.average([url], max_bytes=64 * MiB)
+    assert [r.kind for r in good.sources] == [None]
+    faults.mode = "oversize"
+    with pytest.raises(ortckpt.AggregationError) as refused:
+        ortckpt.average([url], max_bytes=64 * MiB)
+    (only,) = refused.value.report.sources
+    assert only.kind == "too-large" and "more than 67108864" in (only.reason or "")
 
 
 @pytest.mark.parametrize("after", [0, 1], ids=["structure", "tensor"])

@@ -14,7 +14,7 @@ import contextlib
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import _native
@@ -95,9 +95,18 @@ def _timeout() -> float:
     return seconds
 
 
-def _within_deadline(fs: Any, url: str, name: str, *args: Any, nbytes: int = 0, **kwargs: Any) -> Any:
-    """``fs.<name>(*args, **kwargs)``, cancelled (``RemoteSourceError``) when it takes longer than
-    the deadline for ``nbytes`` bytes; synchronous file systems (memory, local) run as they are."""
+def _within_deadline(
+    fs: Any,
+    url: str,
+    name: str,
+    *args: Any,
+    nbytes: int = 0,
+    coroutine: Callable[..., Awaitable[Any]] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """``fs.<name>(*args, **kwargs)`` (or ``coroutine(*args, **kwargs)`` in its place, on an
+    asynchronous file system), cancelled (``RemoteSourceError``) when it takes longer than the
+    deadline for ``nbytes`` bytes; synchronous file systems (memory, local) run as they are."""
     deadline = _timeout() + _SECONDS_PER_MIB * nbytes / (1 << 20)
     if not getattr(fs, "async_impl", False):
         return getattr(fs, name)(*args, **kwargs)
@@ -105,13 +114,43 @@ def _within_deadline(fs: Any, url: str, name: str, *args: Any, nbytes: int = 0, 
     from fsspec.exceptions import FSTimeoutError
 
     try:
-        return sync(fs.loop, getattr(fs, "_" + name), *args, timeout=deadline, **kwargs)
+        return sync(fs.loop, coroutine or getattr(fs, "_" + name), *args, timeout=deadline, **kwargs)
     except FSTimeoutError:
         raise RemoteSourceError(
             f"{url}: the server did not answer within {deadline:.0f} s ({name}"
             f"{f' of {nbytes} bytes' if nbytes else ''}): it stalls; try again later (ORTCKPT_REMOTE_TIMEOUT "
             "sets the deadline)"
         ) from None
+
+
+def _is_http(fs: Any) -> bool:
+    """fsspec's HTTP file system (aiohttp), whose range requests ``_http_range`` makes."""
+    try:
+        from fsspec.implementations.http import HTTPFileSystem
+    except ImportError:  # no aiohttp: no HTTP file system either
+        return False
+    return isinstance(fs, HTTPFileSystem)
+
+
+async def _http_range(fs: Any, path: str, start: int, end: int) -> bytes:
+    """Bytes ``start..end`` of ``path`` by one range request on ``fs``'s aiohttp session, the
+    reply read as a stream and cut after ``end - start + 1`` bytes: a server that ignores the range
+    (or sends a body larger than asked) costs one byte more than asked, never its whole reply in
+    memory (fsspec's ``cat_file`` reads the reply whole, then the length is checked)."""
+    session = await fs.set_session()
+    kwargs = dict(fs.kwargs)
+    headers = dict(kwargs.pop("headers", None) or {})
+    headers["Range"] = f"bytes={start}-{end - 1}"
+    cap = end - start + 1
+    async with session.get(fs.encode_url(path), headers=headers, **kwargs) as reply:
+        fs._raise_not_found_for_status(reply, path)
+        out = bytearray()
+        while len(out) < cap:
+            chunk = await reply.content.read(min(1 << 20, cap - len(out)))
+            if not chunk:
+                break
+            out += chunk
+    return bytes(out)
 
 
 def _size(fs: Any, path: str) -> int | None:
@@ -136,6 +175,13 @@ def read_url(url: str, *, max_bytes: int | None = None, storage_options: Storage
         size = _size(fs, path)
         if size is not None and size > max_bytes:
             raise _too_large(url, size, max_bytes)
+        if _is_http(fs):  # one request, within the deadline, its reply cut past max_bytes
+            data: bytes = _within_deadline(
+                fs, url, "cat_file", fs, path, 0, max_bytes + 1, nbytes=max_bytes, coroutine=_http_range
+            )
+            if len(data) > max_bytes:
+                raise _too_large(url, f"more than {max_bytes}", max_bytes)
+            return data
     with fs.open(path, "rb") as f:
         data = f.read() if max_bytes is None else f.read(max_bytes + 1)
     if max_bytes is not None and len(data) > max_bytes:
@@ -215,9 +261,22 @@ class _RangeReader:
     def __call__(self, offset: int, length: int) -> bytes:
         self.budget.take(length)
         try:
-            data = _within_deadline(
-                self.fs, self.url, "cat_file", self.path, start=offset, end=offset + length, nbytes=length
-            )
+            if _is_http(self.fs):  # the reply read with a cap (a hostile server's body is not held)
+                data = _within_deadline(
+                    self.fs,
+                    self.url,
+                    "cat_file",
+                    self.fs,
+                    self.path,
+                    offset,
+                    offset + length,
+                    nbytes=length,
+                    coroutine=_http_range,
+                )
+            else:
+                data = _within_deadline(
+                    self.fs, self.url, "cat_file", self.path, start=offset, end=offset + length, nbytes=length
+                )
         except FileNotFoundError:
             self._check_unchanged()
             raise
@@ -232,8 +291,8 @@ class _RangeReader:
         self._check_unchanged()
         if len(data) > length:
             raise RemoteSourceError(
-                f"{self.url}: asked for {length} bytes at offset {offset}, the server sent {len(data)}: it "
-                "ignores Range requests; load it with mmap=False to read it whole"
+                f"{self.url}: asked for {length} bytes at offset {offset}, the server sent more: it ignores "
+                "Range requests (or pads its reply); load it with mmap=False to read it whole"
             )
         if len(data) < length:
             raise CheckpointChangedError(

@@ -118,6 +118,10 @@ http {{
             proc.stderr.close()
 
 
+#: bytes the ``oversize`` fault adds after a range's body
+OVERSIZE = 256 << 20
+
+
 @dataclass
 class Faults:
     """What the proxy does to replies. ``mode``: ``"pass"``, ``"ignore-range"`` (the Range header
@@ -125,7 +129,9 @@ class Faults:
     matching Content-Length), ``"close-early"`` (half the body sent, then the connection closed),
     ``"etag-change"`` (after ``after`` GET requests, every reply carries another ETag),
     ``"stall"`` (after ``after`` GET requests, a GET is answered with nothing until ``released``
-    is set, then the connection is closed)."""
+    is set, then the connection is closed), ``"oversize"`` (a range's body followed by
+    ``OVERSIZE`` bytes more, announced in its Content-Length: a server that sends far more than
+    asked)."""
 
     mode: str = "pass"
     after: int = 0
@@ -165,6 +171,8 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             conn.close()
         cut = faults.mode in ("truncate", "close-early") and reply.status == 206 and method == "GET"
         sent = body[: len(body) // 2] if cut else body
+        if faults.mode == "oversize" and reply.status == 206 and method == "GET":
+            sent = body + bytes(OVERSIZE)
         self.send_response(reply.status)
         for key, value in reply.getheaders():
             if key.lower() in ("connection", "transfer-encoding", "content-length"):
@@ -179,9 +187,12 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(claimed))
         self.send_header("Connection", "close")
         self.end_headers()
-        if method == "GET":
-            self.wfile.write(sent)
-        self.wfile.flush()
+        try:
+            if method == "GET":
+                self.wfile.write(sent)
+            self.wfile.flush()
+        except ConnectionError:  # the client stopped reading (as it should, past what it asked)
+            pass
         self.close_connection = True
 
     def do_GET(self) -> None:
