@@ -424,7 +424,7 @@ def range_pass(
     plan: _Plan | None = None,
 ) -> Any: ...
 def read_npz(
-    path: PathArg, max_decompressed_bytes: int | None = None
+    path: PathArg, max_decompressed_bytes: int | None = None, max_bytes: int | None = None
 ) -> tuple[MappedFile, list[tuple[str, str, list[int], bool, MappedFile | bytes, int]]]: ...
 
 WRITTEN_VERSION: int
@@ -440,7 +440,7 @@ MAX_WEIGHT: float
 MIN_WEIGHT: float
 
 def read_safetensors(
-    path: PathArg,
+    path: PathArg, max_bytes: int | None = None
 ) -> tuple[MappedFile, list[tuple[str, str]] | None, list[tuple[str, str, list[int], int, int]]]: ...
 
 SAFETENSORS_DTYPES: list[tuple[str, str]]

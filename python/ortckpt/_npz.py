@@ -106,9 +106,16 @@ def _restore(key: str, array: np.ndarray[Any, Any], layout: Layout | None, path:
 
 
 def read(
-    path: str, *, trainable: object, show_progress: bool, max_decompressed_bytes: int | None = None
+    path: str,
+    *,
+    trainable: object,
+    show_progress: bool,
+    max_decompressed_bytes: int | None = None,
+    max_bytes: int | None = None,
 ) -> CheckpointState:
-    _file, members = _native.read_npz(path, max_decompressed_bytes)
+    """The state in the archive at ``path``; ``SourceTooLargeError`` past ``max_bytes`` (the
+    opened file's size, before a byte is read)."""
+    _file, members = _native.read_npz(path, max_decompressed_bytes, max_bytes)
     arrays: dict[str, np.ndarray[Any, Any]] = {}
     layout: Layout | None = None
     for key, descr, shape, fortran, buffer, offset in progress(

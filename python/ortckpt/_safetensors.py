@@ -87,8 +87,12 @@ def write(state: CheckpointState, path: str, *, include_optimizer_state: bool, s
             out.write(_bytes_of(array_of(state, provider)))
 
 
-def read(path: str, *, trainable: object, show_progress: bool) -> CheckpointState:
-    file, metadata, entries = _native.read_safetensors(path)
+def read(
+    path: str, *, trainable: object, show_progress: bool, max_bytes: int | None = None
+) -> CheckpointState:
+    """The state in the safetensors file at ``path``; ``SourceTooLargeError`` past ``max_bytes``
+    (the opened file's size, before a byte is read)."""
+    file, metadata, entries = _native.read_safetensors(path, max_bytes)
     tensors: dict[str, np.ndarray[Any, Any]] = {}
     for key, name, shape, offset, nbytes in progress(
         entries, enabled=show_progress, desc="reading", total=len(entries), unit="tensor"

@@ -445,16 +445,13 @@ def _staging(url: str, storage_options: StorageOptions, default_name: str) -> It
 def local_input(
     path: StrPath, storage_options: StorageOptions = None, max_bytes: int | None = None
 ) -> Iterator[str]:
-    """A local path holding ``path``'s content: the path itself, or a temporary copy of a URL
-    (copied in chunks, so memory stays bounded). ``SourceTooLargeError`` past ``max_bytes``, the
-    rule ``load`` applies: a size known in advance (a local file's, or what the file system
-    reports) is checked before anything is read, and a copy stops after ``max_bytes + 1`` bytes
-    whatever the file system claimed."""
+    """A local path holding ``path``'s content: the path itself (the core's reader measures the
+    file it opens against ``max_bytes``), or a temporary copy of a URL (copied in chunks, so
+    memory stays bounded; ``SourceTooLargeError`` past ``max_bytes``: a size the file system
+    reports is checked before anything is read, and a copy stops after ``max_bytes + 1`` bytes
+    whatever it claimed)."""
     if not is_url(path):
-        name = local_path(path)
-        if max_bytes is not None and (local_size := os.path.getsize(name)) > max_bytes:
-            raise _too_large(name, local_size, max_bytes)
-        yield name
+        yield local_path(path)
         return
     url = str(path)
     with _staging(url, storage_options, "input") as (fs, remote, local):

@@ -121,7 +121,7 @@ def from_safetensors(
     refuses larger files, local or behind a URL (``SourceTooLargeError``), as ``load`` does.
     """
     with local_input(path, storage_options, max_bytes) as local:
-        state = _safetensors.read(local, trainable=trainable, show_progress=progress)
+        state = _safetensors.read(local, trainable=trainable, show_progress=progress, max_bytes=max_bytes)
         # a URL's temporary copy is removed on return: give the state memory of its own
         return load_bytes(state.to_bytes()) if is_url(path) else state
 
@@ -174,6 +174,7 @@ def from_npz(
             trainable=trainable,
             show_progress=progress,
             max_decompressed_bytes=max_decompressed_bytes,
+            max_bytes=max_bytes,
         )
         # a URL's temporary copy is removed on return: give the state memory of its own
         return load_bytes(state.to_bytes()) if is_url(path) else state

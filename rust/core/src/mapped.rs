@@ -198,20 +198,20 @@ impl MappedFile {
     }
 
     /// Opens (regular files only, never blocking) and reads `path` into private memory, unless
-    /// the opened file is larger than `max_bytes`: then `Ok(Err(its size))`, before a byte is
-    /// allocated or read. A file that grows while it is read is refused like any change
-    /// ([`Error::CheckpointChanged`]), so no more than `max_bytes` are ever read.
+    /// the opened file is larger than `max_bytes` ([`Error::SizeLimit`], before a byte is
+    /// allocated or read; `None`: no limit). A file that grows while it is read is refused like
+    /// any change ([`Error::CheckpointChanged`]), so no more than `max_bytes` are ever read.
     pub fn read_path_within(
         path: &Path,
-        max_bytes: u64,
+        max_bytes: Option<u64>,
         keep_going: &mut dyn FnMut() -> bool,
-    ) -> Result<std::result::Result<MappedFile, u64>> {
+    ) -> Result<MappedFile> {
         let file = open_regular(path)?;
         let stamp = FileStamp::of_file(&file, path)?;
-        if stamp.size > max_bytes {
-            return Ok(Err(stamp.size));
+        if let Some(limit) = max_bytes.filter(|&limit| stamp.size > limit) {
+            return Err(Error::SizeLimit { path: path.to_path_buf(), size: stamp.size, limit });
         }
-        MappedFile::read_stamped(file, stamp, path, keep_going).map(Ok)
+        MappedFile::read_stamped(file, stamp, path, keep_going)
     }
 
     /// [`MappedFile::read`] of a file whose state when opened was `stamp`.
@@ -347,19 +347,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, vec![3u8; 64]).unwrap();
-        let read = MappedFile::read_path_within(&path, 64, &mut || true).unwrap().unwrap();
+        let read = MappedFile::read_path_within(&path, Some(64), &mut || true).unwrap();
         assert!(!read.is_mapped());
         assert_eq!(read.bytes(), &[3u8; 64][..]);
         // a sparse 1 TiB file: refused from its size, `keep_going` never asked (nothing read)
         let huge = dir.path().join("huge");
         std::fs::File::create(&huge).unwrap().set_len(1 << 40).unwrap();
         let mut calls = 0;
-        let refused = MappedFile::read_path_within(&huge, 64, &mut || {
+        let refused = MappedFile::read_path_within(&huge, Some(64), &mut || {
             calls += 1;
             true
         });
-        assert!(matches!(refused, Ok(Err(size)) if size == 1 << 40));
+        assert!(matches!(refused, Err(Error::SizeLimit { size, limit: 64, .. }) if size == 1 << 40));
         assert_eq!(calls, 0);
-        assert!(matches!(MappedFile::read_path_within(dir.path(), 64, &mut || true), Err(Error::Io { .. })));
+        assert!(matches!(
+            MappedFile::read_path_within(dir.path(), Some(64), &mut || true),
+            Err(Error::Io { .. })
+        ));
     }
 }

@@ -12,7 +12,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::errors::{core_error, GuardedError, SourceTooLargeError};
+use crate::errors::{core_error, GuardedError};
 
 #[pyclass(frozen, module = "ortckpt._native")]
 pub(crate) struct MappedFile {
@@ -91,15 +91,10 @@ impl MappedFile {
     fn read(py: Python<'_>, path: &Bound<'_, PyAny>, max_bytes: u64) -> PyResult<Self> {
         let path = path_arg(path)?;
         let source = show(&path);
-        let read = interruptible(py, &source, |keep_going| {
-            ortckpt_core::MappedFile::read_path_within(&path, max_bytes, keep_going)
+        let inner = interruptible(py, &source, |keep_going| {
+            ortckpt_core::MappedFile::read_path_within(&path, Some(max_bytes), keep_going)
         })?;
-        match read {
-            Ok(inner) => Ok(MappedFile { inner }),
-            Err(size) => Err(SourceTooLargeError::new_err(format!(
-                "{source}: {size} bytes exceed the size limit of {max_bytes} bytes"
-            ))),
-        }
+        Ok(MappedFile { inner })
     }
 
     /// The file's path, as given.

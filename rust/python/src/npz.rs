@@ -16,20 +16,23 @@ type Member = (String, String, Vec<u64>, bool, Py<PyAny>, u64);
 
 /// Opens the `.npz` archive at `path` and decodes every member (deflated members may total at
 /// most `max_decompressed_bytes`, default: the core's budget for the archive's size). Returns the
-/// opened file and the members; a stored member's buffer is the file itself.
+/// opened file and the members; a stored member's buffer is the file itself. SourceTooLargeError
+/// for an archive of more than `max_bytes` bytes, before a byte is read.
 #[pyfunction]
-#[pyo3(signature = (path, max_decompressed_bytes=None))]
+#[pyo3(signature = (path, max_decompressed_bytes=None, max_bytes=None))]
 pub(crate) fn read_npz(
     py: Python<'_>,
     path: &Bound<'_, PyAny>,
     max_decompressed_bytes: Option<u64>,
+    max_bytes: Option<u64>,
 ) -> PyResult<(Py<MappedFile>, Vec<Member>)> {
     let path = path_arg(path)?;
     let source = show(&path);
     // Read into private memory, not mapped: members are inflated from these bytes and stored
     // members are viewed in place, so a mapping would let another program's truncation SIGBUS us.
-    let file =
-        interruptible(py, &source, |keep_going| ortckpt_core::MappedFile::read_path(&path, keep_going))?;
+    let file = interruptible(py, &source, |keep_going| {
+        ortckpt_core::MappedFile::read_path_within(&path, max_bytes, keep_going)
+    })?;
     let bytes = file.bytes();
     let budget =
         max_decompressed_bytes.unwrap_or_else(|| ortckpt_core::default_npz_budget(bytes.len() as u64));

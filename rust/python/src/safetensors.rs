@@ -17,18 +17,22 @@ type Tensor = (String, &'static str, Vec<u64>, u64, u64);
 type Metadata = Option<Vec<(String, String)>>;
 
 /// Opens the safetensors file at `path`, reads it into private memory and checks it. Returns the
-/// file's bytes, its `__metadata__` and its tensors in file order.
+/// file's bytes, its `__metadata__` and its tensors in file order. SourceTooLargeError for a
+/// file of more than `max_bytes` bytes, before a byte is read.
 #[pyfunction]
+#[pyo3(signature = (path, max_bytes=None))]
 pub(crate) fn read_safetensors(
     py: Python<'_>,
     path: &Bound<'_, PyAny>,
+    max_bytes: Option<u64>,
 ) -> PyResult<(Py<MappedFile>, Metadata, Vec<Tensor>)> {
     let path = path_arg(path)?;
     let source = show(&path);
     // Read, not mapped: the tensors are views of these bytes for as long as the state lives, and
     // a mapping would let another program's truncation of the file SIGBUS us.
-    let file =
-        interruptible(py, &source, |keep_going| ortckpt_core::MappedFile::read_path(&path, keep_going))?;
+    let file = interruptible(py, &source, |keep_going| {
+        ortckpt_core::MappedFile::read_path_within(&path, max_bytes, keep_going)
+    })?;
     let checked =
         py.detach(|| catch_unwind(AssertUnwindSafe(|| ortckpt_core::read_safetensors(file.bytes()))));
     let SafetensorsFile { metadata, tensors, .. } = match checked {
