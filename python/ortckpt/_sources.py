@@ -153,6 +153,17 @@ async def _http_range(fs: Any, path: str, start: int, end: int) -> bytes:
     return bytes(out)
 
 
+def _fetch_range(fs: Any, url: str, path: str, start: int, end: int) -> bytes:
+    """Bytes ``start..end`` of ``path`` by one request within its deadline; over HTTP read with a
+    cap (``_http_range``: at most one byte more than asked is ever held)."""
+    if _is_http(fs):
+        data: bytes = _within_deadline(
+            fs, url, "cat_file", fs, path, start, end, nbytes=end - start, coroutine=_http_range
+        )
+        return data
+    return bytes(_within_deadline(fs, url, "cat_file", path, start=start, end=end, nbytes=end - start))
+
+
 def _size(fs: Any, path: str) -> int | None:
     try:
         size = fs.size(path)
@@ -176,9 +187,7 @@ def read_url(url: str, *, max_bytes: int | None = None, storage_options: Storage
         if size is not None and size > max_bytes:
             raise _too_large(url, size, max_bytes)
         if _is_http(fs):  # one request, within the deadline, its reply cut past max_bytes
-            data: bytes = _within_deadline(
-                fs, url, "cat_file", fs, path, 0, max_bytes + 1, nbytes=max_bytes, coroutine=_http_range
-            )
+            data = _fetch_range(fs, url, path, 0, max_bytes + 1)
             if len(data) > max_bytes:
                 raise _too_large(url, f"more than {max_bytes}", max_bytes)
             return data
@@ -261,22 +270,7 @@ class _RangeReader:
     def __call__(self, offset: int, length: int) -> bytes:
         self.budget.take(length)
         try:
-            if _is_http(self.fs):  # the reply read with a cap (a hostile server's body is not held)
-                data = _within_deadline(
-                    self.fs,
-                    self.url,
-                    "cat_file",
-                    self.fs,
-                    self.path,
-                    offset,
-                    offset + length,
-                    nbytes=length,
-                    coroutine=_http_range,
-                )
-            else:
-                data = _within_deadline(
-                    self.fs, self.url, "cat_file", self.path, start=offset, end=offset + length, nbytes=length
-                )
+            data = _fetch_range(self.fs, self.url, self.path, offset, offset + length)
         except FileNotFoundError:
             self._check_unchanged()
             raise
@@ -299,7 +293,7 @@ class _RangeReader:
                 f"{self.url}: asked for {length} bytes at offset {offset}, the server sent {len(data)}: the "
                 "object is shorter than when it was opened; load it again"
             )
-        return bytes(data)
+        return data
 
 
 def _open_lazy(fs: Any, path: str, url: str, budget: _Budget) -> tuple[_RangeReader, int] | None:

@@ -124,11 +124,14 @@ fn try_open(
     let Some(checkpoint) = checkpoint else {
         return interrupted_or_retry(&paths, "the checkpoint is being replaced");
     };
-    let id = |f: &std::fs::File, p: &Path| -> Result<FileId> {
-        Ok(FileId::of(&f.metadata().map_err(|e| Error::io(p, "read metadata of", e))?))
+    // identity and size from one `fstat` of each opened file
+    let stat = |f: &std::fs::File, p: &Path| -> Result<(FileId, u64)> {
+        let meta = f.metadata().map_err(|e| Error::io(p, "read metadata of", e))?;
+        Ok((FileId::of(&meta), meta.len()))
     };
-    let checkpoint_id = id(&checkpoint, given)?;
-    let external_id = external.as_ref().map(|f| id(f, &external_path)).transpose()?;
+    let (checkpoint_id, checkpoint_len) = stat(&checkpoint, given)?;
+    let external_stat = external.as_ref().map(|f| stat(f, &external_path)).transpose()?;
+    let external_id = external_stat.map(|(id, _)| id);
     // 3. the names still lead to the opened files
     if id_of_path(given)? != Some(checkpoint_id) || id_of_path(&external_path)? != external_id {
         return Ok(Attempt::Retry("a save replaced the files while they were opened".into()));
@@ -143,11 +146,9 @@ fn try_open(
         Found::Corrupt => return interrupted_or_retry(&paths, "the save journal is unreadable"),
     };
     if let Some(limit) = limit {
-        let size = |f: &std::fs::File, p: &Path| -> Result<u64> {
-            Ok(f.metadata().map_err(|e| Error::io(p, "read metadata of", e))?.len())
-        };
-        let ext_size = external.as_ref().map(|f| size(f, &external_path)).transpose()?.unwrap_or(0);
-        let total = size(&checkpoint, given)?.saturating_add(ext_size);
+        // the external file counts when it is still part of the pair (the journal may drop it)
+        let ext_len = external.as_ref().and(external_stat).map_or(0, |(_, len)| len);
+        let total = checkpoint_len.saturating_add(ext_len);
         if total > limit {
             return Err(Error::SizeLimit { path: given.to_path_buf(), size: total, limit });
         }

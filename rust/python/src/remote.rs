@@ -8,7 +8,6 @@
 
 use std::ffi::c_int;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ortckpt_core::{BlockSource, PagedBytes};
@@ -70,7 +69,8 @@ impl PagedSource {
 impl BlockSource for PagedSource {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         let read = match &self.read {
-            Reader::File(file) => return file.read_exact_at(buf, offset),
+            // the core's `pread` of an opened file (a short file is a changed one)
+            Reader::File(file) => return BlockSource::read_at(&file, offset, buf),
             Reader::Python(read) => read,
         };
         Python::attach(|py| {

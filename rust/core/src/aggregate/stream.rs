@@ -21,11 +21,11 @@
 //! check, read into memory as the in-memory path reads them.
 //!
 //! The copy is as large as the sums. Sums that nothing was added into yet (the first group of
-//! a round) need none: they are undone by zeroing them. For a model whose float64 sums pass [`COPY_MAX_BYTES`] (a 3 GB model
-//! has 6 GB of sums: the copy would double the round's memory), the first group is therefore
-//! added in one read as above, and each later group is instead *checked first*: every upload's values are read and checked (finite; largest
-//! magnitudes) before the group is added in a second read, so nothing ever needs undoing and no
-//! copy is made. A file changed between the two reads (found by the second read's check and by
+//! a round) need none: they are undone by zeroing them. For a model whose float64 sums pass
+//! [`COPY_MAX_BYTES`] (a 3 GB model has 6 GB of sums: the copy would double the round's memory),
+//! the first group is therefore added in one read as above, and each later group is instead
+//! *checked first*: every upload's values are read and checked (finite; largest magnitudes)
+//! before the group is added in a second read, so nothing ever needs undoing and no copy is made. A file changed between the two reads (found by the second read's check and by
 //! its size and modification time) stops the round with `CheckpointChanged`: its values may
 //! already be in the sums, and without the copy they cannot be taken out.
 
