@@ -130,14 +130,10 @@ pub struct FileUpload {
     pub files: HeldFiles,
 }
 
-fn too_large(path: &Path, size: &str, limit: u64) -> Rejection {
-    Rejection::new(
-        RejectionKind::TooLarge,
-        format!(
-            "{}: {size} bytes exceed the size limit of {limit} bytes (raise max_bytes if it is legitimate)",
-            path.display()
-        ),
-    )
+/// An upload past the round's size limit: a rejection, in the words of the core's size-limit error.
+fn too_large(path: &Path, size: u64, limit: u64) -> Rejection {
+    let error = Error::SizeLimit { path: path.to_path_buf(), size, limit };
+    Rejection::new(RejectionKind::TooLarge, error.to_string())
 }
 
 /// Opens `path` (regular files only, never blocking: the core's file layer) with its stamp.
@@ -175,7 +171,7 @@ pub fn open_files(path: &Path, max_bytes: Option<u64>) -> Result<HeldFiles, Refu
     };
     let size = checkpoint.1.size.saturating_add(external.as_ref().map_or(0, |e| e.1.size));
     if let Some(limit) = max_bytes.filter(|&l| size > l) {
-        return Err(too_large(path, &size.to_string(), limit).into());
+        return Err(too_large(path, size, limit).into());
     }
     Ok(HeldFiles { path: path.to_path_buf(), checkpoint, external, external_path: ext_path })
 }
