@@ -14,6 +14,7 @@ import pytest
 
 import ortckpt
 from ortckpt import CheckpointState, OptimizerGroup
+from tests.helpers.io_counts import bytes_read, float32_uploads
 
 EVERYTHING = "0"  # stream every model
 NOTHING = str(1 << 62)  # stream none
@@ -150,12 +151,6 @@ def test_robust_rounds_check_streamed_uploads_as_read_whole(
         assert streamed.state.parameters[name].data.tobytes() == p.data.tobytes(), name
 
 
-def _bytes_read() -> int:
-    """Bytes this process has read with read/pread so far (the kernel's count)."""
-    with open("/proc/self/io") as io:
-        return next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
-
-
 @pytest.mark.parametrize("copy_max", [None, "0"], ids=["sums-copied", "sums-never-copied"])
 def test_a_streamed_round_of_one_group_reads_each_upload_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copy_max: str | None
@@ -166,16 +161,10 @@ def test_a_streamed_round_of_one_group_reads_each_upload_once(
     monkeypatch.setenv("ORTCKPT_STREAM_MIN_BYTES", EVERYTHING)
     if copy_max is not None:
         monkeypatch.setenv("ORTCKPT_STREAM_COPY_MAX_BYTES", copy_max)
-    rng = np.random.default_rng(2)
-    paths = []
-    for i in range(5):
-        state = CheckpointState({f"w{j}": rng.standard_normal(1 << 19).astype(np.float32) for j in range(4)})
-        paths.append(tmp_path / f"dev{i}.ckpt")
-        ortckpt.save(state, paths[-1])
-    size = sum(p.stat().st_size for p in paths)
+    paths, size = float32_uploads(tmp_path, seed=2)
     ortckpt.average(paths[:2])  # what a round imports is read before the count starts
-    before = _bytes_read()
+    before = bytes_read()
     report = ortckpt.average(paths)
-    read = _bytes_read() - before
+    read = bytes_read() - before
     assert len(report.accepted) == 5
     assert size <= read < size + (1 << 20), (read, size)

@@ -14,6 +14,7 @@ import pytest
 
 import ortckpt
 from ortckpt import CheckpointState
+from tests.helpers.io_counts import bytes_read, float32_uploads
 
 SHAPES = {"fc.weight": (12, 9), "fc.bias": (9,)}
 
@@ -127,12 +128,6 @@ def test_a_first_file_that_fails_its_checks_where_it_is_counted_is_not_the_refer
         np.testing.assert_array_equal(batch.state.parameters[name].data, result.state.parameters[name].data)
 
 
-def _bytes_read() -> int:
-    """Bytes this process has read with read/pread so far (the kernel's count)."""
-    with open("/proc/self/io") as io:
-        return next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
-
-
 def test_fedavg_over_local_files_reads_each_byte_once(tmp_path: Path):
     """A reference given as a path, or found among the uploads, is indexed from its structure's
     blocks: a FedAvg round over N local files reads N files' bytes, not N + 1 (the first twice),
@@ -151,11 +146,11 @@ def test_fedavg_over_local_files_reads_each_byte_once(tmp_path: Path):
         for i, p in enumerate(paths)
     )
     ortckpt.Round(reference=paths[3])  # the modules a round imports are read once, before counting
-    before = _bytes_read()
+    before = bytes_read()
     ortckpt.Round(reference=paths[0])
-    assert _bytes_read() - before < 1 << 20
+    assert bytes_read() - before < 1 << 20
     for run in ("average", "round"):
-        before = _bytes_read()
+        before = bytes_read()
         if run == "average":
             report = ortckpt.average(paths)
         else:
@@ -163,7 +158,7 @@ def test_fedavg_over_local_files_reads_each_byte_once(tmp_path: Path):
             for p in paths:
                 rnd.add(p)
             report = rnd.result()
-        read = _bytes_read() - before
+        read = bytes_read() - before
         assert size <= read < size + (2 << 20), (run, read, size)
         assert report.state.parameters["table"].data.tolist() == list(range(100))
 
@@ -207,6 +202,124 @@ def test_every_option_is_checked_when_the_round_starts(option: str, value: Any):
         ortckpt.Round(**{option: value})
     with pytest.raises(ValueError):
         ortckpt.Round(clip_norm=1.0, noise_multiplier=float("nan"))
+
+
+def local_fleet(folder: Path, goods: int, dtype: Any = np.float32) -> list[str]:
+    """``goods`` local upload files and hostile local files among them: NaN in the second
+    tensor, +inf in the first, the NaN file again, a wrong shape."""
+    rng = np.random.default_rng(8)
+    paths = []
+
+    def write(name: str, values: dict[str, np.ndarray]) -> str:
+        path = folder / name
+        ortckpt.save(CheckpointState(values, properties={"n": len(paths) + 1}), path)
+        return str(path)
+
+    for i in range(goods):
+        paths.append(
+            write(f"dev{i}.ckpt", {k: rng.standard_normal(s).astype(dtype) for k, s in SHAPES.items()})
+        )
+    nan = {k: rng.standard_normal(s).astype(dtype) for k, s in SHAPES.items()}
+    nan["fc.bias"][4] = np.nan
+    inf = {k: rng.standard_normal(s).astype(dtype) for k, s in SHAPES.items()}
+    inf["fc.weight"][3, 2] = np.inf
+    wrong = {k: np.zeros((2, *s), dtype) for k, s in SHAPES.items()}
+    hostile = [write("nan.ckpt", nan), write("inf.ckpt", inf), write("wrong.ckpt", wrong)]
+    return paths[:2] + hostile[:1] + paths[2:4] + hostile[1:] + paths[4:] + hostile[:1]
+
+
+ROBUST = [o for o in METHODS if o["method"] != "fedavg" and "relative_to" not in o] + [
+    {"method": "median", "clip_norm": 1.0, "noise_multiplier": 0.3, "seed": 4},
+    {"method": "krum", "byzantine": 1, "clip_norm": 2.0},
+]
+
+
+@pytest.mark.parametrize("options", ROBUST, ids=lambda o: "-".join(str(v) for v in o.values()))
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("goods", [8, 40])  # 40: past the sorting networks' 32 uploads
+def test_robust_rounds_over_local_files_check_values_where_they_read_them(
+    tmp_path: Path, options: dict[str, Any], dtype: Any, goods: int
+):
+    """``average`` over local files of a robust method checks each value when the result reads it
+    (float32 and float16 models: each upload read once); uploads holding NaN or infinity are then
+    left out with the kind and reason that ``Round.add`` gives them at once, so every report,
+    weight, diagnostic and value is the same as one ``add`` at a time."""
+    sources = local_fleet(tmp_path, goods=goods, dtype=dtype)
+    batch = ortckpt.average(sources, weights="n", **options)
+    rnd = ortckpt.Round(**options)
+    for s in sources:
+        rnd.add(s, weight="n")
+    one = rnd.result()
+    fields = (
+        "client",
+        "accepted",
+        "kind",
+        "reason",
+        "weight",
+        "norm",
+        "clipped",
+        "distance",
+        "krum_score",
+        "selected",
+    )
+    assert [tuple(getattr(r, f) for f in fields) for r in batch.sources] == [
+        tuple(getattr(r, f) for f in fields) for r in one.sources
+    ]
+    hostile = [None, None, "non-finite", None, None, "non-finite", "shape"]
+    assert [r.kind for r in batch.sources] == hostile + [None] * (goods - 4) + ["duplicate"]
+    assert "fc.bias" in (batch.sources[2].reason or "") and "fc.weight" in (batch.sources[5].reason or "")
+    assert batch.total_weight == one.total_weight
+    assert len(batch.accepted) == goods
+    for name in SHAPES:
+        np.testing.assert_array_equal(batch.state.parameters[name].data, one.state.parameters[name].data)
+
+
+def test_a_round_too_small_once_bad_uploads_are_left_out_reports_them_as_rejected(tmp_path: Path):
+    """Bulyan with f = 1 needs 7 uploads: 8 local files of which 2 hold NaN or infinity leave 6.
+    ``average`` (values checked where the result reads them) fails as ``Round.add`` does, and its
+    failure's report shows the two as rejected, not as accepted."""
+    sources = local_fleet(tmp_path, goods=6)[:-1]  # without the duplicate
+    sources = [s for s in sources if not s.endswith("wrong.ckpt")]
+    want = "4 \\* byzantine \\+ 3 = 7.*6 were accepted \\(1 short\\)"
+    reports = []
+    for run in ("average", "round"):
+        with pytest.raises(ortckpt.AggregationError, match=want) as caught:
+            if run == "average":
+                ortckpt.average(sources, method="bulyan", byzantine=1)
+            else:
+                rnd = ortckpt.Round(method="bulyan", byzantine=1)
+                for s in sources:
+                    rnd.add(s)
+                rnd.result()
+        reports.append([(r.client, r.accepted, r.kind, r.reason) for r in caught.value.report.sources])
+    assert reports[0] == reports[1]
+    assert [kind for _, _, kind, _ in reports[0]] == [
+        None,
+        None,
+        "non-finite",
+        None,
+        None,
+        "non-finite",
+        None,
+        None,
+    ]
+
+
+def test_a_median_over_local_files_reads_each_byte_once(tmp_path: Path):
+    """The robust methods' ``average`` over local float32 files reads each upload once (its values
+    checked where the median reads them), not twice (checked first, read again): N files' bytes
+    and a little more, where the check-first round read 2N."""
+    paths, size = float32_uploads(tmp_path, seed=4)
+    ortckpt.average(paths[:3], method="median")  # the modules a round imports are read once, before counting
+    before = bytes_read()
+    report = ortckpt.average(paths, method="median")
+    read = bytes_read() - before
+    assert size <= read < size * 1.25, (read, size)
+    rnd = ortckpt.Round(method="median")
+    for p in paths:
+        rnd.add(p)
+    for name, tensor in rnd.result().state.parameters.items():
+        np.testing.assert_array_equal(report.state.parameters[name].data, tensor.data)
 
 
 @pytest.mark.parametrize("weight", [float("nan"), float("inf"), -1.0, 0.0])

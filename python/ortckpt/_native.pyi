@@ -369,6 +369,7 @@ class Round:
         weight_property: str | None,
         labels: Sequence[str],
         staleness: Sequence[int],
+        defer_values: bool = False,
     ) -> list[RoundVerdict]: ...
     def add_bytes(
         self,

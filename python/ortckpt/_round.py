@@ -334,15 +334,20 @@ class Round:
             )
         return self._report(index, client, verdict, staleness)
 
-    def _add_files(self, batch: list[tuple[int, str, str, Any, int]]) -> list[SourceReport]:
-        """Local files, checked in one native call on every core (the same verdicts as one by one)."""
+    def _add_files(
+        self, batch: list[tuple[int, str, str, Any, int]], defer: bool = False
+    ) -> list[SourceReport]:
+        """Local files, checked in one native call on every core (the same verdicts as one by one).
+        ``defer``: for ``_extend`` (``average``), the robust methods check each value when
+        ``result()`` first reads it, the uploads read once; a bad upload's report then becomes its
+        rejection there (``_drop``), the same kind and reason as when checked at once."""
         assert self._native is not None
         props = {r for _, _, _, r, _ in batch if isinstance(r, str)}
         prop = next(iter(props)) if len(props) == 1 else None
         if len(props) > 1:  # one property per native call: split the batch
             reports: list[SourceReport] = []
             for item in batch:
-                reports.extend(self._add_files([item]))
+                reports.extend(self._add_files([item], defer))
             return reports
         given = [None if isinstance(r, str) or r is None else self._rule(r)[0] for _, _, _, r, _ in batch]
         verdicts = self._native.add_files(
@@ -351,6 +356,7 @@ class Round:
             prop,
             [c for _, c, _, _, _ in batch],
             [s for *_, s in batch],
+            defer,
         )
         return [self._report(i, c, v, s) for (i, c, _, _, s), v in zip(batch, verdicts, strict=True)]
 
@@ -422,7 +428,8 @@ class Round:
             if not batch:
                 return
             start = len(self._reports)
-            reports = self._add_files(batch)
+            # a pending reference is plain FedAvg's, which never defers (its sums need every value)
+            reports = self._add_files(batch, defer=not reference_pending)
             if reference_pending and not reports[0].accepted:
                 self._without_reference(start, batch[1:])
             reference_pending = False
@@ -490,9 +497,10 @@ class Round:
         return self._finish(native.finish, out, engine)
 
     def _drop(self, dropped: list[tuple[int, str, str]]) -> None:
-        """Uploads accepted when they came and left out at the end (an update against
-        ``relative_to`` that leaves float64), by their place in the order of acceptance: their
-        reports become rejections."""
+        """Uploads accepted when they came and left out at the end, by their place in the order of
+        acceptance: their reports become rejections. An update against ``relative_to`` that
+        leaves float64, or an upload whose values were checked only when the result read them
+        (``_add_files(defer=True)``) and hold one that is not finite."""
         gone = set()
         for place, kind, message in dropped:
             position = self._accepted[place]
@@ -520,6 +528,7 @@ class Round:
                 values, kept, server = self._server.apply(values, self._spec, members)
             state = result_state(self._reference, self._spec, values, divisor)
         except AggregationError as exc:
+            self._drop(getattr(exc, "dropped", []))  # left out before it failed: rejections even so
             raise self._failure(f"no aggregate: {exc}", engine) from None
         if self._server is not None:
             state = with_server_state(state, kept)

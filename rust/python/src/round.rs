@@ -225,8 +225,11 @@ impl Round {
 
     /// Checks and counts local upload files (on every core, GIL released): one verdict each.
     /// `weights[i]` (None: the property `weight_property`, else 1), `labels[i]` names upload i in
-    /// verdicts, `staleness[i]` its age in global-model versions.
-    #[pyo3(signature = (paths, weights, weight_property, labels, staleness))]
+    /// verdicts, `staleness[i]` its age in global-model versions. `defer_values`: the core's
+    /// `add_files_deferring_values` (values checked when `finish` reads them; a bad one is in
+    /// `finish`'s dropped uploads).
+    #[pyo3(signature = (paths, weights, weight_property, labels, staleness, defer_values=false))]
+    #[allow(clippy::too_many_arguments)]
     fn add_files(
         &mut self,
         py: Python<'_>,
@@ -235,6 +238,7 @@ impl Round {
         weight_property: Option<String>,
         labels: Vec<String>,
         staleness: Vec<u64>,
+        defer_values: bool,
     ) -> PyResult<Vec<RoundVerdict>> {
         if weights.len() != paths.len() || labels.len() != paths.len() || staleness.len() != paths.len() {
             return Err(PyValueError::new_err("one weight, label and staleness per path"));
@@ -247,7 +251,13 @@ impl Round {
         }
         let source = uploads.first().map(|u| show(&u.path)).unwrap_or_default();
         let round = self.round()?;
-        let verdicts = interruptible(py, &source, |_keep_going| round.add_files(&uploads))?;
+        let verdicts = interruptible(py, &source, |_keep_going| {
+            if defer_values {
+                round.add_files_deferring_values(&uploads)
+            } else {
+                round.add_files(&uploads)
+            }
+        })?;
         Ok(verdicts.into_iter().zip(&uploads).map(|(v, u)| RoundVerdict::of(py, v, &show(&u.path))).collect())
     }
 
@@ -335,11 +345,20 @@ impl Round {
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<FinishTuple<'py>> {
         let round = self.inner.take().ok_or_else(|| PyValueError::new_err("this round has finished"))?;
         let outcome = py.detach(|| {
-            let outcome = guarded(|| round.finish());
+            let outcome = guarded(|| Ok(round.finish()));
             aggregate::release_buffers(); // no upload-sized read buffer outlives the round
             outcome
         });
-        finished(py, outcome.map_err(|e| core_error("round", e))?)
+        match outcome.map_err(|e| core_error("round", e))? {
+            Ok(done) => finished(py, done),
+            // the uploads left out before it failed go with the exception (`.dropped`): their
+            // reports become rejections in the failure's report too
+            Err(aggregate::Unfinished { error, dropped }) => {
+                let err = core_error("round", GuardedError::Core(error));
+                err.value(py).setattr("dropped", dropped_tuples(dropped))?;
+                Err(err)
+            }
+        }
     }
 
     /// Whether the round's cluster passes need the updates' norms first, and their distances.
@@ -718,10 +737,14 @@ fn finished(py: Python<'_>, done: aggregate::Aggregate) -> PyResult<FinishTuple<
         Values::Sums { divisor, .. } => *divisor,
         Values::Flat(_) => 1.0,
     };
-    let dropped =
-        done.dropped.into_iter().map(|(i, r)| (i, r.kind.code().to_owned(), spell(&r.message))).collect();
+    let dropped = dropped_tuples(done.dropped);
     let values = slot_arrays(py, done.values, &done.lanes)?;
     Ok((values, divisor, done.total_weight, done.count, members, dropped))
+}
+
+/// Uploads left out at the end as `(place among the accepted, kind, message)`.
+fn dropped_tuples(dropped: Vec<(usize, aggregate::Rejection)>) -> Vec<(usize, String, String)> {
+    dropped.into_iter().map(|(i, r)| (i, r.kind.code().to_owned(), spell(&r.message))).collect()
 }
 
 type FinishTuple<'py> =

@@ -6,9 +6,11 @@
 
 use super::block::{
     add_row_sums, dot, network, pruned, sort_tile, squared_distance, tiles_per_thread, RowSums, Rows,
-    Statistic,
+    Statistic, TileValue,
 };
 use super::select::{many_tiles, Plan};
+use std::cell::RefCell;
+
 use crate::parallel::in_parallel;
 use crate::simd::avx2_dispatch;
 use crate::values::Lanes;
@@ -20,16 +22,16 @@ pub const NETWORK_UP_TO: usize = 32;
 
 /// Fills `dst` with row `r`'s values from column `c0` (`buf`: the thread's scratch for reads);
 /// on failure, the row and why.
-pub(crate) type FillRow<'a> =
-    dyn Fn(usize, usize, &mut [f64], &mut Vec<u8>) -> Result<(), (usize, Error)> + Sync + 'a;
+pub(crate) type FillRow<'a, T> =
+    dyn Fn(usize, usize, &mut [T], &mut Vec<u8>) -> Result<(), (usize, Error)> + Sync + 'a;
 
-/// Bytes of float64 rows a thread holds per read of [`reduce_few_rows`]: about its L2 cache.
+/// Bytes of rows a thread holds per read of [`reduce_few_rows`]: about its L2 cache.
 const BAND_BYTES: usize = 1 << 20;
 
 /// [`reduce_block`] for few uploads: rows copied into a tile, the tile sorted by the network,
 /// the statistic read off the sorted rows. The network is pruned to the rows the statistic
 /// needs in place: the middle ones for the median, the `cut` at each end for the trimmed mean
-/// (which adds the rest in their rows' order).
+/// (which adds the rest in their rows' order). A block stored as float32 is sorted as float32.
 fn reduce_few(
     x: Rows<'_>,
     n: usize,
@@ -39,19 +41,64 @@ fn reduce_few(
     gaps: &mut [f64],
 ) {
     let c = out.len();
-    let fill = |r: usize, c0: usize, dst: &mut [f64], _: &mut Vec<u8>| {
-        x.fill(r, c, c0, dst);
-        Ok(())
-    };
     // the block is in memory: no error can come from it
-    let _ = reduce_few_rows(&fill, n, stat, out, squares, gaps);
+    let _ = if let Rows::Stored(_, Lanes::F32) = x {
+        let fill = |r: usize, c0: usize, dst: &mut [f32], _: &mut Vec<u8>| {
+            x.fill_f32(r, c, c0, dst);
+            Ok(())
+        };
+        reduce_few_rows(&fill, n, stat, out, squares, gaps)
+    } else {
+        let fill = |r: usize, c0: usize, dst: &mut [f64], _: &mut Vec<u8>| {
+            x.fill(r, c, c0, dst);
+            Ok(())
+        };
+        reduce_few_rows(&fill, n, stat, out, squares, gaps)
+    };
+}
+
+thread_local! {
+    /// Each thread's band rows and tile of [`few_bands_of`] (about [`BAND_BYTES`] and a tile),
+    /// kept between calls: allocated afresh for each tensor, they were fresh pages every time,
+    /// cleared by the kernel (a huge page each: a third of a first median round's time). Bounded
+    /// by the band, whatever the model.
+    static SCRATCH_F64: RefCell<(Vec<f64>, Vec<f64>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    static SCRATCH_F32: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// `f` with the thread's scratch of `key` (fresh vectors if it is in use: never a panic).
+fn with_scratch<T: 'static, R>(
+    key: &'static std::thread::LocalKey<RefCell<(Vec<T>, Vec<T>)>>,
+    f: impl FnOnce(&mut Vec<T>, &mut Vec<T>) -> R,
+) -> R {
+    key.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => {
+            let (rows, tile) = &mut *scratch;
+            f(rows, tile)
+        }
+        Err(_) => f(&mut Vec::new(), &mut Vec::new()),
+    })
+}
+
+/// A value type [`reduce_few_rows`] sorts in (float64, or float32 for float32 uploads): its
+/// bands' loop, compiled for each SIMD level.
+pub(crate) trait BandValue: TileValue {
+    /// One thread's bands (see [`few_bands_of`]).
+    fn bands(
+        fill: &FillRow<'_, Self>,
+        n: usize,
+        stat: Statistic,
+        pairs: &[(usize, usize)],
+        band: usize,
+        group: Vec<(usize, &mut [f64])>,
+    ) -> Result<RowSums, (usize, Error)>;
 }
 
 /// [`reduce_few`] over rows given by `fill` (read from the uploads by [`super::reduce_rows`]):
 /// each thread takes bands of columns, fills the band's rows (about [`BAND_BYTES`], so they stay
 /// in cache) and reduces it tile by tile, so no `N × columns` block is ever written to memory.
-pub(crate) fn reduce_few_rows(
-    fill: &FillRow<'_>,
+pub(crate) fn reduce_few_rows<T: BandValue>(
+    fill: &FillRow<'_, T>,
     n: usize,
     stat: Statistic,
     out: &mut [f64],
@@ -68,32 +115,42 @@ pub(crate) fn reduce_few_rows(
             pruned(&network(n), n, &ends)
         }
     };
-    let band = (BAND_BYTES / 8 / n.max(1) / FEW_TILE).max(1) * FEW_TILE;
-    let bytes = out.len().saturating_mul(n).saturating_mul(8);
+    let width = std::mem::size_of::<T>();
+    let band = (BAND_BYTES / width / n.max(1) / FEW_TILE).max(1) * FEW_TILE;
+    let bytes = out.len().saturating_mul(n).saturating_mul(width);
     let groups = tiles_per_thread(out, band);
-    let partials = in_parallel(groups, bytes, |group| few_bands(fill, n, stat, &pairs, band, group));
+    let partials = in_parallel(groups, bytes, |group| T::bands(fill, n, stat, &pairs, band, group));
     add_row_sums(partials.into_iter().collect::<Result<Vec<_>, _>>()?, squares, gaps);
     Ok(())
 }
 
-/// Columns per tile sorted at once by [`few_bands`] (16 rows: 64 KiB, in L2; smaller tiles,
-/// within L1, measured slower: the network's per-row overhead then dominates).
+/// Columns per tile sorted at once by [`few_bands_of`] (16 float64 rows: 64 KiB, in L2; smaller
+/// tiles, within L1, measured slower: the network's per-row overhead then dominates).
 const FEW_TILE: usize = 512;
 
-avx2_dispatch! {
-/// One thread's bands of [`reduce_few_rows`] (`band` columns each).
-fn few_bands / few_bands_avx2 (
-    fill: &FillRow<'_>,
+/// One thread's bands of [`reduce_few_rows`] (`band` columns each): each band's rows filled,
+/// their squares summed, then tile by tile copied, sorted and reduced; the rows' squared
+/// distances to the result summed last.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn few_bands_of<T: TileValue>(
+    fill: &FillRow<'_, T>,
     n: usize,
     stat: Statistic,
     pairs: &[(usize, usize)],
     band: usize,
     group: Vec<(usize, &mut [f64])>,
+    rows: &mut Vec<T>,
+    tile: &mut Vec<T>,
 ) -> Result<RowSums, (usize, Error)> {
     let (mut sq, mut gp) = (vec![0.0f64; n], vec![0.0f64; n]);
-    let mut rows = vec![0.0f64; n * band];
     let width = FEW_TILE;
-    let mut tile = vec![0.0f64; n * width];
+    // every lane used is written before it is read (a row by `fill`, a tile by its copy)
+    for (v, len) in [(&mut *rows, n * band), (&mut *tile, n * width)] {
+        if v.len() < len {
+            v.resize(len, T::default());
+        }
+    }
     let mut buf = Vec::new();
     for (b, cols) in group {
         let (c0, w) = (b * band, cols.len());
@@ -122,25 +179,64 @@ fn few_bands / few_bands_avx2 (
     }
     Ok((sq, gp))
 }
+
+/// [`BandValue`] for one type: [`few_bands_of`] with the thread's scratch of that type, compiled
+/// for each SIMD level.
+macro_rules! band_value {
+    ($t:ty, $scratch:ident, $plain:ident, $fast:ident) => {
+        avx2_dispatch! {
+        /// [`few_bands_of`] for this type.
+        fn $plain / $fast (
+            fill: &FillRow<'_, $t>,
+            n: usize,
+            stat: Statistic,
+            pairs: &[(usize, usize)],
+            band: usize,
+            group: Vec<(usize, &mut [f64])>,
+        ) -> Result<RowSums, (usize, Error)> {
+            with_scratch(&$scratch, |rows, tile| few_bands_of(fill, n, stat, pairs, band, group, rows, tile))
+        }
+        }
+
+        impl BandValue for $t {
+            fn bands(
+                fill: &FillRow<'_, $t>,
+                n: usize,
+                stat: Statistic,
+                pairs: &[(usize, usize)],
+                band: usize,
+                group: Vec<(usize, &mut [f64])>,
+            ) -> Result<RowSums, (usize, Error)> {
+                $plain(fill, n, stat, pairs, band, group)
+            }
+        }
+    };
 }
+
+band_value!(f64, SCRATCH_F64, few_bands_f64, few_bands_f64_avx2);
+band_value!(f32, SCRATCH_F32, few_bands_f32, few_bands_f32_avx2);
 
 /// The statistic of each column of the sorted row-major `n × w` tile into `out`.
 #[inline(always)]
-fn statistic_of_sorted(tile: &[f64], n: usize, w: usize, stat: Statistic, out: &mut [f64]) {
+fn statistic_of_sorted<T: TileValue>(tile: &[T], n: usize, w: usize, stat: Statistic, out: &mut [f64]) {
     let sorted = |r: usize| tile.get(r * w..(r + 1) * w).unwrap_or_default();
     match stat {
-        Statistic::Median if n % 2 == 1 => out.copy_from_slice(sorted(n / 2)),
+        Statistic::Median if n % 2 == 1 => {
+            for (o, &v) in out.iter_mut().zip(sorted(n / 2)) {
+                *o = v.into();
+            }
+        }
         Statistic::Median => {
-            for ((o, lo), hi) in out.iter_mut().zip(sorted(n / 2 - 1)).zip(sorted(n / 2)) {
-                *o = (lo + hi) / 2.0;
+            for ((o, &lo), &hi) in out.iter_mut().zip(sorted(n / 2 - 1)).zip(sorted(n / 2)) {
+                *o = (lo.into() + hi.into()) / 2.0;
             }
         }
         Statistic::TrimmedMean(cut) if n <= 2 * cut => out.fill(f64::NAN),
         Statistic::TrimmedMean(cut) => {
             out.fill(0.0);
             for r in cut..n - cut {
-                for (o, v) in out.iter_mut().zip(sorted(r)) {
-                    *o += v;
+                for (o, &v) in out.iter_mut().zip(sorted(r)) {
+                    *o += v.into();
                 }
             }
             let kept = (n - 2 * cut) as f64;

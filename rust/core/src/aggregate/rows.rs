@@ -9,7 +9,7 @@ use super::columns::{reduce_few_rows, reduce_stored_block, NETWORK_UP_TO};
 use super::structure::Located;
 use super::upload::HeldFiles;
 use crate::parallel::{in_parallel, threads};
-use crate::values::decode_into;
+use crate::values::{decode_into, Lanes};
 use crate::Error;
 
 /// Where one upload's values are read from.
@@ -211,13 +211,32 @@ pub fn reduce_rows(
             Error::Internal { detail: "reduce_rows: the rows do not match their sources".into() },
         ));
     }
-    let fill = |r: usize, c0: usize, dst: &mut [f64], buf: &mut Vec<u8>| {
-        let (Some(source), Some(loc)) = (sources.get(r), locations.get(r)) else {
-            return Err((r, Error::Internal { detail: "a row without a source".into() }));
+    let at = |r: usize| match (sources.get(r), locations.get(r)) {
+        (Some(source), Some(loc)) => Ok((source, loc)),
+        _ => Err((r, Error::Internal { detail: "a row without a source".into() })),
+    };
+    if locations.iter().all(|l| l.lanes == Lanes::F32) {
+        // float32 uploads are read as stored and sorted as float32 (the same statistic)
+        let fill = |r: usize, c0: usize, dst: &mut [f32], _: &mut Vec<u8>| {
+            let (source, loc) = at(r)?;
+            source.read_stored(loc, first.saturating_add(c0), f32_bytes(dst)).map_err(|e| (r, e))?;
+            dst.iter_mut().for_each(|v| *v = f32::from_bits(u32::from_le(v.to_bits())));
+            Ok(())
         };
+        return reduce_few_rows(&fill, n, stat, out, squares, gaps);
+    }
+    let fill = |r: usize, c0: usize, dst: &mut [f64], buf: &mut Vec<u8>| {
+        let (source, loc) = at(r)?;
         source.read(loc, first.saturating_add(c0), dst, buf).map_err(|e| (r, e))
     };
     reduce_few_rows(&fill, n, stat, out, squares, gaps)
+}
+
+/// The bytes of float32 values, to read stored (little-endian) float32 straight into them.
+fn f32_bytes(x: &mut [f32]) -> &mut [u8] {
+    // SAFETY: any 4 bytes are a valid f32, u8 has no alignment, and the length covers the same
+    // memory; the slice borrows `x` mutably for as long, so nothing else reads it meanwhile.
+    unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(x)) }
 }
 
 #[cfg(test)]

@@ -94,17 +94,18 @@ pub(crate) fn streams(layout: &Layout, lanes: &[usize]) -> bool {
 
 /// An upload that passed step 1: its files, where its tensors are, and its weight.
 pub(crate) struct Opened {
-    files: HeldFiles,
-    located: Vec<Located>,
-    weight: f64,
+    pub(crate) files: HeldFiles,
+    pub(crate) located: Vec<Located>,
+    pub(crate) weight: f64,
 }
 
 /// An opened upload's identity (device, inode) and the outcome of the checks after the index.
-type OpenOutcome = ((u64, u64), Result<Opened, Rejection>);
+pub(crate) type OpenOutcome = ((u64, u64), Result<Opened, Rejection>);
 
 /// Step 1 for one upload: `Err` when it cannot be opened or indexed; else its identity and the
-/// outcome of the other checks.
-fn open(
+/// outcome of the other checks that need no value (the structure, the byte ranges, the weight).
+/// A robust round that checks values later keeps it as it is (`Round::add_files_deferring_values`).
+pub(crate) fn open(
     item: &FileItem,
     layout: &Layout,
     lanes: &[usize],
@@ -154,18 +155,37 @@ pub(crate) fn screen(
     Ok((identity, Ok(Screen { files, located, weight, largest })))
 }
 
+/// The rejection [`screen`] gives an upload whose files are `files` (tensors at `located`), when
+/// one of its values is not finite; `Err` when a read fails.
+pub(crate) fn values_rejection(
+    files: &HeldFiles,
+    located: &[Located],
+    layout: &Layout,
+) -> Result<Option<Rejection>, Error> {
+    Ok(largest_in(files, located, layout)?.err())
+}
+
 /// Each tensor's largest magnitude, or the rejection naming the first tensor holding a value that
 /// is not finite; `Err` when a read fails (the file was cut since it was opened).
 fn largest_of(upload: &Opened, layout: &Layout) -> Result<Result<Vec<f64>, Rejection>, Error> {
+    largest_in(&upload.files, &upload.located, layout)
+}
+
+/// [`largest_of`] of files held open and where their tensors are.
+fn largest_in(
+    files: &HeldFiles,
+    located: &[Located],
+    layout: &Layout,
+) -> Result<Result<Vec<f64>, Rejection>, Error> {
     VALUES.with_borrow_mut(|buf| {
-        let mut largest = Vec::with_capacity(upload.located.len());
-        for (slot, loc) in upload.located.iter().enumerate() {
+        let mut largest = Vec::with_capacity(located.len());
+        for (slot, loc) in located.iter().enumerate() {
             let width = loc.lanes.width();
             let lanes = usize::try_from(loc.bytes.end.saturating_sub(loc.bytes.start)).unwrap_or(0) / width;
             let mut big = 0.0f64;
             for first in (0..lanes).step_by(PIECE) {
                 buf.resize(PIECE.min(lanes - first) * width, 0);
-                upload.files.read_raw(loc, first, buf)?;
+                files.read_raw(loc, first, buf)?;
                 let (finite, top) = scan(loc.lanes, buf);
                 if !finite {
                     return Ok(Err(Rejection::new(

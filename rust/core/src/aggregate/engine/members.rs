@@ -51,11 +51,14 @@ pub(crate) struct Member {
     pub(crate) weight: f64,
     pub(crate) held: Held,
     pub(crate) located: Vec<Located>,
+    /// Its values were not read when it was accepted (only its structure and weight): the round's
+    /// first read of them checks them (see `Round::finish`).
+    pub(crate) unchecked: bool,
 }
 
 impl Member {
     pub(crate) fn new(label: String, weight: f64, held: Held, located: Vec<Located>) -> Member {
-        Member { label, weight, held, located }
+        Member { label, weight, held, located, unchecked: false }
     }
 
     /// What another process needs to read it again (see [`Portable`]), with each tensor's

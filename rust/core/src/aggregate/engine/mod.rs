@@ -35,6 +35,7 @@ use super::upload::{index_upload, open_files, read_file, HeldFiles, Refusal};
 use super::verdict::{FileItem, Verdict as FileVerdict};
 use super::Rejection;
 use crate::message::Message;
+use crate::values::Lanes;
 use crate::Error;
 use members::Member;
 use tally::Tally;
@@ -167,8 +168,27 @@ pub struct Aggregate {
     /// Per kept upload (robust methods and hygiene) still counted, in the order they were accepted.
     pub members: Vec<MemberReport>,
     /// Uploads accepted when they came but left out at the end, by their place in the order of
-    /// acceptance: an update against `relative_to` that leaves float64 (kind `overflow`).
+    /// acceptance: an update against `relative_to` that leaves float64 (kind `overflow`), or an
+    /// upload accepted with its values unchecked that holds one that is not finite (see
+    /// [`Round::add_files_deferring_values`]).
     pub dropped: Vec<(usize, Rejection)>,
+}
+
+/// A round that gave no aggregate: why, and the uploads it had left out before it failed (by
+/// their place in the order of acceptance, as [`Aggregate::dropped`]: their verdicts are
+/// rejections even so).
+#[derive(Debug)]
+pub struct Unfinished {
+    /// Why there is no aggregate.
+    pub error: Error,
+    /// The uploads left out at the end, with their rejections.
+    pub dropped: Vec<(usize, Rejection)>,
+}
+
+impl From<Unfinished> for Error {
+    fn from(unfinished: Unfinished) -> Error {
+        unfinished.error
+    }
 }
 
 /// The FedAvg sums of part of a round's uploads (a Dask task's batch): what [`Round::absorb`]
@@ -358,6 +378,21 @@ impl Round {
     /// Checks and counts local upload files, in order, on every core (see the module note):
     /// one verdict per upload.
     pub fn add_files(&mut self, uploads: &[FileUpload]) -> Result<Vec<Verdict>, Error> {
+        self.add_files_with(uploads, false)
+    }
+
+    /// [`Round::add_files`], where a round that keeps its uploads (a robust method) over a model
+    /// without float64 tensors checks here what needs no value (readable, the reference's
+    /// structure, the weight, not a duplicate) and each value when [`Round::finish`] first reads
+    /// it: the uploads are read once, not twice. One holding a value that is not finite is then
+    /// left out with the kind and reason `add_files` gives it (in `Aggregate::dropped`), so the
+    /// aggregate and the final verdicts are the same. For callers that want the verdicts only
+    /// with the aggregate (`average`); other rounds check at once.
+    pub fn add_files_deferring_values(&mut self, uploads: &[FileUpload]) -> Result<Vec<Verdict>, Error> {
+        self.add_files_with(uploads, true)
+    }
+
+    fn add_files_with(&mut self, uploads: &[FileUpload], defer_values: bool) -> Result<Vec<Verdict>, Error> {
         let mut verdicts: Vec<Option<Verdict>> = (0..uploads.len()).map(|_| None).collect();
         let mut items = Vec::with_capacity(uploads.len());
         let mut positions = Vec::with_capacity(uploads.len());
@@ -373,6 +408,8 @@ impl Round {
         let labels: Vec<&str> = positions.iter().map(|&i| uploads[i].label.as_str()).collect();
         let found = if self.screening {
             self.screen_only(&items, &labels)
+        } else if defer_values && self.defers_values() {
+            self.screen_structures(&items, &labels)
         } else if self.keeps_members() {
             self.screen_files(&items, &labels)?
         } else {
@@ -436,6 +473,53 @@ impl Round {
             next += 1;
         }
         Ok(out)
+    }
+
+    /// Whether values may be checked when the round first reads them (see [`Round::add_files`]):
+    /// a round on this machine that keeps its uploads, without a global model (whose updates are
+    /// checked against it first) and without float64 tensors. Float64's are the values whose
+    /// weighted sums can overflow (`bounds`, which the deferred check does not raise): any other
+    /// type's largest value times the largest weight (2^64) is far below float64's limit.
+    fn defers_values(&self) -> bool {
+        self.keeps_members()
+            && !self.screening
+            && self.base.is_none()
+            && !self.tally.has_sums()
+            && self.layout.slot_types().iter().all(|&t| Lanes::of(t).is_some_and(|l| l != Lanes::F64))
+    }
+
+    /// [`Round::add_files`] with the values' check deferred: each upload opened and its structure
+    /// and weight checked (on every core), kept unchecked.
+    fn screen_structures(&mut self, items: &[FileItem], labels: &[&str]) -> Vec<Verdict> {
+        let (layout, lanes, max_bytes) = (&self.layout, &self.lanes, self.options.max_bytes);
+        let opened = crate::parallel::in_parallel(items.iter().collect(), usize::MAX, |item| {
+            super::stream::open(item, layout, lanes, max_bytes)
+        });
+        let mut out = Vec::with_capacity(items.len());
+        for (outcome, label) in opened.into_iter().zip(labels) {
+            let verdict = match outcome {
+                Err(Refusal::Rejected(r)) => FileVerdict::Rejected { rejection: r, identity: None },
+                Err(Refusal::Unreadable(e)) => FileVerdict::Unreadable(e),
+                Ok((identity, _)) if self.seen.contains_key(&Identity::File(identity.0, identity.1)) => {
+                    FileVerdict::Duplicate { identity }
+                }
+                Ok((identity, Err(rejection))) => {
+                    FileVerdict::Rejected { rejection, identity: Some(identity) }
+                }
+                Ok((identity, Ok(super::stream::Opened { files, located, weight }))) => {
+                    self.seen.insert(Identity::File(identity.0, identity.1), (*label).to_string());
+                    self.tally.total_weight += weight;
+                    let verdict = self.keep(label, weight, Held::Files(Box::new(files)), located);
+                    if let Some(m) = self.members.last_mut() {
+                        m.unchecked = true;
+                    }
+                    out.push(verdict);
+                    continue;
+                }
+            };
+            out.push(self.settle(verdict, label));
+        }
+        out
     }
 
     /// A cluster task's check of files: each checked (on every core) and kept, none admitted.
@@ -825,27 +909,119 @@ impl Round {
     /// The aggregate of the accepted uploads; `Err` when there is none, when there are fewer
     /// than the method needs, when a kept file changed during the round, or when the aggregate
     /// is not finite (finite uploads whose aggregate passes float64's limit).
-    pub fn finish(mut self) -> Result<Aggregate, Error> {
+    pub fn finish(mut self) -> Result<Aggregate, Unfinished> {
+        let mut dropped = Vec::new();
+        match self.finish_values(&mut dropped) {
+            Ok((values, members)) => {
+                let (count, total_weight) = (self.accepted, self.tally.total_weight);
+                Ok(Aggregate { values, lanes: self.lanes, total_weight, count, members, dropped })
+            }
+            Err(error) => Err(Unfinished { error, dropped }),
+        }
+    }
+
+    /// [`Round::finish`]'s work: the values and what was found about each kept upload; the
+    /// uploads left out on the way are added to `dropped` (also when it fails afterwards).
+    fn finish_values(
+        &mut self,
+        dropped: &mut Vec<(usize, Rejection)>,
+    ) -> Result<(Values, Vec<MemberReport>), Error> {
         self.check_count()?;
-        let dropped = self.drop_overflowing_updates()?;
+        // each kept member's place among the accepted uploads, as the verdicts were given
+        let mut places: Vec<usize> = (0..self.members.len()).collect();
+        dropped.extend(self.drop_overflowing_updates(&mut places)?);
         self.check_count()?;
-        let (count, total_weight) = (self.accepted, self.tally.total_weight);
-        let Round { layout, lanes, options, tally, members, base, .. } = self;
-        let (values, reports) = if members.is_empty() && base.is_none() {
-            (Values::Sums { sums: tally.into_sums()?, divisor: total_weight }, Vec::new())
-        } else {
-            let (flat, reports) = robust::aggregate(&lanes, &options, &members, base.as_ref())?;
-            let values = Values::Flat(flat);
-            check_finite(&layout, options.method.name(), &values.slots(&lanes))?;
-            (values, reports)
+        if self.members.is_empty() && self.base.is_none() {
+            let tally = std::mem::replace(&mut self.tally, Tally::new(&self.lanes));
+            let divisor = tally.total_weight;
+            self.tally.total_weight = divisor;
+            return Ok((Values::Sums { sums: tally.into_sums()?, divisor }, Vec::new()));
+        }
+        let (flat, reports) = loop {
+            match robust::aggregate(&self.lanes, &self.options, &self.members, self.base.as_ref()) {
+                Ok(found) => break found,
+                // a value of an upload accepted unchecked is not finite: every unchecked upload is
+                // checked now (one pass, however many are bad), the bad ones are left out with the
+                // rejection they would have had when they came, and the round starts again
+                Err(robust::Failed { member: Some(m), error })
+                    if self.members.get(m).is_some_and(|m| m.unchecked) =>
+                {
+                    let bad = self.check_unchecked()?;
+                    if bad.is_empty() {
+                        return Err(error); // the values are finite: the file changed meanwhile
+                    }
+                    dropped.extend(self.remove_members(bad, &mut places));
+                    self.check_count()?;
+                }
+                Err(failed) => return Err(failed.into()),
+            }
         };
-        Ok(Aggregate { values, lanes, total_weight, count, members: reports, dropped })
+        let values = Values::Flat(flat);
+        check_finite(&self.layout, self.options.method.name(), &values.slots(&self.lanes))?;
+        Ok((values, reports))
+    }
+
+    /// Checks the values of every member accepted unchecked (on every core): those holding a value
+    /// that is not finite, by their position, with the rejection [`Round::add_files`] would have
+    /// given them; the others are marked checked.
+    fn check_unchecked(&mut self) -> Result<Vec<(usize, Rejection)>, Error> {
+        let layout = &self.layout;
+        let work: Vec<(usize, &Member)> =
+            self.members.iter().enumerate().filter(|(_, m)| m.unchecked).collect();
+        let found = crate::parallel::in_parallel(work, usize::MAX, |(i, m)| match &m.held {
+            Held::Files(files) => super::stream::values_rejection(files, &m.located, layout).map(|r| (i, r)),
+            Held::Bytes(..) => Ok((i, None)),
+        });
+        let mut bad = Vec::new();
+        for outcome in found {
+            let (i, rejection) = outcome?;
+            match rejection {
+                Some(r) => bad.push((i, r)),
+                None => {
+                    if let Some(m) = self.members.get_mut(i) {
+                        m.unchecked = false;
+                    }
+                }
+            }
+        }
+        Ok(bad)
+    }
+
+    /// Leaves out the members at the positions of `bad` (ascending), which were accepted: their
+    /// weight and count are taken back. Returns each one's place among the accepted uploads
+    /// (`places`, kept in step with the members) and its rejection.
+    fn remove_members(
+        &mut self,
+        bad: Vec<(usize, Rejection)>,
+        places: &mut Vec<usize>,
+    ) -> Vec<(usize, Rejection)> {
+        let mut rejected: HashMap<usize, Rejection> = bad.into_iter().collect();
+        let mut dropped = Vec::new();
+        let members = std::mem::take(&mut self.members);
+        let old_places = std::mem::take(places);
+        for (i, (m, place)) in members.into_iter().zip(old_places).enumerate() {
+            match rejected.remove(&i) {
+                Some(rejection) => {
+                    self.accepted = self.accepted.saturating_sub(1);
+                    self.tally.total_weight -= m.weight;
+                    dropped.push((place, rejection));
+                }
+                None => {
+                    self.members.push(m);
+                    places.push(place);
+                }
+            }
+        }
+        dropped
     }
 
     /// With `relative_to`: the kept uploads whose update (values minus the global model's) leaves
     /// float64 in some tensor (finite values of opposite signs near the limit) are left out,
     /// rejected with kind `overflow`, before anything is aggregated (one pass over the updates).
-    fn drop_overflowing_updates(&mut self) -> Result<Vec<(usize, Rejection)>, Error> {
+    fn drop_overflowing_updates(
+        &mut self,
+        places: &mut Vec<usize>,
+    ) -> Result<Vec<(usize, Rejection)>, Error> {
         let Some(base) = self.base.as_ref() else { return Ok(Vec::new()) };
         let total: usize = self.lanes.iter().sum();
         let passes = robust::Passes::new(
@@ -855,22 +1031,17 @@ impl Round {
             self.options.chunk_bytes,
         );
         let found = passes.update_overflows()?;
-        let mut dropped = Vec::new();
-        let mut kept = Vec::with_capacity(self.members.len());
-        for (i, (m, bad)) in std::mem::take(&mut self.members).into_iter().zip(found).enumerate() {
-            match bad {
-                Some(slot) => {
-                    let message = Message::text_first("its update against relative_to overflows float64 in ")
-                        .then(self.layout.slot_name(slot));
-                    self.accepted = self.accepted.saturating_sub(1);
-                    self.tally.total_weight -= m.weight;
-                    dropped.push((i, Rejection::new(RejectionKind::Overflow, message)));
-                }
-                None => kept.push(m),
-            }
-        }
-        self.members = kept;
-        Ok(dropped)
+        let bad = found
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, bad)| bad.map(|slot| (i, slot)))
+            .map(|(i, slot)| {
+                let message = Message::text_first("its update against relative_to overflows float64 in ")
+                    .then(self.layout.slot_name(slot));
+                (i, Rejection::new(RejectionKind::Overflow, message))
+            })
+            .collect();
+        Ok(self.remove_members(bad, places))
     }
 }
 

@@ -38,6 +38,33 @@ pub struct MemberReport {
     pub selected: bool,
 }
 
+/// A pass that failed: the kept upload (its position among the members) whose read failed, when
+/// one did (the others: the global model's read, or no read at all), and why. A member whose
+/// values were not checked when it was accepted fails here when one of them is not finite (see
+/// `Round::finish`).
+#[derive(Debug)]
+pub(crate) struct Failed {
+    pub(crate) member: Option<usize>,
+    pub(crate) error: Error,
+}
+
+impl From<Error> for Failed {
+    fn from(error: Error) -> Failed {
+        Failed { member: None, error }
+    }
+}
+
+impl From<Failed> for Error {
+    fn from(failed: Failed) -> Error {
+        failed.error
+    }
+}
+
+/// A member's read that failed, as a [`Failed`] naming it.
+fn of_member((member, error): (usize, Error)) -> Failed {
+    Failed { member: Some(member), error }
+}
+
 /// numpy's pairwise summation (`np.sum` of a float64 vector): the same rounding as numpy.
 fn pairwise_sum(a: &[f64]) -> f64 {
     let n = a.len();
@@ -225,7 +252,7 @@ impl<'a> Passes<'a> {
         &self,
         scale: &[f64],
         mut visit: impl FnMut((usize, Segment), usize, usize, &mut [f64], Option<&[f64]>) -> Result<(), Error>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Failed> {
         let n = self.members.len();
         let widest = self.segments.iter().map(|s| s.count).max().unwrap_or(0).min(self.per);
         let mut block = vec![0.0f64; n * widest];
@@ -243,7 +270,7 @@ impl<'a> Passes<'a> {
                 let count = self.per.min(segment.count - done);
                 let first = segment.first + done;
                 let x = block.get_mut(..n * count).unwrap_or_default();
-                read_rows(&self.sources, &locations, first, count, x).map_err(|(_, e)| e)?;
+                read_rows(&self.sources, &locations, first, count, x).map_err(of_member)?;
                 let base_values = match (self.base, &base_location) {
                     (Some(b), Some(loc)) => {
                         let row = base_row.get_mut(..count).unwrap_or_default();
@@ -269,7 +296,7 @@ impl<'a> Passes<'a> {
 
     /// Per upload, the first slot where its update (its values minus the global model's) is not
     /// finite in float64 (finite values of opposite signs near the limit), over these lanes.
-    pub(crate) fn update_overflows(&self) -> Result<Vec<Option<usize>>, Error> {
+    pub(crate) fn update_overflows(&self) -> Result<Vec<Option<usize>>, Failed> {
         let n = self.members.len();
         let mut first: Vec<Option<usize>> = vec![None; n];
         self.run(&vec![1.0; n], |(_, segment), _, _, x, _| {
@@ -285,7 +312,7 @@ impl<'a> Passes<'a> {
     }
 
     /// Per upload, the sum of the squares of its update over these lanes (for its norm).
-    pub(crate) fn squares(&self) -> Result<Vec<f64>, Error> {
+    pub(crate) fn squares(&self) -> Result<Vec<f64>, Failed> {
         let n = self.members.len();
         let mut squares = vec![0.0f64; n];
         self.run(&vec![1.0; n], |_, _, _, x, _| {
@@ -297,7 +324,7 @@ impl<'a> Passes<'a> {
 
     /// The `N × N` squared distances between the (scaled) updates over these lanes, and each
     /// update's squares.
-    pub(crate) fn distances(&self, scale: &[f64]) -> Result<(Vec<f64>, Vec<f64>), Error> {
+    pub(crate) fn distances(&self, scale: &[f64]) -> Result<(Vec<f64>, Vec<f64>), Failed> {
         let n = self.members.len();
         let (mut d, mut squares) = (vec![0.0f64; n * n], vec![0.0f64; n]);
         self.run(scale, |_, _, _, x, _| {
@@ -309,7 +336,7 @@ impl<'a> Passes<'a> {
     }
 
     /// The last pass: the aggregate of these lanes per `plan`.
-    pub(crate) fn reduce(&self, plan: &Plan) -> Result<Reduced, Error> {
+    pub(crate) fn reduce(&self, plan: &Plan) -> Result<Reduced, Failed> {
         let n = self.members.len();
         // one allocation for every segment, every value written before it is read (fresh pages,
         // huge ones: no zeroing pass, 512 times fewer faults than one small vector per tensor)
@@ -381,7 +408,7 @@ impl<'a> Passes<'a> {
         values: &mut [&mut [f64]],
         squares: &mut [f64],
         gaps: &mut [f64],
-    ) -> Result<(), Error> {
+    ) -> Result<(), Failed> {
         let n = self.members.len();
         let refs: Vec<&Member> = self.members.iter().collect();
         let mut block: Vec<u8> = Vec::new();
@@ -389,12 +416,14 @@ impl<'a> Passes<'a> {
             let locations = Self::locations(&refs, s.slot)?;
             if n <= NETWORK_UP_TO {
                 reduce_rows(&self.sources, &locations, s.first, stat, out, squares, gaps)
-                    .map_err(|(_, e)| e)?;
+                    .map_err(of_member)?;
                 continue;
             }
             let Some(lanes) = locations.first().map(|l| l.lanes) else { continue };
             if locations.iter().any(|l| l.lanes != lanes) {
-                return Err(Error::Internal { detail: "an upload stores a tensor as another type".into() });
+                return Err(
+                    Error::Internal { detail: "an upload stores a tensor as another type".into() }.into()
+                );
             }
             let width = lanes.width();
             let per = (self.chunk_bytes / width.saturating_mul(n).max(1)).max(MIN_CHUNK_LANES);
@@ -406,7 +435,7 @@ impl<'a> Passes<'a> {
                 }
                 let chunk = block.get_mut(..bytes).unwrap_or_default();
                 read_stored_rows(&self.sources, &locations, s.first + k * per, count, chunk)
-                    .map_err(|(_, e)| e)?;
+                    .map_err(of_member)?;
                 reduce_stored_block(chunk, lanes, n, stat, part, squares, gaps);
             }
         }
@@ -526,7 +555,7 @@ pub(crate) fn aggregate(
     options: &Options,
     members: &[Member],
     base: Option<&Member>,
-) -> Result<(Vec<f64>, Vec<MemberReport>), Error> {
+) -> Result<(Vec<f64>, Vec<MemberReport>), Failed> {
     let n = members.len();
     let total: usize = lanes.iter().sum();
     let passes = Passes::new(members, base, segments(lanes, 0, total), options.chunk_bytes);

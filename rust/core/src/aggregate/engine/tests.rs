@@ -173,11 +173,11 @@ fn too_few_uploads_for_the_method_is_an_aggregation_error() {
     let bulyan = Options { method: Method::Bulyan { byzantine: 1 }, ..Options::fedavg() };
     let mut round = Round::new(layout(), bulyan, Staleness::default()).unwrap();
     round.add_files(&[upload(&path, "a", 1.0, 0)]).unwrap();
-    let err = round.finish().err().unwrap();
+    let err = round.finish().err().unwrap().error;
     assert!(matches!(err, Error::Aggregation { .. }));
     assert!(err.to_string().contains("4 * byzantine + 3 = 7"), "{err}");
     let empty = Round::new(layout(), Options::fedavg(), Staleness::default()).unwrap();
-    assert!(matches!(empty.finish(), Err(Error::Aggregation { .. })));
+    assert!(matches!(empty.finish(), Err(Unfinished { error: Error::Aggregation { .. }, .. })));
 }
 
 #[test]
@@ -295,4 +295,55 @@ fn a_cluster_s_screening_admission_and_range_passes_equal_one_machine() {
             assert_eq!(selected(&remote), selected(&local), "{method:?}");
         }
     }
+}
+
+#[test]
+fn values_checked_where_the_median_reads_them_give_the_checked_round_s_result() {
+    // uploads 1 and 4 hold a NaN and an infinity; upload 5 is upload 1 again
+    let dir = tempfile::tempdir().unwrap();
+    let bad = |k: usize, at: (usize, usize), v: f32| {
+        let f = value(k);
+        move |t, i| if (t, i) == at { v } else { f(t, i) }
+    };
+    let mut paths: Vec<PathBuf> =
+        (0..5).map(|k| file(dir.path(), &format!("u{k}.ckpt"), &checkpoint(value(k)))).collect();
+    paths[1] = file(dir.path(), "nan.ckpt", &checkpoint(bad(1, (1, 3), f32::NAN)));
+    paths[4] = file(dir.path(), "inf.ckpt", &checkpoint(bad(4, (0, 299), f32::INFINITY)));
+    paths.push(paths[1].clone());
+    let uploads: Vec<FileUpload> =
+        paths.iter().enumerate().map(|(k, p)| upload(p, &format!("c{k}"), 1.0 + k as f64, 0)).collect();
+    let median = || Options { method: Method::Median, ..Options::fedavg() };
+    let mut checked = Round::new(layout(), median(), Staleness::default()).unwrap();
+    let checked_words = words(&checked.add_files(&uploads).unwrap());
+    assert_eq!(
+        checked_words,
+        ["accepted 1", "non-finite", "accepted 3", "accepted 4", "non-finite", "duplicate of c1"]
+    );
+    let mut deferred = Round::new(layout(), median(), Staleness::default()).unwrap();
+    let deferred_words = words(&deferred.add_files_deferring_values(&uploads).unwrap());
+    assert_eq!(
+        deferred_words,
+        ["accepted 1", "accepted 2", "accepted 3", "accepted 4", "accepted 5", "duplicate of c1"]
+    );
+    assert_eq!(deferred.total_weight(), 15.0);
+    let (checked, deferred) = (checked.finish().unwrap(), deferred.finish().unwrap());
+    // the two left out at the end (places 1 and 4 among the accepted), as the check names them
+    let dropped: Vec<(usize, String)> = deferred
+        .dropped
+        .iter()
+        .map(|(place, r)| (*place, format!("{} {}", r.kind.code(), r.message)))
+        .collect();
+    assert_eq!(dropped.len(), 2);
+    assert_eq!((dropped[0].0, dropped[1].0), (1, 4));
+    assert!(dropped[0].1.starts_with("non-finite") && dropped[0].1.contains("t1"), "{dropped:?}");
+    assert!(dropped[1].1.contains("t0"), "{dropped:?}");
+    assert_eq!((deferred.count, deferred.total_weight), (checked.count, checked.total_weight));
+    assert_eq!(deferred.values.slots(&deferred.lanes), checked.values.slots(&checked.lanes));
+    assert_eq!(deferred.members, checked.members);
+    // a model with float64 tensors is checked at once (its sums' bounds need every value)
+    let mut f64_layout = layout();
+    f64_layout.params[0].data_type = DataType::Double;
+    let mut round = Round::new(f64_layout, median(), Staleness::default()).unwrap();
+    assert!(!round.defers_values());
+    let _ = round.add_files_deferring_values(&[]).unwrap();
 }
