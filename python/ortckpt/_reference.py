@@ -179,8 +179,12 @@ def _rounded(
         view = flats[dtype][at : at + count].reshape(shape)
         with np.errstate(over="ignore", invalid="ignore"):
             # one pass: the float64 quotient, then one rounding to the dtype (as
-            # ``(part / divisor).astype(dtype)``, without a float64 temporary)
-            np.divide(part.reshape(shape), divisor, out=view, casting="unsafe")
+            # ``(part / divisor).astype(dtype)``, without a float64 temporary); a divisor of 1
+            # (the robust methods) changes no value, so only the rounding is done
+            if divisor == 1.0:
+                np.copyto(view, part.reshape(shape), casting="unsafe")
+            else:
+                np.divide(part.reshape(shape), divisor, out=view, casting="unsafe")
         if not np.isfinite(view).all():
             raise AggregationError(
                 f"the aggregate of {label} is not finite in {dtype.name}: the uploads are finite, but "
