@@ -4,7 +4,8 @@ The core decides its level once per process (``rust/core/src/simd.rs``: the CPU'
 by ``ORTCKPT_SIMD``), so each level runs in a fresh interpreter over the same uploads: FedAvg read
 whole and streamed (the decoder's scan and scaled addition), median and trimmed mean over few
 uploads (the sorting network) and over many (the counting selection, float32 tiles and float64
-ones), for float32, float64, float16 and bfloat16 tensors.
+ones), for float32, float64, float16 and bfloat16 tensors, and columns of signed zeros (equal
+values of two bit patterns).
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def uploads(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "f16": (values / 4).astype(np.float16),
             "bf16": values.astype(ml_dtypes.bfloat16),
             "repeated": np.full(257, 0.5 if i % 2 else -0.5, np.float32),
+            # equal values of two bit patterns: the levels agree on which one a column keeps
+            "zeros": np.where(rng.random(313) < 0.5, -0.0, 0.0).astype(np.float32),
         }
         ortckpt.save(CheckpointState(params), folder / f"dev{i:02d}.ckpt")
     return folder
@@ -105,7 +108,7 @@ def test_every_level_gives_the_same_results_and_the_override_takes_effect(
     assert runs["avx2"] == min("avx2", cpu, key=LEVELS.index)
     assert runs["avx512"] == cpu
     want = np.load(tmp_path / "plain.npz")
-    assert len(want.files) == 6 * 5, want.files
+    assert len(want.files) == 6 * 6, want.files  # runs x tensors
     for name in ("cpu", "avx2"):
         got = np.load(tmp_path / f"{name}.npz")
         assert got.files == want.files

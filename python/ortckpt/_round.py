@@ -529,6 +529,10 @@ class Round:
             state = result_state(self._reference, self._spec, values, divisor)
         except AggregationError as exc:
             self._drop(getattr(exc, "dropped", []))  # left out before it failed: rejections even so
+            if not self._accepted:  # every upload rejected in the end: as result() says it
+                raise self._failure(
+                    f"no upload could be averaged (all {len(self._reports)} rejected)", engine
+                ) from None
             raise self._failure(f"no aggregate: {exc}", engine) from None
         if self._server is not None:
             state = with_server_state(state, kept)

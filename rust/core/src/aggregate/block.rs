@@ -64,10 +64,9 @@ pub(super) fn pruned(pairs: &[(usize, usize)], n: usize, keep: &[usize]) -> Vec<
 /// float64, so a float32 tile gives the statistic bit for bit, with twice the columns per
 /// instruction and half the bytes in cache.
 pub(super) trait TileValue: Copy + Default + Into<f64> + PartialOrd + Send + Sync {
-    /// `(ra[i], rb[i]) = (min, max)` of the two, for finite values: a compare and two selects,
-    /// which need none of the NaN handling `min`/`max` compile to. Of two equal values (-0.0 and
-    /// 0.0 among them) both rows get the second, in every version: the same numbers, zeros'
-    /// signs aside.
+    /// `(ra[i], rb[i]) = (min, max)` of the two, for finite values: compares and selects, which
+    /// need none of the NaN handling `min`/`max` compile to. Of two equal values (-0.0 and 0.0
+    /// among them) both rows get the second, in every version (the same bits at every SIMD level).
     fn exchange(ra: &mut [Self], rb: &mut [Self]);
 }
 
@@ -76,8 +75,9 @@ pub(super) trait TileValue: Copy + Default + Into<f64> + PartialOrd + Send + Syn
 fn exchange_plain<T: TileValue>(ra: &mut [T], rb: &mut [T]) {
     for (u, v) in ra.iter_mut().zip(rb.iter_mut()) {
         let (x, y) = (*u, *v);
-        let lower = x < y;
-        (*u, *v) = (if lower { x } else { y }, if lower { y } else { x });
+        // `minpd`/`maxpd`'s own rule (the second operand unless the first is strictly below /
+        // above it), so every level gives the same bits, zeros' signs included
+        (*u, *v) = (if x < y { x } else { y }, if x > y { x } else { y });
     }
 }
 

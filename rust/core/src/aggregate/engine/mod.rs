@@ -926,9 +926,14 @@ impl Round {
         &mut self,
         dropped: &mut Vec<(usize, Rejection)>,
     ) -> Result<(Values, Vec<MemberReport>), Error> {
-        self.check_count()?;
         // each kept member's place among the accepted uploads, as the verdicts were given
         let mut places: Vec<usize> = (0..self.members.len()).collect();
+        if self.check_count().is_err() && self.members.iter().any(|m| m.unchecked) {
+            // too few even before a value is read: the count is that of the uploads that pass
+            let bad = self.check_unchecked()?;
+            dropped.extend(self.remove_members(bad, &mut places));
+        }
+        self.check_count()?;
         dropped.extend(self.drop_overflowing_updates(&mut places)?);
         self.check_count()?;
         if self.members.is_empty() && self.base.is_none() {
@@ -976,7 +981,15 @@ impl Round {
         for outcome in found {
             let (i, rejection) = outcome?;
             match rejection {
-                Some(r) => bad.push((i, r)),
+                Some(r) => {
+                    // a value that was finite when the upload came and is not now is a changed
+                    // file (the round fails, as it does for an upload checked at once), not a bad
+                    // upload: its stamp tells
+                    if let Some(m) = self.members.get(i) {
+                        m.held.confirm_unchanged()?;
+                    }
+                    bad.push((i, r));
+                }
                 None => {
                     if let Some(m) = self.members.get_mut(i) {
                         m.unchecked = false;
@@ -988,8 +1001,10 @@ impl Round {
     }
 
     /// Leaves out the members at the positions of `bad` (ascending), which were accepted: their
-    /// weight and count are taken back. Returns each one's place among the accepted uploads
-    /// (`places`, kept in step with the members) and its rejection.
+    /// count is taken back and the total weight is summed again over the members kept, in the
+    /// order they were accepted (subtracting a weight would not undo its addition in float64: the
+    /// total is then that of a round that never counted them). Returns each one's place among the
+    /// accepted uploads (`places`, kept in step with the members) and its rejection.
     fn remove_members(
         &mut self,
         bad: Vec<(usize, Rejection)>,
@@ -1003,7 +1018,6 @@ impl Round {
             match rejected.remove(&i) {
                 Some(rejection) => {
                     self.accepted = self.accepted.saturating_sub(1);
-                    self.tally.total_weight -= m.weight;
                     dropped.push((place, rejection));
                 }
                 None => {
@@ -1011,6 +1025,10 @@ impl Round {
                     places.push(place);
                 }
             }
+        }
+        if !dropped.is_empty() {
+            // every accepted upload of a round that keeps them is a member
+            self.tally.total_weight = self.members.iter().fold(0.0, |total, m| total + m.weight);
         }
         dropped
     }
