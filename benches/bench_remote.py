@@ -18,6 +18,12 @@ by side in one run, medians of the times over ``--repeats``:
 * ``average over N remote uploads``: ``ortckpt.average`` of N URLs: its body bytes against the
   uploads' sizes (each byte fetched once is 1.00x).
 
+A second table times one large tensor's read (``--large-mib``, after its checkpoint was opened)
+through the tests' fault proxy in front of nginx, which answers each request after
+``--latency-ms`` and sends each reply at ``--rate-mib`` MiB/s (one connection's throughput to an
+object store): as one range request (what the lazy reader did before), in 4 MiB parts one at a
+time, and in 4 MiB parts four in flight (what it does: ``_sources._PART``, ``_IN_FLIGHT``).
+
 Goal (issue 34): opening and inspecting the 1 GiB checkpoint of 1,000 tensors, and reading one
 tensor of it, fetch at most the structure's blocks + that tensor + 1 MiB in a bounded number of
 requests; a round over 100 remote uploads fetches each byte once.
@@ -29,18 +35,20 @@ requests; a round over 100 remote uploads fetches each byte once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import ortckpt
+from ortckpt import _sources
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # the tests' nginx: one way to start it
@@ -104,6 +112,30 @@ def safetensors_by_range(url: str, name: str) -> None:
     _ = float(np.frombuffer(data, np.float32).sum())
 
 
+@contextlib.contextmanager
+def fetching(part: int, in_flight: int) -> Iterator[None]:
+    """The lazy reader's part size and requests in flight set for the block's duration."""
+    saved = _sources._PART, _sources._IN_FLIGHT
+    _sources._PART, _sources._IN_FLIGHT = part, in_flight
+    try:
+        yield
+    finally:
+        _sources._PART, _sources._IN_FLIGHT = saved
+
+
+def large_read(
+    server: http_servers.Nginx, url: str, uri: str, part: int, in_flight: int
+) -> tuple[float, int]:
+    """Seconds and GET requests of reading the tensor ``big`` at ``url`` (opened first)."""
+    with fetching(part, in_flight):
+        state = ortckpt.load(url)
+        server.clear()
+        start = time.perf_counter()
+        _ = float(state.parameters["big"].data.sum())
+        seconds = time.perf_counter() - start
+    return seconds, sum(1 for r in server.replies() if r[0] == "GET" and r[1] == uri)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -113,6 +145,9 @@ def main() -> None:
     parser.add_argument("--uploads", type=int, default=100, help="remote uploads in the round")
     parser.add_argument("--upload-mib", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--large-mib", type=int, default=64, help="the large tensor (MiB)")
+    parser.add_argument("--latency-ms", type=float, default=50.0, help="the proxy's wait per request")
+    parser.add_argument("--rate-mib", type=float, default=64.0, help="the proxy's MiB/s per reply")
     parser.add_argument("--tmpdir", default=None)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
@@ -134,6 +169,11 @@ def main() -> None:
         for i in range(args.uploads):
             up.properties["samples"] = i + 1
             ortckpt.save(up, root / "uploads" / f"dev{i:03d}.ckpt")
+        large = ortckpt.CheckpointState(
+            {"big": np.random.default_rng(1).standard_normal(args.large_mib * MiB // 4, np.float32)}
+        )
+        ortckpt.save(large, root / "large.ckpt")
+        del large
         size = (root / "model.ckpt").stat().st_size
         uploads_size = sum(p.stat().st_size for p in (root / "uploads").iterdir())
 
@@ -160,6 +200,19 @@ def main() -> None:
             for _ in range(args.repeats):  # interleaved: every row sees the same machine
                 for row, (work, uri) in rows.items():
                     results[row].append(counted(server, uri, work))
+            faults = http_servers.Faults(delay=args.latency_ms / 1000, rate=args.rate_mib * MiB)
+            ways = {
+                "one range request (before)": (1 << 62, 1),
+                "4 MiB parts, one at a time": (4 * MiB, 1),
+                "4 MiB parts, 4 in flight": (4 * MiB, 4),
+            }
+            timed: dict[str, list[tuple[float, int]]] = {way: [] for way in ways}
+            with http_servers.fault_proxy(base, faults) as proxy:
+                for _ in range(args.repeats):
+                    for way, (part, in_flight) in ways.items():
+                        timed[way].append(
+                            large_read(server, f"{proxy}/large.ckpt", "/large.ckpt", part, in_flight)
+                        )
 
     print(
         f"checkpoint: {args.tensors} float32 tensors, {size / MiB:.1f} MiB "
@@ -179,9 +232,23 @@ def main() -> None:
             extra = ""
         print(f"{row:<46}{seconds:>10.3f}{gets:>6}{heads:>6}{body / MiB:>11.2f}{extra:>13}")
         out[row] = {"seconds": [r[0] for r in runs], "gets": gets, "heads": heads, "body_bytes": body}
+    print(
+        f"\none {args.large_mib} MiB tensor through a proxy answering after {args.latency_ms:.0f} ms, "
+        + (f"at {args.rate_mib:.0f} MiB/s per reply" if args.rate_mib else "replies unthrottled")
+        + f"; median of {args.repeats}"
+    )
+    print(f"{'read':<46}{'median s':>10}{'GET':>6}{'vs one request':>16}")
+    first = statistics.median(r[0] for r in next(iter(timed.values())))
+    large_out = {}
+    for way, runs in timed.items():
+        seconds = statistics.median(r[0] for r in runs)
+        print(f"{way:<46}{seconds:>10.3f}{runs[-1][1]:>6}{first / seconds:>15.2f}x")
+        large_out[way] = {"seconds": [r[0] for r in runs], "gets": runs[-1][1]}
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"size": size, "tensor_bytes": tensor_bytes, "rows": out}, indent=2)
+            json.dumps(
+                {"size": size, "tensor_bytes": tensor_bytes, "rows": out, "large_tensor": large_out}, indent=2
+            )
         )
 
 

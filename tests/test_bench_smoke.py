@@ -106,6 +106,7 @@ def test_remote_benchmark_smoke_run(tmp_path: Path) -> None:
     if http_servers.nginx_binary() is None:
         pytest.skip("nginx is not installed (apt-get install -y nginx-light; scripts/setup_nginx.sh)")
     args = ["--mib", "16", "--tensors", "40", "--uploads", "4", "--upload-mib", "1", "--repeats", "1"]
+    args += ["--large-mib", "12", "--latency-ms", "10", "--rate-mib", "0"]
     _, report = run_bench("bench_remote.py", tmp_path, *args)
     rows, size, tensor = report["rows"], report["size"], report["tensor_bytes"]
     assert rows["fsspec whole download"]["body_bytes"] >= size
@@ -114,3 +115,6 @@ def test_remote_benchmark_smoke_run(tmp_path: Path) -> None:
     assert tensor <= one["body_bytes"] <= tensor + (1 << 20) and 1 <= one["gets"] <= 4
     average = next(r for name, r in rows.items() if name.startswith("average"))
     assert average["gets"] >= 4 and average["body_bytes"] > 0
+    # the large tensor: one range request, then 4 MiB parts (one at a time, four in flight)
+    large = [way["gets"] for way in report["large_tensor"].values()]
+    assert large[0] == 1 and large[1] == large[2] >= 3, report["large_tensor"]

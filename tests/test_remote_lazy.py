@@ -1,11 +1,14 @@
 """Lazy remote loads (``ortckpt.load(url)``): the structure parsed through the core's paged input
 from range requests, each tensor fetched when first used. Against real servers on 127.0.0.1,
 started and stopped here: nginx (from Debian) serving the fixtures with ranges and ETags, moto's
-S3 server, and a fault proxy in front of nginx (tests/helpers/http_servers.py)."""
+S3 server, and a fault proxy in front of either (tests/helpers/http_servers.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -245,6 +248,157 @@ def test_replaced_on_the_server_between_requests(served: http_servers.Nginx):
         _ = remote.parameters["t01"].data
 
 
+# --- large reads: parts fetched a few at a time (issue 34) ---------------------------------------
+
+#: the bytes of one range request of a large read (``_sources._PART``) and how many are in flight
+PART = 4 * MiB
+IN_FLIGHT = 4
+
+
+def one_large(mib: int, fill: int = 0) -> CheckpointState:
+    """A checkpoint whose tensor ``big`` holds ``mib`` MiB of distinct float32 values (a part
+    mixed in from another version would not pass unnoticed), and a small one."""
+    big = np.arange(mib * MiB // 4, dtype=np.float32) + fill
+    return CheckpointState({"big": big, "small": np.full(10, fill, np.float32)}, properties={"round": fill})
+
+
+@contextlib.contextmanager
+def proxied(
+    served: http_servers.Nginx, state: CheckpointState, **faults: Any
+) -> Iterator[tuple[str, http_servers.Faults, int]]:
+    """``state`` served by nginx behind a fault proxy: its URL through the proxy, the proxy's
+    faults (``faults`` set after the structure is read) and how many GETs reading the structure
+    took (a load made here; a load of the URL makes the same requests in the same order)."""
+    name = f"parallel-{uuid.uuid4().hex[:8]}.ckpt"
+    ortckpt.save(state, served.root / name)
+    proxy = http_servers.Faults()
+    with http_servers.fault_proxy(served.url, proxy) as base:
+        ortckpt.load(f"{base}/{name}")
+        structure = proxy.gets
+        proxy.reset_counts()
+        for key, value in faults.items():
+            setattr(proxy, key, value)
+        yield f"{base}/{name}", proxy, structure
+
+
+def test_a_large_tensor_is_fetched_in_parts_a_few_at_a_time(served: http_servers.Nginx):
+    """A 24 MiB tensor behind a server answering each request after 0.2 s: fetched by range
+    requests of at most 4 MiB, up to four in flight (counted at the proxy), each answered with
+    206 and its part (counted at nginx), the object's identity checked once after all of them
+    (one HEAD); the values are the local file's."""
+    state = one_large(24)
+    with proxied(served, state, delay=0.2) as (url, faults, _):
+        remote = ortckpt.load(url)
+        faults.reset_counts()
+        served.clear()
+        values = remote.parameters["big"].data
+    assert np.array_equal(values, state.parameters["big"].data)
+    replies = [r for r in served.replies() if url.endswith(r[1])]
+    gets = [(status, sent) for method, _, status, sent in replies if method == "GET"]
+    assert len(gets) >= 24 * MiB // PART, gets
+    assert all(status == 206 and sent <= PART for status, sent in gets), gets
+    # the tensor's bytes that the structure's block did not hold, once
+    assert values.nbytes - MiB <= sum(sent for _, sent in gets) <= values.nbytes + MiB
+    assert [r[0] for r in replies].count("HEAD") == 1, replies
+    assert 2 <= faults.peak <= IN_FLIGHT, faults.peak
+
+
+@pytest.mark.parametrize("mode", ["truncate", "close-early"])
+def test_a_short_part_is_our_error(served: http_servers.Nginx, mode: str):
+    """The second part of a large read cut short (a shorter 206, or a connection closed early):
+    our error naming the URL, never values with a hole."""
+    with proxied(served, one_large(12)) as (url, faults, structure):
+        remote = ortckpt.load(url)
+        faults.mode, faults.after, faults.times = mode, structure + 1, 1
+        with pytest.raises((CheckpointChangedError, RemoteSourceError)) as info:
+            _ = remote.parameters["big"].data
+        assert len(faults.ranges) >= 2, faults.ranges
+    assert url in str(info.value)
+    if mode == "truncate":
+        found = re.search(r"asked for (\d+) bytes at offset \d+, the server sent (\d+)", str(info.value))
+        assert found is not None and int(found[2]) < int(found[1]) <= PART, str(info.value)
+
+
+# Run in a fresh interpreter (argv: URL, storage options as JSON, tensor name): loads the URL,
+# then reads the tensor; prints the growth of the peak resident set while it was read and the
+# RemoteSourceError it raised.
+READ_ONE_TENSOR = textwrap.dedent(
+    """
+    import json, sys, ortckpt
+    def peak():
+        with open("/proc/self/status") as f:
+            return int(next(l for l in f if l.startswith("VmHWM:")).split()[1]) * 1024
+    state = ortckpt.load(sys.argv[1], storage_options=json.loads(sys.argv[2]))
+    before = peak()
+    try:
+        state.parameters[sys.argv[3]].data
+    except ortckpt.RemoteSourceError as exc:
+        print(peak() - before, str(exc).replace(chr(10), " "))
+    """
+)
+
+
+def read_padded(url: str, options: dict[str, Any] | None = None) -> tuple[int, str]:
+    """The peak growth and the message of ``READ_ONE_TENSOR`` reading ``big`` at ``url``."""
+    args = [sys.executable, "-c", READ_ONE_TENSOR, url, json.dumps(options), "big"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip(), f"no RemoteSourceError: {proc.stderr[-2000:]}"
+    growth, message = proc.stdout.strip().split(" ", 1)
+    return int(growth), message
+
+
+def test_a_padded_part_is_cut_where_it_passes_its_range(served: http_servers.Nginx):
+    """The second part of a 12 MiB read answered with 256 MiB more (206, announced): our error
+    naming that part, the other parts cancelled, and the reading process holding the read's
+    parts, never the padding (its peak grows by less than 32 MiB)."""
+    with proxied(served, one_large(12)) as (url, faults, structure):
+        faults.mode, faults.after, faults.times = "oversize", structure + 1, 1
+        growth, message = read_padded(url)
+        assert len(faults.ranges) >= 2, faults.ranges
+    found = re.search(r"asked for (\d+) bytes at offset \d+, the server sent more", message)
+    assert found is not None and url in message, message
+    assert int(found[1]) <= PART
+    assert growth < 32 * MiB, (growth / MiB, http_servers.OVERSIZE / MiB)
+
+
+def test_a_stalled_part_is_the_deadline_error(served: http_servers.Nginx, monkeypatch: pytest.MonkeyPatch):
+    """One part of an 8 MiB read never answered while the others are: ``RemoteSourceError`` when
+    the read's deadline passes (``ORTCKPT_REMOTE_TIMEOUT`` + 1 s per MiB: 9 s), never a hang."""
+    monkeypatch.setenv("ORTCKPT_REMOTE_TIMEOUT", "1")
+    with proxied(served, one_large(8)) as (url, faults, structure):
+        remote = ortckpt.load(url)
+        served.clear()
+        faults.mode, faults.after, faults.times = "stall", structure + 1, 1
+        raised = promptly(lambda: remote.parameters["big"].data, timeout=30)
+        faults.released.set()
+        assert len(faults.ranges) >= 2, faults.ranges
+    assert isinstance(raised, RemoteSourceError), raised
+    assert url in str(raised) and re.search(r"did not answer within \d+ s", str(raised)), raised
+    # the parts that were answered, were (in flight together with the stalled one)
+    assert any(method == "GET" and status == 206 for method, _, status, _ in served.replies())
+
+
+def test_an_object_replaced_during_a_parallel_read_is_a_changed_checkpoint(served: http_servers.Nginx):
+    """The object replaced on the server (other values, same size) when the second part of a
+    large read is asked for: the parts mix two versions, and the identity check after the read
+    says so (``CheckpointChangedError``); no value is handed over."""
+    state = one_large(12)
+    with proxied(served, state) as (url, faults, structure):
+        path = served.root / url.rsplit("/", 1)[1]
+        remote = ortckpt.load(url)
+
+        def replace(number: int) -> None:
+            if number == structure + 2:
+                ortckpt.save(one_large(12, fill=1), path)
+                os.utime(path, (1, 1))  # another mtime, hence another ETag
+
+        faults.on_get = replace
+        with pytest.raises(CheckpointChangedError, match="replaced while it was being read"):
+            _ = remote.parameters["big"].data
+        assert len(faults.ranges) >= 2, faults.ranges
+
+
 # --- S3 (moto's standalone server) ---------------------------------------------------------------
 
 
@@ -288,35 +442,71 @@ def test_s3_load_equals_local_load(s3: dict[str, Any], assert_same_state):
         )
 
 
-def test_s3_one_tensor_and_replacement(s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch):
+@contextlib.contextmanager
+def s3_proxied(s3: dict[str, Any], **faults: Any) -> Iterator[tuple[dict[str, Any], http_servers.Faults]]:
+    """storage_options reaching the S3 server through a fault proxy (moto checks no signature, so
+    the proxy's address in them is enough), and the proxy's faults."""
+    proxy = http_servers.Faults(**faults)
+    with http_servers.fault_proxy(s3["endpoint_url"], proxy) as base:
+        yield {**s3, "endpoint_url": base}, proxy
+
+
+def test_s3_one_tensor_and_replacement(s3: dict[str, Any]):
     fs = fsspec.filesystem("s3", **s3)
     state = large_state()
     data = state.to_bytes()
     fs.pipe_file("lazy/large.ckpt", data)
-    fetched: list[int] = []
-    cls = type(fs)
-    real = cls.cat_file
+    # the body bytes counted at a proxy in front of the server (moto keeps no access log)
+    with s3_proxied(s3) as (options, faults):
+        remote = ortckpt.load("s3://lazy/large.ckpt", storage_options=options)
+        structure = faults.body_bytes
+        assert 0 < structure <= MiB
+        one = remote.parameters["t09"].data
+        assert np.array_equal(one, state.parameters["t09"].data)
+        fetched = faults.body_bytes
+        assert fetched <= structure + one.nbytes + MiB, f"{fetched} of {len(data)} bytes fetched"
+        # replaced between requests: another ETag
+        other = large_state()
+        other.parameters["t03"] = np.full(MiB // 2, -1, np.float32)
+        fs.pipe_file("lazy/large.ckpt", other.to_bytes())
+        with pytest.raises(CheckpointChangedError, match=r"s3://lazy/large\.ckpt"):
+            _ = remote.parameters["t03"].data
 
-    def counting(self: Any, path: str, start: int | None = None, end: int | None = None, **kw: Any) -> bytes:
-        out: bytes = real(self, path, start=start, end=end, **kw)
-        fetched.append(len(out))
-        return out
 
-    # a counting wrapper around the file system's range read (the server is real; moto keeps no
-    # access log)
-    monkeypatch.setattr(cls, "cat_file", counting)
-    remote = ortckpt.load("s3://lazy/large.ckpt", storage_options=s3)
-    structure = sum(fetched)
-    assert structure <= MiB
-    one = remote.parameters["t09"].data
-    assert np.array_equal(one, state.parameters["t09"].data)
-    assert sum(fetched) <= structure + one.nbytes + MiB, f"{sum(fetched)} of {len(data)} bytes fetched"
-    # replaced between requests: another ETag
-    other = large_state()
-    other.parameters["t03"] = np.full(MiB // 2, -1, np.float32)
-    fs.pipe_file("lazy/large.ckpt", other.to_bytes())
-    with pytest.raises(CheckpointChangedError, match=r"s3://lazy/large\.ckpt"):
-        _ = remote.parameters["t03"].data
+def test_s3_a_large_tensor_is_fetched_in_parts_a_few_at_a_time(s3: dict[str, Any]):
+    """As over HTTP: a 24 MiB tensor by ranged GetObjects of at most 4 MiB, up to four in flight
+    (counted at a proxy delaying each reply by 0.2 s); the values are the local file's."""
+    state = one_large(24)
+    fsspec.filesystem("s3", **s3).pipe_file("lazy/parallel.ckpt", state.to_bytes())
+    with s3_proxied(s3, delay=0.2) as (options, faults):
+        remote = ortckpt.load("s3://lazy/parallel.ckpt", storage_options=options)
+        faults.reset_counts()
+        values = remote.parameters["big"].data
+    assert np.array_equal(values, state.parameters["big"].data)
+    spans = [re.fullmatch(r"bytes=(\d+)-(\d+)", r) for r in faults.ranges]
+    sizes = [int(m[2]) - int(m[1]) + 1 for m in spans if m is not None]
+    assert len(sizes) == len(faults.ranges) >= 24 * MiB // PART, faults.ranges
+    assert max(sizes) <= PART and values.nbytes - MiB <= sum(sizes) <= values.nbytes + MiB
+    assert 2 <= faults.peak <= IN_FLIGHT, faults.peak
+
+
+@pytest.mark.parametrize(("mib", "part"), [(2, 1), (12, 2)], ids=["one-request", "one-part"])
+def test_s3_a_padded_reply_is_cut_where_it_passes_its_range(s3: dict[str, Any], mib: int, part: int):
+    """A ranged GetObject answered with 256 MiB more than asked (206, announced; the tensor's only
+    request, or the second part of a large read): aiobotocore's streaming body is read in pieces
+    and cut one byte past the range (s3fs's ``cat_file`` reads it whole: the process grew by
+    more than 256 MiB), so the read is our error and the process grows by less than 32 MiB."""
+    name = f"lazy/padded-{mib}.ckpt"
+    fsspec.filesystem("s3", **s3).pipe_file(name, one_large(mib).to_bytes())
+    with s3_proxied(s3) as (options, faults):
+        ortckpt.load(f"s3://{name}", storage_options=options)
+        structure = faults.gets
+        faults.reset_counts()
+        faults.mode, faults.after, faults.times = "oversize", structure + part - 1, 1
+        growth, message = read_padded(f"s3://{name}", options)
+        assert len(faults.ranges) >= part, faults.ranges
+    assert "the server sent more" in message and f"s3://{name}" in message, message
+    assert growth < 32 * MiB, (growth / MiB, http_servers.OVERSIZE / MiB)
 
 
 # --- the binding's source: a Python read(offset, length) -> bytes --------------------------------

@@ -1,11 +1,12 @@
 """Checkpoints behind fsspec URLs (``s3://``, ``gs://``, ``http(s)://``, ``memory://``, ...).
 
 Local paths keep the memory-mapped ``ortckpt.io.load``. A URL is read lazily: the core's paged
-input parses the structure from the blocks it reaches, fetched by range requests (``cat_file``;
-runs of blocks in one request), and each tensor's bytes are fetched when first used
-(``_RangeReader``). With ``mmap=False`` its bytes are read whole (at most ``max_bytes`` of them)
-and handed to ``ortckpt.load_bytes``. Either way the core validates them like any file. fsspec is
-imported only when a URL is used (the ``ortckpt[remote]`` extra).
+input parses the structure from the blocks it reaches, fetched by range requests (runs of blocks
+in one read; a read of more than ``_PART`` bytes split into parts fetched a few at a time), and
+each tensor's bytes are fetched when first used (``_RangeReader``). With ``mmap=False`` its bytes
+are read whole (at most ``max_bytes`` of them) and handed to ``ortckpt.load_bytes``. Either way
+the core validates them like any file. fsspec is imported only when a URL is used (the
+``ortckpt[remote]`` extra).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import math
 import os
 import re
+import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -37,10 +39,16 @@ _COPY_CHUNK = 8 << 20
 # the structure of a checkpoint written by ortckpt is usually one block; a tensor's bytes cost
 # at most one block more than they are.
 _BLOCK = 256 << 10
+# A read of more than ``_PART`` bytes (a large tensor) on an asynchronous file system (HTTP, S3,
+# GCS, Azure) is split into parts of at most ``_PART`` bytes, ``_IN_FLIGHT`` of them requested at
+# a time on fsspec's event loop; smaller reads are one request.
+_PART = 4 << 20
+_IN_FLIGHT = 4
 # A remote request of a lazy read must be answered within this many seconds, plus one per MiB it
-# carries (``ORTCKPT_REMOTE_TIMEOUT`` replaces the first figure): a server that stalls, or
-# trickles a reply, is a ``RemoteSourceError``, never a hang. fsspec's asynchronous file systems
-# (HTTP, S3, GCS, Azure) are cancelled when it passes; the backends' own timeouts still apply.
+# carries (``ORTCKPT_REMOTE_TIMEOUT`` replaces the first figure; a read split into parts is one
+# deadline for all of them, as for its bytes in one request): a server that stalls, or trickles a
+# reply, is a ``RemoteSourceError``, never a hang. fsspec's asynchronous file systems (HTTP, S3,
+# GCS, Azure) are cancelled when it passes; the backends' own timeouts still apply.
 _TIMEOUT = 60.0
 _SECONDS_PER_MIB = 1.0
 # The fields of fsspec's ``info()`` that change when an object is replaced (``size`` too).
@@ -132,6 +140,25 @@ def _is_http(fs: Any) -> bool:
     return isinstance(fs, HTTPFileSystem)
 
 
+def _is_s3(fs: Any) -> bool:
+    """s3fs's file system (aiobotocore), whose range requests ``_s3_range`` makes (s3fs is imported
+    when one exists: it is not imported here)."""
+    s3fs = sys.modules.get("s3fs")
+    return s3fs is not None and isinstance(fs, s3fs.S3FileSystem)
+
+
+async def _read_capped(read: Callable[[int], Awaitable[bytes]], cap: int) -> bytes:
+    """At most ``cap`` bytes of a reply's body, read in pieces of at most 1 MiB with ``read(n)``
+    (a stream's): never more than ``cap`` bytes held, however long the body is."""
+    out = bytearray()
+    while len(out) < cap:
+        chunk = await read(min(1 << 20, cap - len(out)))
+        if not chunk:
+            break
+        out += chunk
+    return bytes(out)
+
+
 async def _http_range(fs: Any, path: str, start: int, end: int) -> bytes:
     """Bytes ``start..end`` of ``path`` by one range request on ``fs``'s aiohttp session, the
     reply read as a stream and cut after ``end - start + 1`` bytes: a server that ignores the range
@@ -141,27 +168,98 @@ async def _http_range(fs: Any, path: str, start: int, end: int) -> bytes:
     kwargs = dict(fs.kwargs)
     headers = dict(kwargs.pop("headers", None) or {})
     headers["Range"] = f"bytes={start}-{end - 1}"
-    cap = end - start + 1
     async with session.get(fs.encode_url(path), headers=headers, **kwargs) as reply:
         fs._raise_not_found_for_status(reply, path)
-        out = bytearray()
-        while len(out) < cap:
-            chunk = await reply.content.read(min(1 << 20, cap - len(out)))
-            if not chunk:
-                break
-            out += chunk
-    return bytes(out)
+        return await _read_capped(reply.content.read, end - start + 1)
+
+
+async def _s3_range(fs: Any, path: str, start: int, end: int) -> bytes:
+    """Bytes ``start..end`` of ``path`` by one ``GetObject`` with a ``Range`` on ``fs`` (s3fs's
+    ``_call_s3``, the async side of its public ``call_s3``: its credentials, request options,
+    retries of the request and error translation), the body (aiobotocore's streaming body) read in
+    pieces and cut after ``end - start + 1`` bytes (s3fs's ``cat_file`` reads it whole)."""
+    bucket, key, version = fs.split_path(path)
+    reply = await fs._call_s3(
+        "get_object",
+        Bucket=bucket,
+        Key=key,
+        Range=f"bytes={start}-{end - 1}",
+        **({"VersionId": version} if version else {}),
+    )
+    body = reply["Body"]
+    try:
+        return await _read_capped(body.read, end - start + 1)
+    finally:
+        body.close()
+
+
+async def _any_range(fs: Any, path: str, start: int, end: int) -> bytes:
+    """Bytes ``start..end`` of ``path`` by the file system's own range request (``_cat_file``:
+    GCS, Azure, ...; its reply is read whole before its length is checked)."""
+    return bytes(await fs._cat_file(path, start=start, end=end))
+
+
+def _range_request(fs: Any) -> Callable[[Any, str, int, int], Awaitable[bytes]]:
+    """The coroutine making one range request on an asynchronous file system: capped over HTTP
+    and S3 (at most one byte more than asked is held), the backend's own elsewhere."""
+    if _is_http(fs):
+        return _http_range
+    if _is_s3(fs):
+        return _s3_range
+    return _any_range
 
 
 def _fetch_range(fs: Any, url: str, path: str, start: int, end: int) -> bytes:
-    """Bytes ``start..end`` of ``path`` by one request within its deadline; over HTTP read with a
-    cap (``_http_range``: at most one byte more than asked is ever held)."""
-    if _is_http(fs):
+    """Bytes ``start..end`` of ``path`` by one request within its deadline; over HTTP and S3 read
+    with a cap (``_http_range``, ``_s3_range``: at most one byte more than asked is ever held)."""
+    if getattr(fs, "async_impl", False):
         data: bytes = _within_deadline(
-            fs, url, "cat_file", fs, path, start, end, nbytes=end - start, coroutine=_http_range
+            fs, url, "cat_file", fs, path, start, end, nbytes=end - start, coroutine=_range_request(fs)
         )
         return data
-    return bytes(_within_deadline(fs, url, "cat_file", path, start=start, end=end, nbytes=end - start))
+    return bytes(fs.cat_file(path, start=start, end=end))
+
+
+class _WrongLength(Exception):
+    """A range request answered with another number of bytes than asked (``got``: at most one
+    more than asked, the reply being cut there)."""
+
+    def __init__(self, start: int, length: int, got: int) -> None:
+        super().__init__(start, length, got)
+        self.start, self.length, self.got = start, length, got
+
+
+def _parts(offset: int, length: int) -> list[tuple[int, int]]:
+    """``offset..offset + length`` as ranges of at most ``_PART`` bytes, of nearly equal sizes."""
+    count = max(1, -(-length // _PART))
+    size = max(1, -(-length // count))
+    end = offset + length
+    return [(start, min(start + size, end)) for start in range(offset, end, size)]
+
+
+async def _fetch_parts(fs: Any, path: str, parts: list[tuple[int, int]]) -> list[bytes]:
+    """The bytes of each range of ``parts``, by range requests made ``_IN_FLIGHT`` at a time on
+    the file system's event loop, each checked for its length (``_WrongLength``); the first
+    failure cancels the requests still running or waiting."""
+    import asyncio
+
+    request = _range_request(fs)
+    gate = asyncio.Semaphore(_IN_FLIGHT)
+
+    async def part(start: int, end: int) -> bytes:
+        async with gate:
+            data = await request(fs, path, start, end)
+        if len(data) != end - start:
+            raise _WrongLength(start, end - start, len(data))
+        return data
+
+    tasks = [asyncio.ensure_future(part(start, end)) for start, end in parts]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:  # on a failure, the others are cancelled and their connections closed
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _size(fs: Any, path: str) -> int | None:
@@ -241,9 +339,11 @@ def _identity(info: Mapping[str, Any]) -> tuple[object, ...]:
 
 class _RangeReader:
     """``read(offset, length) -> bytes`` of one object, for the core's paged input: each call is
-    one range request (``cat_file``), counted against the budget, answered with exactly
-    ``length`` bytes or our error; the object's identity (size, ETag, version) is compared with
-    the one it had when opened after every request, so a replaced object is never mixed in."""
+    one range request, or, past ``_PART`` bytes on an asynchronous file system, parts requested
+    ``_IN_FLIGHT`` at a time within one deadline; it is counted against the budget and answered
+    with exactly ``length`` bytes (each part with its own) or our error. The object's identity
+    (size, ETag, version) is compared with the one it had when opened after every call (once for
+    all its parts), so a replaced object is never mixed in."""
 
     def __init__(self, fs: Any, path: str, url: str, info: Mapping[str, Any], budget: _Budget) -> None:
         self.fs = fs
@@ -267,10 +367,41 @@ class _RangeReader:
                 f"{self.identity}, now {now}); load it again"
             )
 
+    def _fetch(self, offset: int, length: int) -> bytes:
+        """The bytes, by one request or (a large read on an asynchronous file system) in parts."""
+        if length <= _PART or not getattr(self.fs, "async_impl", False):
+            data = _fetch_range(self.fs, self.url, self.path, offset, offset + length)
+            if len(data) != length:
+                raise _WrongLength(offset, length, len(data))
+            return data
+        parts: list[bytes] = _within_deadline(
+            self.fs,
+            self.url,
+            "cat_file",
+            self.fs,
+            self.path,
+            _parts(offset, length),
+            nbytes=length,
+            coroutine=_fetch_parts,
+        )
+        return b"".join(parts)
+
     def __call__(self, offset: int, length: int) -> bytes:
         self.budget.take(length)
         try:
-            data = _fetch_range(self.fs, self.url, self.path, offset, offset + length)
+            data = self._fetch(offset, length)
+        except _WrongLength as wrong:
+            self._check_unchanged()
+            if wrong.got > wrong.length:
+                raise RemoteSourceError(
+                    f"{self.url}: asked for {wrong.length} bytes at offset {wrong.start}, the server sent "
+                    "more: it ignores Range requests (or pads its reply); load it with mmap=False to read "
+                    "it whole"
+                ) from None
+            raise CheckpointChangedError(
+                f"{self.url}: asked for {wrong.length} bytes at offset {wrong.start}, the server sent "
+                f"{wrong.got}: the object is shorter than when it was opened; load it again"
+            ) from None
         except FileNotFoundError:
             self._check_unchanged()
             raise
@@ -283,16 +414,6 @@ class _RangeReader:
                 f"({type(exc).__name__}: {exc}); load it again, or with mmap=False to read it whole"
             ) from exc
         self._check_unchanged()
-        if len(data) > length:
-            raise RemoteSourceError(
-                f"{self.url}: asked for {length} bytes at offset {offset}, the server sent more: it ignores "
-                "Range requests (or pads its reply); load it with mmap=False to read it whole"
-            )
-        if len(data) < length:
-            raise CheckpointChangedError(
-                f"{self.url}: asked for {length} bytes at offset {offset}, the server sent {len(data)}: the "
-                "object is shorter than when it was opened; load it again"
-            )
         return data
 
 
@@ -370,10 +491,12 @@ def load(
 
     A URL is read lazily (``mmap=True``, the default): the checkpoint's structure is parsed from
     the blocks it lies in, fetched by range requests, and each tensor's bytes (in the checkpoint
-    or in ``<url>.data``) are fetched when its ``.data`` is first used. An object replaced
-    between requests (size, ETag or version changed) raises ``CheckpointChangedError``; a server
-    that ignores ``Range`` or sends more or fewer bytes than asked raises ``RemoteSourceError``
-    (or ``CheckpointChangedError`` when the object became shorter). ``mmap=False`` reads the
+    or in ``<url>.data``) are fetched when its ``.data`` is first used (more than 4 MiB: in
+    parts, four requests at a time). An object replaced between requests (size, ETag or version
+    changed) raises ``CheckpointChangedError``; a server that ignores ``Range`` or sends more or
+    fewer bytes than asked raises ``RemoteSourceError`` (or ``CheckpointChangedError`` when the
+    object became shorter), one that stalls ``RemoteSourceError`` past the deadline
+    (``ORTCKPT_REMOTE_TIMEOUT``: 60 s by default, plus 1 s per MiB asked). ``mmap=False`` reads the
     object (and its ``.data``) whole before returning.
 
     ``max_bytes`` refuses larger inputs (``SourceTooLargeError``): locally the core measures what

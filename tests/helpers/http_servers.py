@@ -1,7 +1,8 @@
 """Real HTTP servers on 127.0.0.1 for the remote-load tests, started and stopped by the tests:
 nginx (from Debian) serving a folder with byte ranges and ETags, its access log counting the body
-bytes of every reply; and a fault proxy in front of it that ignores ``Range``, truncates replies
-or changes the ETag after some requests."""
+bytes of every reply; and a fault proxy in front of it (or of moto's S3 server) that ignores
+``Range``, truncates, pads or stalls replies or changes the ETag after some requests, delays and
+throttles replies, and counts the requests it has in flight."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,16 +129,40 @@ class Faults:
     dropped: 200 with the whole object), ``"truncate"`` (a range's body cut to half, with a
     matching Content-Length), ``"close-early"`` (half the body sent, then the connection closed),
     ``"etag-change"`` (after ``after`` GET requests, every reply carries another ETag),
-    ``"stall"`` (after ``after`` GET requests, a GET is answered with nothing until ``released``
-    is set, then the connection is closed), ``"oversize"`` (a range's body followed by
-    ``OVERSIZE`` bytes more, announced in its Content-Length: a server that sends far more than
-    asked)."""
+    ``"stall"`` (a GET is answered with nothing until ``released`` is set, then the connection is
+    closed), ``"oversize"`` (a range's body followed by ``OVERSIZE`` bytes more, announced in its
+    Content-Length: a server that sends far more than asked). Every mode but ``"etag-change"``
+    applies to the GETs numbered ``after + 1`` to ``after + times`` (every GET after ``after``
+    when ``times`` is None).
+
+    Whatever the mode: each GET waits ``delay`` seconds before it is forwarded (a server's
+    latency), its body is sent at ``rate`` bytes per second (0: at once), and ``on_get(n)`` is
+    called with its number first. ``peak`` is the most GETs the proxy had in flight at once,
+    ``ranges`` the Range header of each GET ("" for none), ``body_bytes`` the body bytes of the
+    GET replies sent."""
 
     mode: str = "pass"
     after: int = 0
+    times: int | None = None
+    delay: float = 0.0
+    rate: float = 0.0
+    on_get: Callable[[int], None] | None = None
     gets: int = 0
+    in_flight: int = 0
+    peak: int = 0
+    ranges: list[str] = field(default_factory=list)
+    body_bytes: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     released: threading.Event = field(default_factory=threading.Event)
+
+    def applies(self, number: int) -> bool:
+        """Whether the fault applies to the GET numbered ``number``."""
+        return number > self.after and (self.times is None or number <= self.after + self.times)
+
+    def reset_counts(self) -> None:
+        with self.lock:
+            self.gets = self.peak = self.body_bytes = 0
+            self.ranges.clear()
 
 
 class _ProxyHandler(http.server.BaseHTTPRequestHandler):
@@ -150,17 +175,37 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
 
     def _forward(self, method: str) -> None:
         faults = self.faults
+        if method != "GET":
+            self._reply(method, 0)
+            return
+        with faults.lock:
+            faults.gets += 1
+            number = faults.gets
+            faults.in_flight += 1
+            faults.peak = max(faults.peak, faults.in_flight)
+            faults.ranges.append(self.headers.get("Range", ""))
+        try:
+            if faults.on_get is not None:
+                faults.on_get(number)
+            if faults.delay:
+                time.sleep(faults.delay)
+            self._reply(method, number)
+        finally:
+            with faults.lock:
+                faults.in_flight -= 1
+
+    def _reply(self, method: str, number: int) -> None:
+        """Forward the request; ``number``: the GET's number (0 for other methods)."""
+        faults = self.faults
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
         with faults.lock:
-            if method == "GET":
-                faults.gets += 1
             changed = faults.mode == "etag-change" and faults.gets > faults.after
-            stalled = faults.mode == "stall" and method == "GET" and faults.gets > faults.after
-        if stalled:  # the request was read; no byte of a reply is ever sent
+        mode = faults.mode if method == "GET" and faults.applies(number) else "pass"
+        if mode == "stall":  # the request was read; no byte of a reply is ever sent
             faults.released.wait(60)
             self.close_connection = True
             return
-        if faults.mode == "ignore-range":
+        if mode == "ignore-range":
             headers = {k: v for k, v in headers.items() if k.lower() != "range"}
         conn = http.client.HTTPConnection(*self.upstream, timeout=10)
         try:
@@ -169,9 +214,9 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             body = reply.read()
         finally:
             conn.close()
-        cut = faults.mode in ("truncate", "close-early") and reply.status == 206 and method == "GET"
+        cut = mode in ("truncate", "close-early") and reply.status == 206
         sent = body[: len(body) // 2] if cut else body
-        if faults.mode == "oversize" and reply.status == 206 and method == "GET":
+        if mode == "oversize" and reply.status == 206:
             sent = body + bytes(OVERSIZE)
         self.send_response(reply.status)
         for key, value in reply.getheaders():
@@ -183,17 +228,29 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
         if method == "HEAD":  # what the upstream announced for the body it did not send
             claimed = int(reply.getheader("Content-Length") or 0)
         else:
-            claimed = len(body) if faults.mode == "close-early" and cut else len(sent)
+            claimed = len(body) if mode == "close-early" and cut else len(sent)
         self.send_header("Content-Length", str(claimed))
         self.send_header("Connection", "close")
         self.end_headers()
         try:
             if method == "GET":
-                self.wfile.write(sent)
+                self._send_body(sent)
             self.wfile.flush()
         except ConnectionError:  # the client stopped reading (as it should, past what it asked)
             pass
         self.close_connection = True
+
+    def _send_body(self, body: bytes) -> None:
+        """``body``, at ``faults.rate`` bytes per second when set; counted in ``body_bytes``."""
+        faults = self.faults
+        piece = max(1, int(faults.rate // 20)) if faults.rate else len(body) or 1
+        view = memoryview(body)
+        for start in range(0, len(body), piece):
+            self.wfile.write(view[start : start + piece])
+            with faults.lock:
+                faults.body_bytes += len(view[start : start + piece])
+            if faults.rate:
+                time.sleep(piece / faults.rate)
 
     def do_GET(self) -> None:
         self._forward("GET")
