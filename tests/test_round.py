@@ -238,12 +238,14 @@ ROBUST = [o for o in METHODS if o["method"] != "fedavg" and "relative_to" not in
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("goods", [8, 40])  # 40: past the sorting networks' 32 uploads
 def test_robust_rounds_over_local_files_check_values_where_they_read_them(
-    tmp_path: Path, options: dict[str, Any], dtype: Any, goods: int
+    tmp_path: Path, options: dict[str, Any], dtype: Any, goods: int, monkeypatch: pytest.MonkeyPatch
 ):
     """``average`` over local files of a robust method checks each value when the result reads it
     (float32 and float16 models: each upload read once); uploads holding NaN or infinity are then
     left out with the kind and reason that ``Round.add`` gives them at once, so every report,
-    weight, diagnostic and value is the same as one ``add`` at a time."""
+    weight, diagnostic and value is the same as one ``add`` at a time. (These tensors are small:
+    the round defers for tensors of 64 KiB or more on average, unless told otherwise.)"""
+    monkeypatch.setenv("ORTCKPT_DEFER_MIN_TENSOR_BYTES", "0")
     sources = local_fleet(tmp_path, goods=goods, dtype=dtype)
     batch = ortckpt.average(sources, weights="n", **options)
     rnd = ortckpt.Round(**options)
@@ -274,10 +276,13 @@ def test_robust_rounds_over_local_files_check_values_where_they_read_them(
         np.testing.assert_array_equal(batch.state.parameters[name].data, one.state.parameters[name].data)
 
 
-def test_a_round_too_small_once_bad_uploads_are_left_out_reports_them_as_rejected(tmp_path: Path):
+def test_a_round_too_small_once_bad_uploads_are_left_out_reports_them_as_rejected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     """Bulyan with f = 1 needs 7 uploads: 8 local files of which 2 hold NaN or infinity leave 6.
     ``average`` (values checked where the result reads them) fails as ``Round.add`` does, and its
     failure's report shows the two as rejected, not as accepted."""
+    monkeypatch.setenv("ORTCKPT_DEFER_MIN_TENSOR_BYTES", "0")
     sources = local_fleet(tmp_path, goods=6)[:-1]  # without the duplicate
     sources = [s for s in sources if not s.endswith("wrong.ckpt")]
     want = "4 \\* byzantine \\+ 3 = 7.*6 were accepted \\(1 short\\)"

@@ -36,6 +36,13 @@ SHAPES = {"fc.weight": (6, 5), "fc.bias": (5,)}
 MARK = np.float32(1234.5)  # a value written once, to find its bytes in a file
 
 
+@pytest.fixture(autouse=True)
+def defer_whatever_the_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These models are small: the round defers for tensors of 64 KiB or more on average unless
+    told otherwise (``ORTCKPT_DEFER_MIN_TENSOR_BYTES``)."""
+    monkeypatch.setenv("ORTCKPT_DEFER_MIN_TENSOR_BYTES", "0")
+
+
 def write(folder: Path, name: str, values: dict[str, np.ndarray], **props: Any) -> str:
     path = folder / name
     ortckpt.save(CheckpointState(values, properties=props), path)

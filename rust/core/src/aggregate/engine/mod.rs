@@ -477,15 +477,18 @@ impl Round {
 
     /// Whether values may be checked when the round first reads them (see [`Round::add_files`]):
     /// a round on this machine that keeps its uploads, without a global model (whose updates are
-    /// checked against it first) and without float64 tensors. Float64's are the values whose
-    /// weighted sums can overflow (`bounds`, which the deferred check does not raise): any other
-    /// type's largest value times the largest weight (2^64) is far below float64's limit.
+    /// checked against it first), without float64 tensors, and whose uploads index cheaply from
+    /// their files (tensors of 64 KiB or more on average: `stream::indexes_cheaply`; smaller
+    /// ones are read whole, as checking at once does). Float64's are the values whose weighted
+    /// sums can overflow (`bounds`, which the deferred check does not raise): any other type's
+    /// largest value times the largest weight (2^64) is far below float64's limit.
     fn defers_values(&self) -> bool {
         self.keeps_members()
             && !self.screening
             && self.base.is_none()
             && !self.tally.has_sums()
             && self.layout.slot_types().iter().all(|&t| Lanes::of(t).is_some_and(|l| l != Lanes::F64))
+            && super::stream::indexes_cheaply(&self.layout, &self.lanes)
     }
 
     /// [`Round::add_files`] with the values' check deferred: each upload opened and its structure
