@@ -243,13 +243,15 @@ class Round:
         return self._counted(self._add_payload(index, client, payload, rule, staleness))
 
     def _try_local_reference(self, entry: tuple[int, str, str, Any, int], defer: bool) -> SourceReport | None:
-        """Plain FedAvg's reference when it is a local file: only its structure is read here (the
-        spec, the frozen parameters, the properties: ``_native.index_upload``, the core's file
-        rules, ``pread`` into private memory); its values are read once, when it is counted as
-        every other file is, from its path: streamed for a large model, so the round never holds
-        an upload and the sums at once (a 3 GB model: 6 GB of sums, not 9). With ``defer`` it is
-        not counted here but queued (``_deferred``) to be counted with the files after it, in one
-        pass over the sums; ``_extend`` starts again without it if it fails its checks there."""
+        """The reference when it is a local file: only its structure is read here (the spec, the
+        frozen parameters, the properties: ``_native.index_upload``, the core's file rules,
+        ``pread`` into private memory); its values are read when it is counted as every other file
+        is, from its path: streamed for a large model, so the round never holds an upload whole
+        (plain FedAvg: never an upload and the sums at once, a 3 GB model: 6 GB of sums, not 9;
+        the robust methods: no upload-sized buffer, whose fresh pages cost more than reading the
+        file again). With ``defer`` (plain FedAvg) it is not counted here but queued
+        (``_deferred``) to be counted with the files after it, in one pass over the sums;
+        ``_extend`` starts again without it if it fails its checks there."""
         index, client, path, _, _ = entry
         limit = self._limit
         refused = self._begin(
@@ -394,8 +396,8 @@ class Round:
         path = local_file(src) if read is None else None
         if path is not None and self._native is not None:
             return self._add_files([(index, client, path, rule, staleness)])[0]
-        if path is not None and self._plain():
-            return self._try_local_reference((index, client, path, rule, staleness), defer)
+        if path is not None:  # the first local file: its structure read, not its values
+            return self._try_local_reference((index, client, path, rule, staleness), defer and self._plain())
         try:
             payload = read() if read is not None else read_source(src, self._limit, self._storage)
         except Exception as exc:  # garbage, unreachable, too large: this upload only, never the round
