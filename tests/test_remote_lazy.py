@@ -153,6 +153,21 @@ def test_a_server_ignoring_range_is_our_error(faulty: tuple[str, http_servers.Fa
     assert ortckpt.load(url, mmap=False).parameters["t02"].data[0] == 2
 
 
+def test_a_reply_of_another_range_is_our_error(faulty: tuple[str, http_servers.Faults]):
+    """A 206 of the right length for other bytes than asked (its Content-Range says which): our
+    error, never those values, whether while the structure is read or a tensor."""
+    url, faults = faulty
+    faults.mode = "other-range"
+    with pytest.raises(RemoteSourceError, match="Content-Range"):
+        ortckpt.load(url).to_numpy()
+    faults.mode = "pass"
+    remote = ortckpt.load(url)
+    faults.mode = "other-range"
+    with pytest.raises(RemoteSourceError, match="Content-Range") as info:
+        _ = remote.parameters["t05"].data
+    assert url in str(info.value)
+
+
 @pytest.mark.parametrize("mode", ["truncate", "close-early"])
 def test_a_short_reply_is_our_error(faulty: tuple[str, http_servers.Faults], mode: str):
     url, faults = faulty
@@ -507,6 +522,39 @@ def test_s3_a_padded_reply_is_cut_where_it_passes_its_range(s3: dict[str, Any], 
         assert len(faults.ranges) >= part, faults.ranges
     assert "the server sent more" in message and f"s3://{name}" in message, message
     assert growth < 32 * MiB, (growth / MiB, http_servers.OVERSIZE / MiB)
+
+
+def test_s3_a_reply_of_another_range_is_our_error(s3: dict[str, Any]):
+    """A ranged GetObject answered with other bytes of the same length (its ContentRange says
+    which), for a single request and for the parts of a large read: our error, never those
+    values."""
+    fsspec.filesystem("s3", **s3).pipe_file("lazy/moved.ckpt", one_large(12).to_bytes())
+    with s3_proxied(s3) as (options, faults):
+        remote = ortckpt.load("s3://lazy/moved.ckpt", storage_options=options)
+        faults.mode = "other-range"
+        with pytest.raises(RemoteSourceError, match="Content-Range") as info:
+            _ = remote.parameters["big"].data
+        assert "s3://lazy/moved.ckpt" in str(info.value)
+        with pytest.raises(RemoteSourceError, match="Content-Range"):
+            ortckpt.load("s3://lazy/moved.ckpt", storage_options=options)
+
+
+def test_s3_an_upload_whose_reply_passes_max_bytes_is_too_large_unread(s3: dict[str, Any]):
+    """As over HTTP: an S3 upload read whole within ``max_bytes`` is one ranged GetObject cut one
+    byte past the limit, so a reply padded far beyond the object is the upload's rejection
+    (``too-large``), read no further; the same upload served as it is passes."""
+    fsspec.filesystem("s3", **s3).pipe_file("lazy/upload.ckpt", large_state(2).to_bytes())
+    with s3_proxied(s3) as (options, faults):
+        url = "s3://lazy/upload.ckpt"
+        good = ortckpt.average([url], max_bytes=64 * MiB, storage_options=options)
+        assert [r.kind for r in good.sources] == [None]
+        faults.reset_counts()
+        faults.mode = "oversize"
+        with pytest.raises(ortckpt.AggregationError) as refused:
+            ortckpt.average([url], max_bytes=64 * MiB, storage_options=options)
+        assert faults.body_bytes <= 64 * MiB + MiB  # the padding was never read whole
+    (only,) = refused.value.report.sources
+    assert only.kind == "too-large" and "more than 67108864" in (only.reason or ""), only
 
 
 # --- the binding's source: a Python read(offset, length) -> bytes --------------------------------

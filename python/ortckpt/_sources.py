@@ -159,6 +159,25 @@ async def _read_capped(read: Callable[[int], Awaitable[bytes]], cap: int) -> byt
     return bytes(out)
 
 
+_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
+
+
+def _check_content_range(url: str, header: str | None, start: int, end: int) -> None:
+    """A 206 reply's ``Content-Range`` must be the range asked (``start..end``), or its part that
+    the object holds (the same start, ending at the object's last byte): a server that answers
+    another range (of the right length or not) is our error, never values read from elsewhere."""
+    found = _CONTENT_RANGE.fullmatch((header or "").strip())
+    if found is not None:
+        first, last = int(found[1]), int(found[2])
+        total = None if found[3] == "*" else int(found[3])
+        if first == start and (last == end - 1 or (total is not None and last == total - 1 < end - 1)):
+            return
+    raise RemoteSourceError(
+        f"{url}: asked for bytes {start}-{end - 1}, the server answered with Content-Range {header!r}: "
+        "it does not serve byte ranges as asked; load it with mmap=False to read it whole"
+    )
+
+
 async def _http_range(fs: Any, path: str, start: int, end: int) -> bytes:
     """Bytes ``start..end`` of ``path`` by one range request on ``fs``'s aiohttp session, the
     reply read as a stream and cut after ``end - start + 1`` bytes: a server that ignores the range
@@ -168,8 +187,11 @@ async def _http_range(fs: Any, path: str, start: int, end: int) -> bytes:
     kwargs = dict(fs.kwargs)
     headers = dict(kwargs.pop("headers", None) or {})
     headers["Range"] = f"bytes={start}-{end - 1}"
-    async with session.get(fs.encode_url(path), headers=headers, **kwargs) as reply:
+    url = fs.encode_url(path)
+    async with session.get(url, headers=headers, **kwargs) as reply:
         fs._raise_not_found_for_status(reply, path)
+        if reply.status == 206:
+            _check_content_range(url, reply.headers.get("Content-Range"), start, end)
         return await _read_capped(reply.content.read, end - start + 1)
 
 
@@ -188,6 +210,8 @@ async def _s3_range(fs: Any, path: str, start: int, end: int) -> bytes:
     )
     body = reply["Body"]
     try:
+        if "ContentRange" in reply:  # a ranged answer (S3 always gives it for a range)
+            _check_content_range(f"s3://{bucket}/{key}", reply["ContentRange"], start, end)
         return await _read_capped(body.read, end - start + 1)
     finally:
         body.close()
@@ -284,7 +308,10 @@ def read_url(url: str, *, max_bytes: int | None = None, storage_options: Storage
         size = _size(fs, path)
         if size is not None and size > max_bytes:
             raise _too_large(url, size, max_bytes)
-        if _is_http(fs):  # one request, within the deadline, its reply cut past max_bytes
+        if (_is_http(fs) and size != 0) or (_is_s3(fs) and size):
+            # one request, within the deadline, its reply cut past max_bytes (an empty object
+            # has no byte range to ask for, and an S3 object whose size is unknown is missing:
+            # both read as below, which names what is wrong)
             data = _fetch_range(fs, url, path, 0, max_bytes + 1)
             if len(data) > max_bytes:
                 raise _too_large(url, f"more than {max_bytes}", max_bytes)

@@ -10,6 +10,7 @@ import contextlib
 import http.client
 import http.server
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -131,7 +132,9 @@ class Faults:
     ``"etag-change"`` (after ``after`` GET requests, every reply carries another ETag),
     ``"stall"`` (a GET is answered with nothing until ``released`` is set, then the connection is
     closed), ``"oversize"`` (a range's body followed by ``OVERSIZE`` bytes more, announced in its
-    Content-Length: a server that sends far more than asked). Every mode but ``"etag-change"``
+    Content-Length: a server that sends far more than asked), ``"other-range"`` (the range asked
+    moved by ``SHIFT`` bytes, or to the object's start, before it is forwarded: a 206 of the right
+    length whose Content-Range honestly names other bytes). Every mode but ``"etag-change"``
     applies to the GETs numbered ``after + 1`` to ``after + times`` (every GET after ``after``
     when ``times`` is None).
 
@@ -163,6 +166,20 @@ class Faults:
         with self.lock:
             self.gets = self.peak = self.body_bytes = 0
             self.ranges.clear()
+
+
+SHIFT = 4096
+
+
+def _moved(spec: str) -> str:
+    """A ``bytes=a-b`` Range moved back by ``SHIFT`` bytes (to the object's start when ``a`` is
+    smaller), forward when it starts at 0: the same length, other bytes."""
+    found = re.fullmatch(r"bytes=(\d+)-(\d+)", spec.strip())
+    if found is None:
+        return spec
+    first, last = int(found[1]), int(found[2])
+    move = -min(SHIFT, first) if first else SHIFT
+    return f"bytes={first + move}-{last + move}"
 
 
 class _ProxyHandler(http.server.BaseHTTPRequestHandler):
@@ -207,6 +224,8 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             return
         if mode == "ignore-range":
             headers = {k: v for k, v in headers.items() if k.lower() != "range"}
+        if mode == "other-range":
+            headers = {k: (_moved(v) if k.lower() == "range" else v) for k, v in headers.items()}
         conn = http.client.HTTPConnection(*self.upstream, timeout=10)
         try:
             conn.request(method, self.path, headers=headers)
