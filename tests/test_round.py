@@ -15,6 +15,7 @@ import pytest
 import ortckpt
 from ortckpt import CheckpointState
 from tests.helpers.io_counts import bytes_read, float32_uploads
+from tests.helpers.round_reports import report_rows
 
 SHAPES = {"fc.weight": (12, 9), "fc.bias": (9,)}
 
@@ -252,21 +253,7 @@ def test_robust_rounds_over_local_files_check_values_where_they_read_them(
     for s in sources:
         rnd.add(s, weight="n")
     one = rnd.result()
-    fields = (
-        "client",
-        "accepted",
-        "kind",
-        "reason",
-        "weight",
-        "norm",
-        "clipped",
-        "distance",
-        "krum_score",
-        "selected",
-    )
-    assert [tuple(getattr(r, f) for f in fields) for r in batch.sources] == [
-        tuple(getattr(r, f) for f in fields) for r in one.sources
-    ]
+    assert report_rows(batch) == report_rows(one)
     hostile = [None, None, "non-finite", None, None, "non-finite", "shape"]
     assert [r.kind for r in batch.sources] == hostile + [None] * (goods - 4) + ["duplicate"]
     assert "fc.bias" in (batch.sources[2].reason or "") and "fc.weight" in (batch.sources[5].reason or "")

@@ -17,21 +17,9 @@ import pytest
 
 import ortckpt
 from ortckpt import CheckpointState, OptimizerGroup
-from ortckpt import _round as round_module
 from tests.helpers.io_counts import bytes_read, float32_uploads
+from tests.helpers.round_reports import before_result, report_rows
 
-FIELDS = (
-    "client",
-    "accepted",
-    "kind",
-    "reason",
-    "weight",
-    "norm",
-    "clipped",
-    "distance",
-    "krum_score",
-    "selected",
-)
 SHAPES = {"fc.weight": (6, 5), "fc.bias": (5,)}
 MARK = np.float32(1234.5)  # a value written once, to find its bytes in a file
 
@@ -65,12 +53,8 @@ def one_by_one(sources: Sequence[Any], weights: Any = None, **options: Any) -> o
     return rnd.result()
 
 
-def rows(report: ortckpt.AggregationReport) -> list[tuple[Any, ...]]:
-    return [tuple(getattr(r, f) for f in FIELDS) for r in report.sources]
-
-
 def assert_same(batch: ortckpt.AggregationReport, one: ortckpt.AggregationReport) -> None:
-    assert rows(batch) == rows(one)
+    assert report_rows(batch) == report_rows(one)
     assert batch.total_weight == one.total_weight
     for name, tensor in one.state.parameters.items():
         assert batch.state.parameters[name].data.tobytes() == tensor.data.tobytes(), name
@@ -86,7 +70,7 @@ def failures(sources: Sequence[Any], weights: Any = None, **options: Any) -> lis
         with pytest.raises(ortckpt.AggregationError) as caught:
             run()
         report = caught.value.report
-        out.append((str(caught.value).splitlines()[0], rows(report), report.total_weight))
+        out.append((str(caught.value).splitlines()[0], report_rows(report), report.total_weight))
     return out
 
 
@@ -133,7 +117,7 @@ def test_total_weight_with_a_bad_upload_left_out_is_that_of_round_add(
     for method in ("median", "multi_krum"):
         batch = ortckpt.average(sources, weights=weights, method=method)
         one = one_by_one(sources, weights, method=method)
-        assert rows(batch) == rows(one)
+        assert report_rows(batch) == report_rows(one)
         assert one.total_weight == total
         assert batch.total_weight == one.total_weight, method
 
@@ -186,13 +170,7 @@ def test_a_file_poisoned_in_place_during_the_round_fails_it(
         rnd.result()
 
     Path(victim).write_bytes(original)
-    result = round_module.Round.result
-
-    def poisoned_result(self: Any, *args: Any, **kwargs: Any) -> Any:
-        poison()
-        return result(self, *args, **kwargs)
-
-    monkeypatch.setattr(round_module.Round, "result", poisoned_result)
+    before_result(monkeypatch, poison)
     with pytest.raises(ortckpt.CheckpointChangedError):
         ortckpt.average(sources, method=method)
 
@@ -405,13 +383,7 @@ def test_a_good_file_cut_during_the_round_fails_it(tmp_path: Path, monkeypatch: 
     sources.insert(1, write(tmp_path, "nan.ckpt", values(rng, bad=np.nan)))
     victim = sources[3]
     original = Path(victim).read_bytes()
-    result = round_module.Round.result
-
-    def cut_result(self: Any, *args: Any, **kwargs: Any) -> Any:
-        os.truncate(victim, 64)
-        return result(self, *args, **kwargs)
-
-    monkeypatch.setattr(round_module.Round, "result", cut_result)
+    before_result(monkeypatch, lambda: os.truncate(victim, 64))
     for method in ("median", "bulyan"):
         Path(victim).write_bytes(original)
         with pytest.raises(ortckpt.CheckpointChangedError):
@@ -441,13 +413,7 @@ def test_a_bad_file_mended_in_place_during_the_round_fails_it(
         st = os.stat(victim)
         os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
 
-    result = round_module.Round.result
-
-    def mended_result(self: Any, *args: Any, **kwargs: Any) -> Any:
-        mend()
-        return result(self, *args, **kwargs)
-
-    monkeypatch.setattr(round_module.Round, "result", mended_result)
+    before_result(monkeypatch, mend)
     with pytest.raises(ortckpt.CheckpointChangedError):
         ortckpt.average(sources, method="median")
 

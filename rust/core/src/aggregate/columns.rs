@@ -80,18 +80,21 @@ fn with_scratch<T: 'static, R>(
     })
 }
 
+/// One thread's bands of [`reduce_few_rows`] in one value type (see [`few_bands_of`]).
+type Bands<T> = fn(
+    &FillRow<'_, T>,
+    usize,
+    Statistic,
+    &[(usize, usize)],
+    usize,
+    Vec<(usize, &mut [f64])>,
+) -> Result<RowSums, (usize, Error)>;
+
 /// A value type [`reduce_few_rows`] sorts in (float64, or float32 for float32 uploads): its
 /// bands' loop, compiled for each SIMD level.
 pub(crate) trait BandValue: TileValue {
-    /// One thread's bands (see [`few_bands_of`]).
-    fn bands(
-        fill: &FillRow<'_, Self>,
-        n: usize,
-        stat: Statistic,
-        pairs: &[(usize, usize)],
-        band: usize,
-        group: Vec<(usize, &mut [f64])>,
-    ) -> Result<RowSums, (usize, Error)>;
+    /// The bands' loop for this type.
+    const BANDS: Bands<Self>;
 }
 
 /// [`reduce_few`] over rows given by `fill` (read from the uploads by [`super::reduce_rows`]):
@@ -119,7 +122,7 @@ pub(crate) fn reduce_few_rows<T: BandValue>(
     let band = (BAND_BYTES / width / n.max(1) / FEW_TILE).max(1) * FEW_TILE;
     let bytes = out.len().saturating_mul(n).saturating_mul(width);
     let groups = tiles_per_thread(out, band);
-    let partials = in_parallel(groups, bytes, |group| T::bands(fill, n, stat, &pairs, band, group));
+    let partials = in_parallel(groups, bytes, |group| (T::BANDS)(fill, n, stat, &pairs, band, group));
     add_row_sums(partials.into_iter().collect::<Result<Vec<_>, _>>()?, squares, gaps);
     Ok(())
 }
@@ -199,16 +202,7 @@ macro_rules! band_value {
         }
 
         impl BandValue for $t {
-            fn bands(
-                fill: &FillRow<'_, $t>,
-                n: usize,
-                stat: Statistic,
-                pairs: &[(usize, usize)],
-                band: usize,
-                group: Vec<(usize, &mut [f64])>,
-            ) -> Result<RowSums, (usize, Error)> {
-                $plain(fill, n, stat, pairs, band, group)
-            }
+            const BANDS: Bands<$t> = $plain;
         }
     };
 }
