@@ -248,10 +248,11 @@ class Round:
         ``pread`` into private memory); its values are read when it is counted as every other file
         is, from its path: streamed for a large model, so the round never holds an upload whole
         (plain FedAvg: never an upload and the sums at once, a 3 GB model: 6 GB of sums, not 9;
-        the robust methods: no upload-sized buffer, whose fresh pages cost more than reading the
-        file again). With ``defer`` (plain FedAvg) it is not counted here but queued
-        (``_deferred``) to be counted with the files after it, in one pass over the sums;
-        ``_extend`` starts again without it if it fails its checks there."""
+        the robust methods: no model-sized buffer held for the whole round, at the cost of
+        reading the reference's values twice, once to check them and once in the sweep). With
+        ``defer`` (plain FedAvg) it is not counted here but queued (``_deferred``) to be counted
+        with the files after it, in one pass over the sums; ``_extend`` starts again without it
+        if it fails its checks there."""
         index, client, path, _, _ = entry
         limit = self._limit
         refused = self._begin(

@@ -25,9 +25,10 @@
 //! [`COPY_MAX_BYTES`] (a 3 GB model has 6 GB of sums: the copy would double the round's memory),
 //! the first group is therefore added in one read as above, and each later group is instead
 //! *checked first*: every upload's values are read and checked (finite; largest magnitudes)
-//! before the group is added in a second read, so nothing ever needs undoing and no copy is made. A file changed between the two reads (found by the second read's check and by
-//! its size and modification time) stops the round with `CheckpointChanged`: its values may
-//! already be in the sums, and without the copy they cannot be taken out.
+//! before the group is added in a second read, so nothing ever needs undoing and no copy is
+//! made. A file changed between the two reads (found by the second read's check and by its size
+//! and modification time) stops the round with `CheckpointChanged`: its values may already be in
+//! the sums, and without the copy they cannot be taken out.
 
 use super::rejection::RejectionKind;
 use crate::message::Message;
@@ -163,7 +164,7 @@ pub(crate) fn screen(
         Ok(opened) => opened,
         Err(rejection) => return Ok((identity, Err(rejection))),
     };
-    let largest = match largest_of(&opened, layout)? {
+    let largest = match largest_in(&opened.files, &opened.located, layout)? {
         Ok(largest) => largest,
         Err(rejection) => return Ok((identity, Err(rejection))),
     };
@@ -181,13 +182,9 @@ pub(crate) fn values_rejection(
     Ok(largest_in(files, located, layout)?.err())
 }
 
-/// Each tensor's largest magnitude, or the rejection naming the first tensor holding a value that
-/// is not finite; `Err` when a read fails (the file was cut since it was opened).
-fn largest_of(upload: &Opened, layout: &Layout) -> Result<Result<Vec<f64>, Rejection>, Error> {
-    largest_in(&upload.files, &upload.located, layout)
-}
-
-/// [`largest_of`] of files held open and where their tensors are.
+/// Each tensor's largest magnitude in files held open (tensors at `located`), or the rejection
+/// naming the first tensor holding a value that is not finite; `Err` when a read fails (the file
+/// was cut since it was opened).
 fn largest_in(
     files: &HeldFiles,
     located: &[Located],
@@ -465,7 +462,9 @@ impl Round<'_, '_> {
         bounds: &mut [f64],
     ) -> Result<(), Error> {
         let layout = self.layout;
-        let checked = in_parallel(members.iter().collect(), usize::MAX, |(_, o)| largest_of(o, layout));
+        let checked = in_parallel(members.iter().collect(), usize::MAX, |(_, o)| {
+            largest_in(&o.files, &o.located, layout)
+        });
         let mut group: Vec<(usize, Opened)> = Vec::new();
         for ((i, o), outcome) in members.into_iter().zip(checked) {
             let largest = match outcome {
