@@ -543,6 +543,10 @@ def test_external_data_bounds_and_errors(tmp_path: pathlib.Path) -> None:
     _bad(ExternalDataError, bad, r"'w'.*offset '0x10' is not an integer", base_dir=tmp_path)
     bad.external_data[1].value = "-1"
     _bad(ExternalDataError, bad, r"'w'.*offset -1 is negative", base_dir=tmp_path)
+    # a location that is not UTF-8 (protobuf hands it over as bytes): our error, not a TypeError
+    not_text = TensorProto()
+    not_text.ParseFromString(case(0, 16, "w.biX").SerializeToString().replace(b"w.biX", b"w.bi\xff"))
+    _bad(ExternalDataError, not_text, r"'w'.*location b'w\.bi\\xff' is not UTF-8 text", base_dir=tmp_path)
     s = TensorProto(name="s", data_type=TensorProto.STRING, dims=[1])
     set_external(s, "w.bin", 0, 1)
     _bad(TensorDataError, s, r"'s'.*cannot be stored externally", base_dir=tmp_path)

@@ -68,6 +68,10 @@ def _external_fields(proto: onnx.TensorProto, name: str) -> tuple[str, int, int 
     length: int | None = None
     for entry in proto.external_data:
         key, value = entry.key, entry.value
+        if not isinstance(key, str):  # protobuf gives proto2 strings that are not UTF-8 as bytes
+            continue  # an unknown key, as ONNX and ORT ignore unknown keys
+        if not isinstance(value, str):
+            raise ExternalDataError(f"tensor {name!r}: its external data {key} {value!r} is not UTF-8 text")
         if key == "location":
             location = value
         elif key in ("offset", "length"):
