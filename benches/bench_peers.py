@@ -3,8 +3,9 @@
 
 Not a test: nothing here asserts. Every row runs in a fresh subprocess (its time, and its peak
 resident set from the kernel's VmHWM), the rows interleaved round after round so that all see the
-same machine load; the page cache is warm (every file is read once before timing). Medians over
-the rounds:
+same machine load; the page cache is warm (every file is read once before timing), and each row's
+clock starts once its process is idle (numpy's BLAS threads spin for a few hundred ms after numpy
+starts: a server imported numpy long before its round). Medians over the rounds:
 
 * floor: ``np.fromfile`` of every upload (the bytes any server must read);
 * ortckpt fedavg / median: ``ortckpt.average`` over the checkpoint files (every check), imported
@@ -50,6 +51,21 @@ PEAK = textwrap.dedent(
     def _rss():
         with open("/proc/self/status") as f:
             return int(next(l for l in f if l.startswith("VmRSS:")).split()[1]) * 1024
+    def _settle():
+        # numpy's OpenBLAS threads spin for a few hundred ms after numpy starts, a core's worth of
+        # work that no server pays in a round (it imported numpy long before): every row waits
+        # until the process is idle (its CPU time still for 50 ms, at most 2 s) before its clock
+        import resource, time
+        def cpu():
+            r = resource.getrusage(resource.RUSAGE_SELF)
+            return r.ru_utime + r.ru_stime
+        last = cpu()
+        for _ in range(40):
+            time.sleep(0.05)
+            now = cpu()
+            if now - last < 0.002:
+                return
+            last = now
     """
 )
 
@@ -103,6 +119,7 @@ helper.get_result()
 PROLOGUE = """
 import json, sys, time
 paths, npzs, weights = json.loads(sys.argv[1])
+_settle()
 before = _rss()
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")  # the peak from here on

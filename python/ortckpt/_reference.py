@@ -162,9 +162,14 @@ def _rounded(
     asks for huge pages above 4 MiB: 512x fewer page faults than one array per small tensor); they
     are read-only views of a base that owns its data, so a state keeps them without a copy.
     ``AggregationError`` names a tensor whose values pass its dtype's range."""
+    # a slot that is not float64 came rounded to float32 by the core (a plain median's or trimmed
+    # mean's float32 and complex64 slots: their float32 lanes), finite, all in one allocation:
+    # it is kept as it is
+    done = [values[slot].dtype != np.float64 for slot in range(len(wanted))]
     sizes: dict[np.dtype[Any], int] = {}
-    for _, dtype, shape in wanted:
-        sizes[dtype] = sizes.get(dtype, 0) + math.prod(shape)
+    for (_, dtype, shape), rounded in zip(wanted, done):
+        if not rounded:
+            sizes[dtype] = sizes.get(dtype, 0) + math.prod(shape)
     flats = {dtype: np.empty(size, dtype) for dtype, size in sizes.items()}
     used = dict.fromkeys(flats, 0)
     out: list[Any] = []
@@ -172,6 +177,9 @@ def _rounded(
         count = math.prod(shape)
         part = values[slot]
         values[slot] = None  # dropped as soon as it is rounded
+        if done[slot]:
+            out.append(part.view(dtype).reshape(shape))
+            continue
         if dtype.kind == "c":
             part = part.view(np.complex128)
         at = used[dtype]

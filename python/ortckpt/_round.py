@@ -497,7 +497,9 @@ class Round:
         if self._native is None or self._reference is None or self._spec is None or not self._accepted:
             raise self._failure(f"no upload could be averaged (all {len(self._reports)} rejected)", engine)
         native = self._native
-        return self._finish(native.finish, out, engine)
+        # a server optimizer steps on float64 means; otherwise float32 slots may come rounded
+        float32 = self._server is None
+        return self._finish(lambda: native.finish(float32=float32), out, engine)
 
     def _drop(self, dropped: list[tuple[int, str, str]]) -> None:
         """Uploads accepted when they came and left out at the end, by their place in the order of

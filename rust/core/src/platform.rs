@@ -67,27 +67,38 @@ pub(crate) fn advise_huge_pages(map: &memmap2::MmapMut) {
 pub(crate) fn huge_f64s(n: usize, zeroed: bool) -> Vec<f64> {
     if zeroed {
         let mut v: Vec<f64> = Vec::with_capacity(n);
-        advise_huge(v.as_mut_ptr() as usize, n);
+        advise_huge(v.as_mut_ptr() as usize, n.saturating_mul(8));
         v.resize(n, 0.0);
         v
     } else {
-        // calloc: large blocks are fresh mappings, untouched until the first write
-        let mut v = vec![0.0f64; n];
-        advise_huge(v.as_mut_ptr() as usize, n);
-        v
+        huge_fresh(n)
     }
 }
 
-/// `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of `n` float64 values at `start` (Linux).
-fn advise_huge(start: usize, n: usize) {
+/// [`huge_f64s`] of float32 values, left to calloc's fresh pages (every value written before
+/// it is read).
+pub(crate) fn huge_f32s(n: usize) -> Vec<f32> {
+    huge_fresh(n)
+}
+
+/// `n` zero values in calloc's fresh pages (large blocks are fresh mappings, untouched until the
+/// first write), advised as huge pages.
+fn huge_fresh<T: Copy + Default + PartialEq>(n: usize) -> Vec<T> {
+    let mut v = vec![T::default(); n];
+    advise_huge(v.as_mut_ptr() as usize, n.saturating_mul(std::mem::size_of::<T>()));
+    v
+}
+
+/// `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of the `bytes` at `start` (Linux).
+fn advise_huge(start: usize, bytes: usize) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
-        let end = start.saturating_add(n.saturating_mul(8));
+        let end = start.saturating_add(bytes);
         let (lo, hi) = (start.div_ceil(HUGE).saturating_mul(HUGE), end / HUGE * HUGE);
         if hi > lo {
-            // SAFETY: [lo, hi) lies inside an allocation of `n` float64 values the caller just
-            // made and owns; MADV_HUGEPAGE only changes how its pages are backed, not their bytes.
+            // SAFETY: [lo, hi) lies inside an allocation of `bytes` bytes the caller just made
+            // and owns; MADV_HUGEPAGE only changes how its pages are backed, not their bytes.
             unsafe {
                 libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE);
             }
@@ -95,7 +106,7 @@ fn advise_huge(start: usize, n: usize) {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = (start, n);
+        let _ = (start, bytes);
     }
 }
 

@@ -339,13 +339,16 @@ impl Round {
     /// The aggregate (the round ends): `(values, divisor, total_weight, count, members)` — one
     /// float64 array per averaged tensor (slot order), to be divided by `divisor` (FedAvg's sums
     /// and total weight; 1 for the robust methods' values), and per kept upload
-    /// `(label, weight, norm, clipped, distance, krum_score, selected)`. Raises AggregationError
-    /// when no aggregate can be given (too few uploads, or not finite).
+    /// `(label, weight, norm, clipped, distance, krum_score, selected)`. With `float32`, a slot
+    /// stored as float32 may come as a float32 array instead, already rounded (the plain median
+    /// and trimmed mean: see the core's `Round::finish_rounding`). Raises AggregationError when
+    /// no aggregate can be given (too few uploads, or not finite).
     #[allow(clippy::type_complexity)]
-    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<FinishTuple<'py>> {
+    #[pyo3(signature = (*, float32=false))]
+    fn finish<'py>(&mut self, py: Python<'py>, float32: bool) -> PyResult<FinishTuple<'py>> {
         let round = self.inner.take().ok_or_else(|| PyValueError::new_err("this round has finished"))?;
         let outcome = py.detach(|| {
-            let outcome = guarded(|| Ok(round.finish()));
+            let outcome = guarded(|| Ok(round.finish_rounding(float32)));
             aggregate::release_buffers(); // no upload-sized read buffer outlives the round
             outcome
         });
@@ -436,7 +439,13 @@ impl Round {
     ) -> PyResult<FinishTuple<'py>> {
         let round = self.inner.take().ok_or_else(|| PyValueError::new_err("this round has finished"))?;
         let plan = plan_of_tuple(plan)?;
-        let reduced = aggregate::Reduced { values, gaps, squares: Vec::new() };
+        let reduced = aggregate::Reduced {
+            values,
+            rounded_values: Vec::new(),
+            rounded: Vec::new(),
+            gaps,
+            squares: Vec::new(),
+        };
         let done = py.detach(|| guarded(|| round.finish_remote(reduced, squares, &plan, scores)));
         finished(py, done.map_err(|e| core_error("round", e))?)
     }
@@ -702,28 +711,86 @@ fn plan_of_tuple(t: PlanTuple) -> PyResult<Plan> {
 }
 
 /// Each slot's values as a numpy array: its own (FedAvg's, freed one by one as they are rounded),
-/// or views of one array (the robust methods').
-fn slot_arrays<'py>(
-    py: Python<'py>,
-    values: Values,
-    lanes: &[usize],
-) -> PyResult<Vec<Bound<'py, PyArray1<f64>>>> {
+/// or views of one float64 array and one float32 array (the robust methods').
+fn slot_arrays<'py>(py: Python<'py>, values: Values, lanes: &[usize]) -> PyResult<Vec<Bound<'py, PyAny>>> {
     match values {
-        Values::Sums { sums, .. } => Ok(sums.into_iter().map(|v| PyArray1::from_vec(py, v)).collect()),
-        Values::Flat(flat) => {
-            let whole = PyArray1::from_vec(py, flat);
+        Values::Sums { sums, .. } => {
+            Ok(sums.into_iter().map(|v| PyArray1::from_vec(py, v).into_any()).collect())
+        }
+        Values::Flat { values, rounded_values, rounded } => {
+            let wide = PyArray1::from_vec(py, values).into_any();
+            let narrow = RoundedValues::array(py, rounded_values)?;
             let mut out = Vec::with_capacity(lanes.len());
-            let mut start = 0usize;
-            for &n in lanes {
-                let end = start.saturating_add(n);
-                let view = whole.call_method1(
-                    "__getitem__",
-                    (pyo3::types::PySlice::new(py, start as isize, end as isize, 1),),
-                )?;
-                out.push(view.cast_into::<PyArray1<f64>>()?);
-                start = end;
+            let (mut wide_at, mut narrow_at) = (0usize, 0usize);
+            for (k, &n) in lanes.iter().enumerate() {
+                let (whole, at) = if rounded.get(k).copied().unwrap_or(false) {
+                    (&narrow, &mut narrow_at)
+                } else {
+                    (&wide, &mut wide_at)
+                };
+                let end = at.saturating_add(n);
+                let slice = pyo3::types::PySlice::new(py, *at as isize, end as isize, 1);
+                out.push(whole.call_method1("__getitem__", (slice,))?);
+                *at = end;
             }
             Ok(out)
+        }
+    }
+}
+
+/// The float32 values of a round's slots that came rounded (see `Round.finish`), as the base of
+/// their numpy arrays: memory nothing writes after the round, exported read-only, so a state
+/// keeps views of it without a copy (as it keeps a loaded tensor).
+#[pyclass(frozen, module = "ortckpt._native")]
+pub(crate) struct RoundedValues {
+    values: Vec<f32>,
+}
+
+impl RoundedValues {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the slice covers exactly the vector's initialized elements; float32 values have
+        // no padding, so every byte is initialized, and u8 has no alignment to meet.
+        unsafe { std::slice::from_raw_parts(self.values.as_ptr().cast::<u8>(), self.values.len() * 4) }
+    }
+
+    /// A read-only float32 numpy array over `values`, owned by a `RoundedValues`.
+    fn array(py: Python<'_>, values: Vec<f32>) -> PyResult<Bound<'_, PyAny>> {
+        if values.is_empty() {
+            return Ok(PyArray1::<f32>::zeros(py, 0, false).into_any());
+        }
+        let count = values.len() as i64;
+        let owner = Bound::new(py, RoundedValues { values })?;
+        let bytes = owner.get().bytes();
+        let descr = numpy::dtype::<f32>(py);
+        // SAFETY: `bytes` holds `count` float32 values owned by `owner`, which never changes them
+        // and keeps them alive as the array's base.
+        let array = unsafe {
+            crate::arrays::view(py, &descr, &[count], bytes.as_ptr(), bytes.len(), owner.as_any())?
+        };
+        match array {
+            Some(array) => Ok(array),
+            // a Vec's float32 values are always aligned: not reached, but a copy is never wrong
+            None => Ok(PyArray1::from_slice(py, &owner.get().values).into_any()),
+        }
+    }
+}
+
+#[pymethods]
+impl RoundedValues {
+    fn __len__(&self) -> usize {
+        self.bytes().len()
+    }
+
+    /// Exports the values' bytes as a read-only 1-D buffer of unsigned bytes.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: std::ffi::c_int,
+    ) -> PyResult<()> {
+        // SAFETY: `view` comes from Python's buffer protocol; `slf` owns the values, which
+        // nothing writes after the round, so they stay valid and unchanged while it lives.
+        unsafe {
+            crate::mapped::export_read_only(slf.as_any(), slf.get().bytes(), view, flags, "a round's values")
         }
     }
 }
@@ -735,7 +802,7 @@ fn finished(py: Python<'_>, done: aggregate::Aggregate) -> PyResult<FinishTuple<
     let members = done.members.into_iter().map(member_tuple).collect();
     let divisor = match &done.values {
         Values::Sums { divisor, .. } => *divisor,
-        Values::Flat(_) => 1.0,
+        Values::Flat { .. } => 1.0,
     };
     let dropped = dropped_tuples(done.dropped);
     let values = slot_arrays(py, done.values, &done.lanes)?;
@@ -748,7 +815,7 @@ fn dropped_tuples(dropped: Vec<(usize, aggregate::Rejection)>) -> Vec<(usize, St
 }
 
 type FinishTuple<'py> =
-    (Vec<Bound<'py, PyArray1<f64>>>, f64, f64, usize, Vec<MemberTuple>, Vec<(usize, String, String)>);
+    (Vec<Bound<'py, PyAny>>, f64, f64, usize, Vec<MemberTuple>, Vec<(usize, String, String)>);
 
 type MemberTuple = (String, f64, f64, bool, f64, Option<f64>, bool);
 

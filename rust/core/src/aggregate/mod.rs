@@ -32,7 +32,7 @@ pub use distances::add_pairwise;
 pub use engine::{
     add_noise, check_trim, clip_scale, passes, plan_of, random_seed, segments, Aggregate,
     FileUpload as RoundFile, Held, Identity, MemberReport, Method, Options, Origin, Partial, Plan, Portable,
-    Reduced, Round, Segment, Shared, Staleness, Stamp, Unfinished, Values, Verdict as RoundVerdict,
+    Reduced, Round, Segment, Shared, Slot, Staleness, Stamp, Unfinished, Values, Verdict as RoundVerdict,
     MIN_CHUNK_BYTES,
 };
 pub use kernel::{accumulate, add_window, check_values, slot_bytes};

@@ -107,7 +107,8 @@ pub struct FileUpload {
     pub staleness: u64,
 }
 
-/// The float64 values of every averaged tensor.
+/// The values of every averaged tensor: float64, or already rounded to float32 where
+/// [`Round::finish_rounding`] allowed it.
 pub enum Values {
     /// FedAvg's sums, one vector per slot: the values are the sums divided by `divisor` (the
     /// total weight), divided where the caller rounds them to their dtype (one pass over the
@@ -120,22 +121,51 @@ pub enum Values {
         /// What each sum is divided by.
         divisor: f64,
     },
-    /// One vector of every slot's values in order (`Aggregate::lanes` each): the robust methods'
-    /// result, one allocation of huge pages.
-    Flat(Vec<f64>),
+    /// The robust methods' result, every slot's values in order (`Aggregate::lanes` each), each
+    /// kind in one allocation of huge pages: float64 values, but for the slots `rounded` marks,
+    /// whose values are in `rounded_values`, rounded to float32.
+    Flat {
+        /// The float64 slots' values, one after another.
+        values: Vec<f64>,
+        /// The rounded slots' values, one after another.
+        rounded_values: Vec<f32>,
+        /// Per slot, whether it is rounded (empty: none is).
+        rounded: Vec<bool>,
+    },
+}
+
+/// One slot's values in [`Values`].
+#[derive(Debug, PartialEq)]
+pub enum Slot<'a> {
+    /// Float64 values (for `Values::Sums`, the sums).
+    F64(&'a [f64]),
+    /// Values rounded to float32.
+    F32(&'a [f32]),
 }
 
 impl Values {
+    /// The robust methods' float64 values of every slot.
+    pub fn flat(values: Vec<f64>) -> Values {
+        Values::Flat { values, rounded_values: Vec::new(), rounded: Vec::new() }
+    }
+
     /// Each slot's values (for `Sums`, the sums).
-    pub fn slots<'a>(&'a self, lanes: &[usize]) -> Vec<&'a [f64]> {
+    pub fn slots<'a>(&'a self, lanes: &[usize]) -> Vec<Slot<'a>> {
         match self {
-            Values::Sums { sums, .. } => sums.iter().map(Vec::as_slice).collect(),
-            Values::Flat(flat) => {
+            Values::Sums { sums, .. } => sums.iter().map(|s| Slot::F64(s)).collect(),
+            Values::Flat { values, rounded_values, rounded } => {
                 let mut out = Vec::with_capacity(lanes.len());
-                let mut start = 0usize;
-                for &n in lanes {
-                    out.push(flat.get(start..start.saturating_add(n)).unwrap_or_default());
-                    start = start.saturating_add(n);
+                let (mut wide, mut narrow) = (0usize, 0usize);
+                for (k, &n) in lanes.iter().enumerate() {
+                    if rounded.get(k).copied().unwrap_or(false) {
+                        out.push(Slot::F32(
+                            rounded_values.get(narrow..narrow.saturating_add(n)).unwrap_or_default(),
+                        ));
+                        narrow = narrow.saturating_add(n);
+                    } else {
+                        out.push(Slot::F64(values.get(wide..wide.saturating_add(n)).unwrap_or_default()));
+                        wide = wide.saturating_add(n);
+                    }
                 }
                 out
             }
@@ -144,13 +174,20 @@ impl Values {
 }
 
 impl Aggregate {
-    /// Each slot's aggregate values (FedAvg's sums divided by the total weight), as new vectors.
+    /// Each slot's aggregate values (FedAvg's sums divided by the total weight), as new float64
+    /// vectors.
     pub fn means(&self) -> Vec<Vec<f64>> {
         let divisor = match &self.values {
             Values::Sums { divisor, .. } => *divisor,
-            Values::Flat(_) => 1.0,
+            Values::Flat { .. } => 1.0,
         };
-        self.values.slots(&self.lanes).iter().map(|s| s.iter().map(|v| v / divisor).collect()).collect()
+        let mean = |slot: Slot<'_>| -> Vec<f64> {
+            match slot {
+                Slot::F64(s) => s.iter().map(|v| v / divisor).collect(),
+                Slot::F32(s) => s.iter().map(|&v| f64::from(v) / divisor).collect(),
+            }
+        };
+        self.values.slots(&self.lanes).into_iter().map(mean).collect()
     }
 }
 
@@ -627,7 +664,7 @@ impl Round {
     ) -> Result<Aggregate, Error> {
         self.check_count()?;
         // the tasks' ranges, in order, cut into the slots again
-        let values = Values::Flat(reduced.values);
+        let values = Values::flat(reduced.values);
         check_finite(&self.layout, self.options.method.name(), &values.slots(&self.lanes))?;
         let members: Vec<MemberReport> = self
             .remote
@@ -912,9 +949,17 @@ impl Round {
     /// The aggregate of the accepted uploads; `Err` when there is none, when there are fewer
     /// than the method needs, when a kept file changed during the round, or when the aggregate
     /// is not finite (finite uploads whose aggregate passes float64's limit).
-    pub fn finish(mut self) -> Result<Aggregate, Unfinished> {
+    pub fn finish(self) -> Result<Aggregate, Unfinished> {
+        self.finish_rounding(false)
+    }
+
+    /// [`Round::finish`], and with `float32` the slots stored as float32 of a plain median or
+    /// trimmed mean (no global model, clipping or noise) come rounded to float32
+    /// ([`Slot::F32`]), as a caller that rounds each slot to its type would round them: a
+    /// float64 copy of the model is then never written.
+    pub fn finish_rounding(mut self, float32: bool) -> Result<Aggregate, Unfinished> {
         let mut dropped = Vec::new();
-        match self.finish_values(&mut dropped) {
+        match self.finish_values(&mut dropped, float32) {
             Ok((values, members)) => {
                 let (count, total_weight) = (self.accepted, self.tally.total_weight);
                 Ok(Aggregate { values, lanes: self.lanes, total_weight, count, members, dropped })
@@ -928,6 +973,7 @@ impl Round {
     fn finish_values(
         &mut self,
         dropped: &mut Vec<(usize, Rejection)>,
+        float32: bool,
     ) -> Result<(Values, Vec<MemberReport>), Error> {
         // each kept member's place among the accepted uploads, as the verdicts were given
         let mut places: Vec<usize> = (0..self.members.len()).collect();
@@ -945,8 +991,8 @@ impl Round {
             self.tally.total_weight = divisor;
             return Ok((Values::Sums { sums: tally.into_sums()?, divisor }, Vec::new()));
         }
-        let (flat, reports) = loop {
-            match robust::aggregate(&self.lanes, &self.options, &self.members, self.base.as_ref()) {
+        let (reduced, reports) = loop {
+            match robust::aggregate(&self.lanes, &self.options, &self.members, self.base.as_ref(), float32) {
                 Ok(found) => break found,
                 // a value of an upload accepted unchecked is not finite: every unchecked upload is
                 // checked now (one pass, however many are bad), the bad ones are left out with the
@@ -964,7 +1010,8 @@ impl Round {
                 Err(failed) => return Err(failed.into()),
             }
         };
-        let values = Values::Flat(flat);
+        let Reduced { values, rounded_values, rounded, .. } = reduced;
+        let values = Values::Flat { values, rounded_values, rounded };
         check_finite(&self.layout, self.options.method.name(), &values.slots(&self.lanes))?;
         Ok((values, reports))
     }
@@ -1066,10 +1113,11 @@ impl Round {
     }
 }
 
-/// `Err` naming the first tensor of the aggregate holding a value that is not finite.
-fn check_finite(layout: &Layout, method: &str, values: &[&[f64]]) -> Result<(), Error> {
+/// `Err` naming the first slot of `values` that holds a float64 value that is not finite (a slot
+/// rounded to float32 is finite: see [`robust::Passes::reduce`]).
+fn check_finite(layout: &Layout, method: &str, values: &[Slot<'_>]) -> Result<(), Error> {
     for (slot, part) in values.iter().enumerate() {
-        if part.iter().any(|v| !v.is_finite()) {
+        if matches!(part, Slot::F64(part) if part.iter().any(|v| !v.is_finite())) {
             return Err(Error::Aggregation {
                 detail: Message::text_first(format!("the {method} aggregate of "))
                     .then(layout.slot_name(slot))
@@ -1167,8 +1215,8 @@ pub mod passes {
         plan: &Plan,
     ) -> Result<Reduced, Error> {
         let (members, base) = opened(portables, base)?;
-        let out =
-            Passes::new(&members, base.as_ref(), segments(lanes, start, end), chunk_bytes).reduce(plan)?;
+        let out = Passes::new(&members, base.as_ref(), segments(lanes, start, end), chunk_bytes)
+            .reduce(plan, false)?;
         confirmed(&members, base.as_ref(), out)
     }
 }

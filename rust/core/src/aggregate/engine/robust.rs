@@ -17,6 +17,7 @@ use super::super::structure::Located;
 use super::members::Member;
 use super::noise::add_noise;
 use super::options::{Method, Options};
+use crate::values::Lanes;
 use crate::Error;
 
 /// What the end of the round found about one kept upload (in the order they were accepted).
@@ -204,8 +205,14 @@ pub struct Plan {
 /// it (and its squares, when no earlier pass summed them).
 pub struct Reduced {
     /// The aggregate of the pass's lanes, segment after segment (all slots in order on one
-    /// machine): one allocation, backed by huge pages (see `platform::huge_f64s`).
+    /// machine) but those in `rounded_values`: one allocation, backed by huge pages (see
+    /// `platform::huge_f64s`).
     pub values: Vec<f64>,
+    /// The aggregate of the segments `rounded` marks, after one another, rounded to float32 as
+    /// it was computed (see [`Passes::reduce`]); empty when none is.
+    pub rounded_values: Vec<f32>,
+    /// Per segment, whether its values are in `rounded_values` (empty: none is).
+    pub rounded: Vec<bool>,
     /// Per upload: the sum of its squared distances to the aggregate over these lanes.
     pub gaps: Vec<f64>,
     /// Per upload: the sum of its squared values over these lanes (zeros when `counted`).
@@ -335,14 +342,12 @@ impl<'a> Passes<'a> {
         Ok((d, squares))
     }
 
-    /// The last pass: the aggregate of these lanes per `plan`.
-    pub(crate) fn reduce(&self, plan: &Plan) -> Result<Reduced, Failed> {
+    /// The last pass: the aggregate of these lanes per `plan`. With `float32`, a plain median or
+    /// trimmed mean (no global model, no clipping, no noise) gives the slots the uploads store as
+    /// float32 already rounded to float32 (`Reduced::rounded_values`): the caller would round
+    /// them so anyway, and a float64 copy of the model is never written.
+    pub(crate) fn reduce(&self, plan: &Plan, float32: bool) -> Result<Reduced, Failed> {
         let n = self.members.len();
-        // one allocation for every segment, every value written before it is read (fresh pages,
-        // huge ones: no zeroing pass, 512 times fewer faults than one small vector per tensor)
-        let total = self.segments.iter().map(|s| s.count).sum();
-        let mut flat = crate::platform::huge_f64s(total, false);
-        let mut values = segment_views(&mut flat, &self.segments);
         let (mut gaps, mut squares, mut unused) = (vec![0.0f64; n], vec![0.0f64; n], vec![0.0f64; n]);
         let statistic = match plan.method {
             Method::Median => Some(Statistic::Median),
@@ -352,15 +357,16 @@ impl<'a> Passes<'a> {
         let plain = self.base.is_none() && plan.scale.iter().all(|&s| s == 1.0);
         if let (Some(stat), true) = (statistic, plain) {
             let rows_squares = if plan.counted { &mut unused } else { &mut squares };
-            self.reduce_stored(stat, &mut values, rows_squares, &mut gaps)?;
-            if let Some((seed, std)) = plan.noise {
-                for (s, part) in self.segments.iter().zip(values.iter_mut()) {
-                    add_noise(seed, std, s.slot, s.first, part);
-                }
-            }
-            drop(values);
-            return Ok(Reduced { values: flat, gaps, squares });
+            let float32 = float32 && plan.noise.is_none();
+            let (values, rounded_values, rounded) =
+                self.reduce_stored(stat, float32, plan.noise, rows_squares, &mut gaps)?;
+            return Ok(Reduced { values, rounded_values, rounded, gaps, squares });
         }
+        // one allocation for every segment, every value written before it is read (fresh pages,
+        // huge ones: no zeroing pass, 512 times fewer faults than one small vector per tensor)
+        let total = self.segments.iter().map(|s| s.count).sum();
+        let mut flat = crate::platform::huge_f64s(total, false);
+        let mut values = segment_views(&mut flat, &self.segments);
         self.run(&plan.scale, |(k, segment), first, at, x, base_values| {
             let count = x.len() / n.max(1);
             let Some(agg) = values.get_mut(k).and_then(|v| v.get_mut(at..at + count)) else {
@@ -396,52 +402,110 @@ impl<'a> Passes<'a> {
             Ok(())
         })?;
         drop(values);
-        Ok(Reduced { values: flat, gaps, squares })
+        Ok(Reduced { values: flat, rounded_values: Vec::new(), rounded: Vec::new(), gaps, squares })
     }
 
     /// The median or trimmed mean of plain uploads, read as the files store them (no float64
-    /// block): up to `NETWORK_UP_TO` uploads each segment read and reduced in one pass through
-    /// the cache, beyond that chunk by chunk.
+    /// block), segment by segment, with `noise` added: the float64 values, and with `float32`
+    /// the float32 segments' values rounded to float32 (and which segments those are).
+    ///
+    /// A rounded segment is reduced [`ROUNDED_LANES`] at a time into one float64 scratch and
+    /// rounded from there, so the round's fresh memory is the float32 result alone (a float64
+    /// copy of it was twice its size, every page of it cleared by the kernel, then read again to
+    /// round it). The median or trimmed mean of finite float32 values lies between two of them,
+    /// so it is finite in float32 too: nothing is left to check.
     fn reduce_stored(
         &self,
         stat: Statistic,
-        values: &mut [&mut [f64]],
+        float32: bool,
+        noise: Option<(u64, f64)>,
         squares: &mut [f64],
         gaps: &mut [f64],
-    ) -> Result<(), Failed> {
-        let n = self.members.len();
+    ) -> Result<SplitValues, Failed> {
         let refs: Vec<&Member> = self.members.iter().collect();
+        let located =
+            self.segments.iter().map(|s| Self::locations(&refs, s.slot)).collect::<Result<Vec<_>, _>>()?;
+        let rounded: Vec<bool> =
+            located.iter().map(|l| float32 && l.first().is_some_and(|l| l.lanes == Lanes::F32)).collect();
+        let lanes_where = |wanted: bool| -> Vec<usize> {
+            self.segments.iter().zip(&rounded).filter(|(_, &r)| r == wanted).map(|(s, _)| s.count).collect()
+        };
+        let (wide_counts, narrow_counts) = (lanes_where(false), lanes_where(true));
+        let mut wide = crate::platform::huge_f64s(wide_counts.iter().sum(), false);
+        let mut narrow = crate::platform::huge_f32s(narrow_counts.iter().sum());
+        let widest = narrow_counts.iter().copied().max().unwrap_or(0).min(ROUNDED_LANES);
+        let mut scratch = vec![0.0f64; widest];
+        let (mut wide_rest, mut narrow_rest) = (wide.as_mut_slice(), narrow.as_mut_slice());
         let mut block: Vec<u8> = Vec::new();
-        for (s, out) in self.segments.iter().zip(values.iter_mut()) {
-            let locations = Self::locations(&refs, s.slot)?;
-            if n <= NETWORK_UP_TO {
-                reduce_rows(&self.sources, &locations, s.first, stat, out, squares, gaps)
-                    .map_err(of_member)?;
+        for ((s, locations), &r) in self.segments.iter().zip(&located).zip(&rounded) {
+            if r {
+                let take = s.count.min(narrow_rest.len());
+                let (out, rest) = std::mem::take(&mut narrow_rest).split_at_mut(take);
+                narrow_rest = rest;
+                for (k, part) in out.chunks_mut(ROUNDED_LANES).enumerate() {
+                    let values = scratch.get_mut(..part.len()).unwrap_or_default();
+                    let first = s.first + k * ROUNDED_LANES;
+                    self.reduce_segment(stat, locations, first, values, squares, gaps, &mut block)?;
+                    part.iter_mut().zip(values.iter()).for_each(|(p, &v)| *p = v as f32);
+                }
                 continue;
             }
-            let Some(lanes) = locations.first().map(|l| l.lanes) else { continue };
-            if locations.iter().any(|l| l.lanes != lanes) {
-                return Err(
-                    Error::Internal { detail: "an upload stores a tensor as another type".into() }.into()
-                );
+            let take = s.count.min(wide_rest.len());
+            let (out, rest) = std::mem::take(&mut wide_rest).split_at_mut(take);
+            wide_rest = rest;
+            self.reduce_segment(stat, locations, s.first, out, squares, gaps, &mut block)?;
+            if let Some((seed, std)) = noise {
+                add_noise(seed, std, s.slot, s.first, out);
             }
-            let width = lanes.width();
-            let per = (self.chunk_bytes / width.saturating_mul(n).max(1)).max(MIN_CHUNK_LANES);
-            for (k, part) in out.chunks_mut(per).enumerate() {
-                let count = part.len();
-                let bytes = n * count * width;
-                if block.len() < bytes {
-                    block.resize(bytes, 0);
-                }
-                let chunk = block.get_mut(..bytes).unwrap_or_default();
-                read_stored_rows(&self.sources, &locations, s.first + k * per, count, chunk)
-                    .map_err(of_member)?;
-                reduce_stored_block(chunk, lanes, n, stat, part, squares, gaps);
+        }
+        Ok((wide, narrow, if float32 { rounded } else { Vec::new() }))
+    }
+
+    /// The median or trimmed mean of lanes `first..first + out.len()` of the uploads' tensor at
+    /// `locations` into `out`: up to `NETWORK_UP_TO` uploads read and reduced in one pass through
+    /// the cache, beyond that chunk by chunk (`block`: the reads' buffer, kept between calls).
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_segment(
+        &self,
+        stat: Statistic,
+        locations: &[Located],
+        first: usize,
+        out: &mut [f64],
+        squares: &mut [f64],
+        gaps: &mut [f64],
+        block: &mut Vec<u8>,
+    ) -> Result<(), Failed> {
+        let n = self.members.len();
+        if n <= NETWORK_UP_TO {
+            return reduce_rows(&self.sources, locations, first, stat, out, squares, gaps).map_err(of_member);
+        }
+        let Some(lanes) = locations.first().map(|l| l.lanes) else { return Ok(()) };
+        if locations.iter().any(|l| l.lanes != lanes) {
+            return Err(Error::Internal { detail: "an upload stores a tensor as another type".into() }.into());
+        }
+        let width = lanes.width();
+        let per = (self.chunk_bytes / width.saturating_mul(n).max(1)).max(MIN_CHUNK_LANES);
+        for (k, part) in out.chunks_mut(per).enumerate() {
+            let count = part.len();
+            let bytes = n * count * width;
+            if block.len() < bytes {
+                block.resize(bytes, 0);
             }
+            let chunk = block.get_mut(..bytes).unwrap_or_default();
+            read_stored_rows(&self.sources, locations, first + k * per, count, chunk).map_err(of_member)?;
+            reduce_stored_block(chunk, lanes, n, stat, part, squares, gaps);
         }
         Ok(())
     }
 }
+
+/// Values of segments split by type: the float64 ones, the rounded ones, and per segment whether
+/// it is rounded (see [`Reduced`]).
+type SplitValues = (Vec<f64>, Vec<f32>, Vec<bool>);
+
+/// Lanes of a float32 segment reduced at a time before they are rounded (8 MiB of float64
+/// scratch: a tensor up to this size is reduced in one call, as a float64 one is).
+const ROUNDED_LANES: usize = 1 << 20;
 
 /// Mutable views of `flat`, one per segment, in order.
 fn segment_views<'a>(flat: &'a mut [f64], segments: &[Segment]) -> Vec<&'a mut [f64]> {
@@ -549,13 +613,15 @@ pub fn plan_of(
 }
 
 /// The aggregate of the kept uploads (`members`, and the global model `base` when the uploads are
-/// updates of it) per `options`, one flat vector in slot order, and what was found about each.
+/// updates of it) per `options`, slot after slot (with `float32`, float32 slots may come rounded:
+/// see [`Passes::reduce`]), and what was found about each.
 pub(crate) fn aggregate(
     lanes: &[usize],
     options: &Options,
     members: &[Member],
     base: Option<&Member>,
-) -> Result<(Vec<f64>, Vec<MemberReport>), Failed> {
+    float32: bool,
+) -> Result<(Reduced, Vec<MemberReport>), Failed> {
     let n = members.len();
     let total: usize = lanes.iter().sum();
     let passes = Passes::new(members, base, segments(lanes, 0, total), options.chunk_bytes);
@@ -571,16 +637,17 @@ pub(crate) fn aggregate(
     }
     let weights = members.iter().map(|m| m.weight).collect();
     let (plan, scores) = plan_of(options, weights, scale, &d, options.seed.unwrap_or_else(random_seed));
-    let reduced = passes.reduce(&plan)?;
+    let mut reduced = passes.reduce(&plan, float32)?;
     if !plan.counted {
-        squares = reduced.squares;
+        squares = std::mem::take(&mut reduced.squares);
     }
     // every read of the round is done: an upload changed in place since its check (its size or
     // modification time) fails the round, since values read from it may be in the result
     for m in members.iter().chain(base) {
         m.held.confirm_unchanged()?;
     }
-    Ok((reduced.values, reports(members, &plan, &squares, &reduced.gaps, scores.as_deref())))
+    let reports = reports(members, &plan, &squares, &reduced.gaps, scores.as_deref());
+    Ok((reduced, reports))
 }
 
 /// What the round found about each kept upload.

@@ -272,7 +272,13 @@ fn a_cluster_s_screening_admission_and_range_passes_equal_one_machine() {
                 values.extend(r.values);
                 gaps.iter_mut().zip(r.gaps).for_each(|(a, b)| *a += b);
             }
-            let reduced = Reduced { values, gaps, squares: Vec::new() };
+            let reduced = Reduced {
+                values,
+                rounded_values: Vec::new(),
+                rounded: Vec::new(),
+                gaps,
+                squares: Vec::new(),
+            };
             let remote = client.finish_remote(reduced, squares, &plan, scores).unwrap();
             if clip.is_none() {
                 assert_eq!(
@@ -281,13 +287,7 @@ fn a_cluster_s_screening_admission_and_range_passes_equal_one_machine() {
                     "{method:?}"
                 );
             } else {
-                for (x, y) in remote
-                    .values
-                    .slots(&remote.lanes)
-                    .concat()
-                    .iter()
-                    .zip(local.values.slots(&local.lanes).concat())
-                {
+                for (x, y) in remote.means().concat().iter().zip(local.means().concat()) {
                     assert!((x - y).abs() <= 1e-9 * x.abs().max(1.0), "{method:?} clipped: {x} vs {y}");
                 }
             }
@@ -348,4 +348,39 @@ fn values_checked_where_the_median_reads_them_give_the_checked_round_s_result() 
     let mut round = Round::new(f64_layout, median(), Staleness::default()).unwrap();
     assert!(!round.defers_values());
     let _ = round.add_files_deferring_values(&[]).unwrap();
+}
+
+#[test]
+fn a_plain_median_s_float32_slots_come_rounded_as_the_caller_rounds_them() {
+    let dir = tempfile::tempdir().unwrap();
+    // six uploads: the median of an even count is a mean of two, which rounding can change
+    let paths: Vec<PathBuf> =
+        (0..6).map(|k| file(dir.path(), &format!("u{k}.ckpt"), &checkpoint(value(k)))).collect();
+    let uploads: Vec<FileUpload> =
+        paths.iter().enumerate().map(|(k, p)| upload(p, &format!("c{k}"), 1.0, 0)).collect();
+    let round = |options: Options| {
+        let mut r = Round::new(layout(), options, Staleness::default()).unwrap();
+        r.add_files(&uploads).unwrap();
+        r
+    };
+    for method in [Method::Median, Method::TrimmedMean { trim: 0.2 }] {
+        let plain = || Options { method, ..Options::fedavg() };
+        let (wide, narrow) =
+            (round(plain()).finish().unwrap(), round(plain()).finish_rounding(true).unwrap());
+        assert_eq!(wide.members, narrow.members, "{method:?}");
+        for (w, n) in wide.values.slots(&wide.lanes).into_iter().zip(narrow.values.slots(&narrow.lanes)) {
+            let (Slot::F64(w), Slot::F32(n)) = (w, n) else {
+                panic!("{method:?}: a float32 slot not rounded")
+            };
+            assert_eq!(w.iter().map(|&v| v as f32).collect::<Vec<_>>(), n, "{method:?}");
+        }
+        // noise is added to the float64 values (the caller rounds them): nothing comes rounded
+        let noisy = Options { clip_norm: Some(1e6), noise_multiplier: Some(1e-3), seed: Some(7), ..plain() };
+        let done = round(noisy).finish_rounding(true).unwrap();
+        assert!(done.values.slots(&done.lanes).iter().all(|s| matches!(s, Slot::F64(_))), "{method:?}");
+    }
+    // Krum's family keeps float64 values whatever is asked
+    let krum = Options { method: Method::Krum { byzantine: 1 }, ..Options::fedavg() };
+    let done = round(krum).finish_rounding(true).unwrap();
+    assert!(done.values.slots(&done.lanes).iter().all(|s| matches!(s, Slot::F64(_))));
 }
