@@ -39,15 +39,17 @@ PLAIN = "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"
 def gcs() -> Iterator[dict[str, Any]]:
     """storage_options reaching the emulator (no credentials: ``token="anon"``); ``gs://`` is
     gcsfs's plain file system here and in the processes the tests start."""
+    gcsfs = pytest.importorskip("gcsfs", reason="gcsfs is not installed: the gs:// tests need it")
+    pytest.importorskip(
+        "gcp_storage_emulator.server",
+        reason="gcp-storage-emulator is not installed (pip install gcp-storage-emulator)",
+    )
     saved = os.environ.get(PLAIN)
-    os.environ[PLAIN] = "false"  # for the processes started by the tests
-    gcsfs = pytest.importorskip("gcsfs")
-    if not _has_emulator():
-        pytest.skip("gcp-storage-emulator is not installed (pip install gcp-storage-emulator)")
     before = fsspec.get_filesystem_class("gs")
-    # in this process gcsfs may have been imported before the variable was set
-    fsspec.register_implementation("gs", gcsfs.core.GCSFileSystem, clobber=True)
     try:
+        os.environ[PLAIN] = "false"  # for the processes started by the tests
+        # here gcsfs was imported already (the variable is read then): its class, named
+        fsspec.register_implementation("gs", gcsfs.core.GCSFileSystem, clobber=True)
         with http_servers.gcs_emulator(BUCKET) as url:
             yield {"endpoint_url": url, "token": "anon"}
     finally:
@@ -56,14 +58,6 @@ def gcs() -> Iterator[dict[str, Any]]:
             os.environ.pop(PLAIN, None)
         else:
             os.environ[PLAIN] = saved
-
-
-def _has_emulator() -> bool:
-    try:
-        import gcp_storage_emulator.server  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def put(options: dict[str, Any], name: str, data: bytes) -> str:
