@@ -251,7 +251,8 @@ async def _gcs_get(fs: Any, path: str, start: int, end: int) -> bytes:
 async def _gcs_range(fs: Any, path: str, start: int, end: int) -> bytes:
     """Bytes ``start..end`` of ``path`` on gcsfs, routed as gcsfs's own ``_cat_file`` routes them:
     an object of a zonal bucket (``ExtendedGcsFileSystem`` asks the bucket's layout, once per
-    bucket) by gcsfs's gRPC reader, which fills a buffer of the length asked; any other by one
+    bucket) by gcsfs's gRPC reader, which writes into a buffer of the length asked (untested: no
+    emulator serves zonal buckets); any other by one
     ranged GET read with a cap (``_gcs_get``, with gcsfs's retries of a failed request: gcsfs's
     ``_cat_file`` reads the reply whole)."""
     from gcsfs.retry import retry_request
