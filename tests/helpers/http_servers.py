@@ -1,6 +1,7 @@
 """Real HTTP servers on 127.0.0.1 for the remote-load tests, started and stopped by the tests:
 nginx (from Debian) serving a folder with byte ranges and ETags, its access log counting the body
-bytes of every reply; and a fault proxy in front of it (or of moto's S3 server) that ignores
+bytes of every reply; gcp-storage-emulator's GCS JSON API (``gcs_emulator``); and a fault proxy in
+front of any of them (or of moto's S3 server) that ignores
 ``Range``, truncates, pads or stalls replies or changes the ETag after some requests, delays and
 throttles replies, and counts the requests it has in flight."""
 
@@ -120,6 +121,22 @@ http {{
             proc.stderr.close()
 
 
+@contextlib.contextmanager
+def gcs_emulator(bucket: str) -> Iterator[str]:
+    """gcp-storage-emulator (PyPI: its GCS JSON API, objects in memory, with ``bucket``) on a free
+    port of 127.0.0.1: its URL (gcsfs's ``endpoint_url``). Stopped when the block ends.
+    ``ModuleNotFoundError`` when the package is not installed."""
+    from gcp_storage_emulator.server import create_server
+
+    port = free_port()
+    server = create_server("127.0.0.1", port, in_memory=True, default_bucket=bucket)
+    server.start()  # returns once it listens
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
 #: bytes the ``oversize`` fault adds after a range's body
 OVERSIZE = 256 << 20
 
@@ -140,13 +157,18 @@ class Faults:
 
     Whatever the mode: each GET waits ``delay`` seconds before it is forwarded (a server's
     latency), its body is sent at ``rate`` bytes per second (0: at once), and ``on_get(n)`` is
-    called with its number first. ``peak`` is the most GETs the proxy had in flight at once,
+    called with its number first. ``peak`` is the most GETs the proxy had in flight (received,
+    their reply not yet begun) at once,
     ``ranges`` the Range header of each GET ("" for none), ``body_bytes`` the body bytes of the
-    GET replies sent."""
+    GET replies sent. With ``ranged_only``, the GETs are numbered for the fault among those with a
+    ``Range`` header only (``ranged_gets`` counts them), the others pass: a store whose metadata
+    is read by GETs too (GCS) is faulted in its range requests whatever metadata a client asks."""
 
     mode: str = "pass"
     after: int = 0
     times: int | None = None
+    ranged_only: bool = False
+    ranged_gets: int = 0
     delay: float = 0.0
     rate: float = 0.0
     on_get: Callable[[int], None] | None = None
@@ -162,9 +184,17 @@ class Faults:
         """Whether the fault applies to the GET numbered ``number``."""
         return number > self.after and (self.times is None or number <= self.after + self.times)
 
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Returns once no GET is in flight (a client may leave a request running after the call
+        that made it returned: gcsfs's ``info()``)."""
+        deadline = time.monotonic() + timeout
+        while self.in_flight:
+            assert time.monotonic() < deadline, f"{self.in_flight} GETs still in flight after {timeout} s"
+            time.sleep(0.01)
+
     def reset_counts(self) -> None:
         with self.lock:
-            self.gets = self.peak = self.body_bytes = 0
+            self.gets = self.ranged_gets = self.peak = self.body_bytes = 0
             self.ranges.clear()
 
 
@@ -198,9 +228,15 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
         with faults.lock:
             faults.gets += 1
             number = faults.gets
+            if self.headers.get("Range"):
+                faults.ranged_gets += 1
+                number = faults.ranged_gets if faults.ranged_only else number
+            elif faults.ranged_only:
+                number = 0  # never faulted
             faults.in_flight += 1
             faults.peak = max(faults.peak, faults.in_flight)
             faults.ranges.append(self.headers.get("Range", ""))
+        self._waiting = True
         try:
             if faults.on_get is not None:
                 faults.on_get(number)
@@ -208,8 +244,16 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
                 time.sleep(faults.delay)
             self._reply(method, number)
         finally:
-            with faults.lock:
-                faults.in_flight -= 1
+            self._answered()
+
+    def _answered(self) -> None:
+        """The GET's reply begins (counted once): a GET is in flight until then, not until this
+        thread ends, since its client may read the whole reply and send its next request first
+        (which counted one GET too many now and then)."""
+        if getattr(self, "_waiting", False):
+            self._waiting = False
+            with self.faults.lock:
+                self.faults.in_flight -= 1
 
     def _reply(self, method: str, number: int) -> None:
         """Forward the request; ``number``: the GET's number (0 for other methods)."""
@@ -237,6 +281,7 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
         sent = body[: len(body) // 2] if cut else body
         if mode == "oversize" and reply.status == 206:
             sent = body + bytes(OVERSIZE)
+        self._answered()
         self.send_response(reply.status)
         for key, value in reply.getheaders():
             if key.lower() in ("connection", "transfer-encoding", "content-length"):
