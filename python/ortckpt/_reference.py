@@ -162,9 +162,9 @@ def _rounded(
     asks for huge pages above 4 MiB: 512x fewer page faults than one array per small tensor); they
     are read-only views of a base that owns its data, so a state keeps them without a copy.
     ``AggregationError`` names a tensor whose values pass its dtype's range."""
-    # a slot that is not float64 came rounded to float32 by the core (a plain median's or trimmed
-    # mean's float32 and complex64 slots: their float32 lanes), finite, all in one allocation:
-    # it is kept as it is
+    # a slot that is not float64 came divided and rounded to float32 by the core (FedAvg's and a
+    # plain median's or trimmed mean's float32 and complex64 slots: their float32 lanes), finite,
+    # in memory nothing else holds: it is kept as it is
     done = [values[slot].dtype != np.float64 for slot in range(len(wanted))]
     sizes: dict[np.dtype[Any], int] = {}
     for (_, dtype, shape), rounded in zip(wanted, done):

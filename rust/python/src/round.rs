@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use numpy::{PyArray1, PyReadonlyArray1};
 use ortckpt_core::aggregate::{
-    self, Buffer, HeldFiles, Identity, Layout, Method, Options, Origin, Partial, Plan, Portable, Refusal,
-    Rejection, Round as CoreRound, RoundFile, RoundVerdict as Verdict, Shared, Staleness, Values, WeightRule,
+    self, Buffer, Float32s, HeldFiles, Identity, Layout, Method, Options, Origin, Partial, Plan, Portable,
+    Refusal, Rejection, Round as CoreRound, RoundFile, RoundVerdict as Verdict, Shared, Staleness, Values,
+    WeightRule,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -339,10 +340,10 @@ impl Round {
     /// The aggregate (the round ends): `(values, divisor, total_weight, count, members)` — one
     /// float64 array per averaged tensor (slot order), to be divided by `divisor` (FedAvg's sums
     /// and total weight; 1 for the robust methods' values), and per kept upload
-    /// `(label, weight, norm, clipped, distance, krum_score, selected)`. With `float32`, a slot
-    /// stored as float32 may come as a float32 array instead, already rounded (the plain median
-    /// and trimmed mean: see the core's `Round::finish_rounding`). Raises AggregationError when
-    /// no aggregate can be given (too few uploads, or not finite).
+    /// `(label, weight, norm, clipped, distance, krum_score, selected)`. With `float32`, a
+    /// float32 or complex64 slot may come as a float32 array instead, already divided and rounded
+    /// (FedAvg, and the plain median and trimmed mean: see the core's `Round::finish_rounding`).
+    /// Raises AggregationError when no aggregate can be given (too few uploads, or not finite).
     #[allow(clippy::type_complexity)]
     #[pyo3(signature = (*, float32=false))]
     fn finish<'py>(&mut self, py: Python<'py>, float32: bool) -> PyResult<FinishTuple<'py>> {
@@ -714,8 +715,16 @@ fn plan_of_tuple(t: PlanTuple) -> PyResult<Plan> {
 /// or views of one float64 array and one float32 array (the robust methods').
 fn slot_arrays<'py>(py: Python<'py>, values: Values, lanes: &[usize]) -> PyResult<Vec<Bound<'py, PyAny>>> {
     match values {
-        Values::Sums { sums, .. } => {
-            Ok(sums.into_iter().map(|v| PyArray1::from_vec(py, v).into_any()).collect())
+        Values::Sums { sums, rounded, .. } => {
+            let mut rounded = rounded.into_iter();
+            let mut out = Vec::with_capacity(sums.len());
+            for v in sums {
+                out.push(match rounded.next().flatten() {
+                    Some(values) => RoundedValues::array(py, values)?,
+                    None => PyArray1::from_vec(py, v).into_any(),
+                });
+            }
+            Ok(out)
         }
         Values::Flat { values, rounded_values, rounded } => {
             let wide = PyArray1::from_vec(py, values).into_any();
@@ -743,22 +752,20 @@ fn slot_arrays<'py>(py: Python<'py>, values: Values, lanes: &[usize]) -> PyResul
 /// keeps views of it without a copy (as it keeps a loaded tensor).
 #[pyclass(frozen, module = "ortckpt._native")]
 pub(crate) struct RoundedValues {
-    values: Vec<f32>,
+    values: Float32s,
 }
 
 impl RoundedValues {
     fn bytes(&self) -> &[u8] {
-        // SAFETY: the slice covers exactly the vector's initialized elements; float32 values have
-        // no padding, so every byte is initialized, and u8 has no alignment to meet.
-        unsafe { std::slice::from_raw_parts(self.values.as_ptr().cast::<u8>(), self.values.len() * 4) }
+        self.values.as_bytes()
     }
 
     /// A read-only float32 numpy array over `values`, owned by a `RoundedValues`.
-    fn array(py: Python<'_>, values: Vec<f32>) -> PyResult<Bound<'_, PyAny>> {
-        if values.is_empty() {
+    fn array(py: Python<'_>, values: Float32s) -> PyResult<Bound<'_, PyAny>> {
+        if values.as_slice().is_empty() {
             return Ok(PyArray1::<f32>::zeros(py, 0, false).into_any());
         }
-        let count = values.len() as i64;
+        let count = values.as_slice().len() as i64;
         let owner = Bound::new(py, RoundedValues { values })?;
         let bytes = owner.get().bytes();
         let descr = numpy::dtype::<f32>(py);
@@ -770,7 +777,7 @@ impl RoundedValues {
         match array {
             Some(array) => Ok(array),
             // a Vec's float32 values are always aligned: not reached, but a copy is never wrong
-            None => Ok(PyArray1::from_slice(py, &owner.get().values).into_any()),
+            None => Ok(PyArray1::from_slice(py, owner.get().values.as_slice()).into_any()),
         }
     }
 }

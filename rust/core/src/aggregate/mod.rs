@@ -10,6 +10,8 @@ mod columns;
 mod distances;
 #[cfg(feature = "fs")] // a round reads upload files
 mod engine;
+#[cfg(feature = "fs")] // a round's results
+mod float32s;
 mod kernel;
 mod rejection;
 #[cfg(feature = "fs")] // reads upload files
@@ -35,6 +37,8 @@ pub use engine::{
     Reduced, Round, Segment, Shared, Slot, Staleness, Stamp, Unfinished, Values, Verdict as RoundVerdict,
     MIN_CHUNK_BYTES,
 };
+#[cfg(feature = "fs")]
+pub use float32s::Float32s;
 pub use kernel::{accumulate, add_window, check_values, slot_bytes};
 pub use rejection::{Rejection, RejectionKind};
 #[cfg(feature = "fs")]

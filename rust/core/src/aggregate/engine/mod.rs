@@ -33,10 +33,10 @@ use super::round::{check_files, Screened};
 use super::structure::{check_structure, Layout, Located, WeightRule};
 use super::upload::{index_upload, open_files, read_file, HeldFiles, Refusal};
 use super::verdict::{FileItem, Verdict as FileVerdict};
-use super::Rejection;
+use super::{Float32s, Rejection};
 use crate::message::Message;
 use crate::values::Lanes;
-use crate::Error;
+use crate::{DataType, Error};
 use members::Member;
 use tally::Tally;
 
@@ -116,10 +116,13 @@ pub enum Values {
     /// float64 values and its rounded copy at once). Finite: each mean lies between the smallest
     /// and the largest of its finite values, up to the final rounding.
     Sums {
-        /// The sums.
+        /// The sums (empty for a slot `rounded` holds).
         sums: Vec<Vec<f64>>,
         /// What each sum is divided by.
         divisor: f64,
+        /// Per slot, its values already divided and rounded to float32 in the sums' own memory
+        /// (see [`Round::finish_rounding`]), if they are; empty when none is.
+        rounded: Vec<Option<Float32s>>,
     },
     /// The robust methods' result, every slot's values in order (`Aggregate::lanes` each), each
     /// kind in one allocation of huge pages: float64 values, but for the slots `rounded` marks,
@@ -128,7 +131,7 @@ pub enum Values {
         /// The float64 slots' values, one after another.
         values: Vec<f64>,
         /// The rounded slots' values, one after another.
-        rounded_values: Vec<f32>,
+        rounded_values: Float32s,
         /// Per slot, whether it is rounded (empty: none is).
         rounded: Vec<bool>,
     },
@@ -146,20 +149,30 @@ pub enum Slot<'a> {
 impl Values {
     /// The robust methods' float64 values of every slot.
     pub fn flat(values: Vec<f64>) -> Values {
-        Values::Flat { values, rounded_values: Vec::new(), rounded: Vec::new() }
+        Values::Flat { values, rounded_values: Float32s::from_vec(Vec::new()), rounded: Vec::new() }
     }
 
     /// Each slot's values (for `Sums`, the sums).
     pub fn slots<'a>(&'a self, lanes: &[usize]) -> Vec<Slot<'a>> {
         match self {
-            Values::Sums { sums, .. } => sums.iter().map(|s| Slot::F64(s)).collect(),
+            Values::Sums { sums, rounded, .. } => sums
+                .iter()
+                .enumerate()
+                .map(|(k, s)| match rounded.get(k) {
+                    Some(Some(r)) => Slot::F32(r.as_slice()),
+                    _ => Slot::F64(s),
+                })
+                .collect(),
             Values::Flat { values, rounded_values, rounded } => {
                 let mut out = Vec::with_capacity(lanes.len());
                 let (mut wide, mut narrow) = (0usize, 0usize);
                 for (k, &n) in lanes.iter().enumerate() {
                     if rounded.get(k).copied().unwrap_or(false) {
                         out.push(Slot::F32(
-                            rounded_values.get(narrow..narrow.saturating_add(n)).unwrap_or_default(),
+                            rounded_values
+                                .as_slice()
+                                .get(narrow..narrow.saturating_add(n))
+                                .unwrap_or_default(),
                         ));
                         narrow = narrow.saturating_add(n);
                     } else {
@@ -174,8 +187,8 @@ impl Values {
 }
 
 impl Aggregate {
-    /// Each slot's aggregate values (FedAvg's sums divided by the total weight), as new float64
-    /// vectors.
+    /// Each slot's aggregate values (FedAvg's sums divided by the total weight; a rounded slot's
+    /// values as they are), as new float64 vectors.
     pub fn means(&self) -> Vec<Vec<f64>> {
         let divisor = match &self.values {
             Values::Sums { divisor, .. } => *divisor,
@@ -184,7 +197,7 @@ impl Aggregate {
         let mean = |slot: Slot<'_>| -> Vec<f64> {
             match slot {
                 Slot::F64(s) => s.iter().map(|v| v / divisor).collect(),
-                Slot::F32(s) => s.iter().map(|&v| f64::from(v) / divisor).collect(),
+                Slot::F32(s) => s.iter().map(|&v| f64::from(v)).collect(),
             }
         };
         self.values.slots(&self.lanes).into_iter().map(mean).collect()
@@ -953,10 +966,12 @@ impl Round {
         self.finish_rounding(false)
     }
 
-    /// [`Round::finish`], and with `float32` the slots stored as float32 of a plain median or
-    /// trimmed mean (no global model, clipping or noise) come rounded to float32
-    /// ([`Slot::F32`]), as a caller that rounds each slot to its type would round them: a
-    /// float64 copy of the model is then never written.
+    /// [`Round::finish`], and with `float32` the float32 (and complex64) slots come rounded to
+    /// float32 ([`Slot::F32`]) as a caller rounding each slot to its type would round them, where
+    /// the method allows: FedAvg's means (divided and rounded in the sums' own memory) and a plain
+    /// median's or trimmed mean's values (no global model, clipping or noise: no float64 copy of
+    /// the model is written). Only for a caller that rounds the values to their types next (a
+    /// server optimizer steps on the float64 values).
     pub fn finish_rounding(mut self, float32: bool) -> Result<Aggregate, Unfinished> {
         let mut dropped = Vec::new();
         match self.finish_values(&mut dropped, float32) {
@@ -989,7 +1004,10 @@ impl Round {
             let tally = std::mem::replace(&mut self.tally, Tally::new(&self.lanes));
             let divisor = tally.total_weight;
             self.tally.total_weight = divisor;
-            return Ok((Values::Sums { sums: tally.into_sums()?, divisor }, Vec::new()));
+            let mut sums = tally.into_sums()?;
+            let rounded =
+                if float32 { round_float32_sums(&mut sums, divisor, &self.layout) } else { Vec::new() };
+            return Ok((Values::Sums { sums, divisor, rounded }, Vec::new()));
         }
         let (reduced, reports) = loop {
             match robust::aggregate(&self.lanes, &self.options, &self.members, self.base.as_ref(), float32) {
@@ -1011,7 +1029,7 @@ impl Round {
             }
         };
         let Reduced { values, rounded_values, rounded, .. } = reduced;
-        let values = Values::Flat { values, rounded_values, rounded };
+        let values = Values::Flat { values, rounded_values: Float32s::from_vec(rounded_values), rounded };
         check_finite(&self.layout, self.options.method.name(), &values.slots(&self.lanes))?;
         Ok((values, reports))
     }
@@ -1111,6 +1129,20 @@ impl Round {
             .collect();
         Ok(self.remove_members(bad, places))
     }
+}
+
+/// FedAvg's float32 (and complex64) slots divided by `divisor` and rounded to float32 in their sums'
+/// own memory (their `sums` left empty): the mean of finite values lies between the smallest and
+/// the largest of them, so it is finite in float32 too. The other slots are left as sums.
+fn round_float32_sums(sums: &mut [Vec<f64>], divisor: f64, layout: &Layout) -> Vec<Option<Float32s>> {
+    let types = layout.slot_types();
+    sums.iter_mut()
+        .zip(types)
+        .map(|(s, t)| {
+            matches!(t, DataType::Float | DataType::Complex64)
+                .then(|| Float32s::rounded_in_place(std::mem::take(s), divisor))
+        })
+        .collect()
 }
 
 /// `Err` naming the first slot of `values` that holds a float64 value that is not finite (a slot
