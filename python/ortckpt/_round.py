@@ -26,7 +26,7 @@ from ._server_round import ServerRound
 from ._server_state import GROUP, PREFIX, strip_server_state, with_server_state
 from ._sources import local_output, open_state
 from ._types import CheckpointSource
-from ._uploads import Item, Payload, local_file, prefetched, read_source, rejection
+from ._uploads import Copied, Item, Payload, local_file, open_upload, prefetched, read_source, rejection
 from .errors import AggregationError
 from .io import load_bytes, save
 from .state import CheckpointState
@@ -265,6 +265,19 @@ class Round:
             return None
         return self._counted(self._add_files([entry])[0])
 
+    def _try_copied_reference(
+        self, index: int, client: str, copied: Copied, rule: Any, staleness: int
+    ) -> SourceReport:
+        """The reference when the first upload that loads is a URL: its structure read from its
+        local copy (as a local file's, ``_native.index_upload``), then counted from it."""
+        limit = self._limit
+        refused = self._begin(
+            index, client, lambda: CheckpointState._from_index(_native.index_upload(copied.path, limit))
+        )
+        if refused is not None:
+            return refused
+        return self._counted(self._add_copied(index, client, copied, rule, staleness))
+
     def _forget_reference(self) -> None:
         """Back to "no reference yet" (the reference failed its own checks)."""
         self._native, self._reference, self._spec, self.reference_label = None, None, None, "none"
@@ -337,6 +350,14 @@ class Round:
             )
         return self._report(index, client, verdict, staleness)
 
+    def _add_copied(self, index: int, client: str, copied: Copied, rule: Any, staleness: int) -> SourceReport:
+        """A URL's upload from its local copy, by the core's file readers, under the URL's
+        identity (``add_file_named``)."""
+        assert self._native is not None
+        given, prop = self._rule(rule)
+        verdict = self._native.add_file_named(copied.path, given, prop, client, copied.url, staleness)
+        return self._report(index, client, verdict, staleness)
+
     def _add_files(
         self, batch: list[tuple[int, str, str, Any, int]], defer: bool = False
     ) -> list[SourceReport]:
@@ -400,11 +421,18 @@ class Round:
         if path is not None:  # the first local file: its structure read, not its values
             return self._try_local_reference((index, client, path, rule, staleness), defer and self._plain())
         try:
-            payload = read() if read is not None else read_source(src, self._limit, self._storage)
+            payload = read() if read is not None else open_upload(src, self._limit, self._storage)
         except Exception as exc:  # garbage, unreachable, too large: this upload only, never the round
             report = rejection(index, client, exc)
             self._reports.append(report)
             return report
+        if isinstance(payload, Copied):
+            try:
+                if self._native is None:
+                    return self._try_copied_reference(index, client, payload, rule, staleness)
+                return self._add_copied(index, client, payload, rule, staleness)
+            finally:  # the core holds the files it keeps open; the directory goes
+                payload.close()
         if self._native is None:
             held = [payload]
             del payload  # the reference's reading lets the bytes go before it counts the upload

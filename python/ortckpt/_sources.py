@@ -484,6 +484,68 @@ def load_lazy(
     return CheckpointState._from_index(index)
 
 
+# Bytes a remote round upload is copied at a time (``copy_to``: a range reader's request, in
+# parts of ``_PART`` bytes fetched at once): what copying one upload holds in memory.
+_COPY_BLOCK = _PART
+
+
+def _copy_ranges(read: _RangeReader, size: int, dst: str) -> None:
+    """The ``size`` bytes ``read`` gives, in order, into the new file ``dst``: ``_COPY_BLOCK``
+    bytes held at a time, each byte fetched once."""
+    with open(dst, "xb") as out:
+        for offset in range(0, size, _COPY_BLOCK):
+            out.write(read(offset, min(_COPY_BLOCK, size - offset)))
+
+
+def _copy_stream(fs: Any, path: str, url: str, dst: str, budget: _Budget) -> None:
+    """The object at ``path`` (whose size the store does not report) read as a stream into the
+    new file ``dst``, ``_COPY_BLOCK`` bytes at a time, refused past the budget."""
+    with fs.open(path, "rb") as src, open(dst, "xb") as out:
+        while chunk := src.read(_COPY_BLOCK):
+            budget.take(len(chunk))
+            out.write(chunk)
+
+
+def copy_to(
+    url: str, directory: str, *, max_bytes: int | None = None, storage_options: StorageOptions = None
+) -> str:
+    """Copies the checkpoint at ``url`` (and ``<url>.data``, when there is one) into
+    ``directory`` through the lazy loads' door (``_open_lazy``, ``_RangeReader``: range requests
+    in parts, the deadlines, the replies' lengths and Content-Range checked, the object's identity
+    compared after every request), a block at a time: each byte is fetched once and the process
+    never holds the object whole. The copy's path (its ``.data`` beside it, where the core's file
+    readers find it). ``SourceTooLargeError`` before a byte is fetched when the sizes pass
+    ``max_bytes`` (the checkpoint's and its ``.data``'s together), ``CheckpointChangedError`` when
+    the object is replaced while it is copied."""
+    fs, path = _filesystem(url, storage_options)
+    budget = _Budget(url, max_bytes)
+    opened = _open_lazy(fs, path, url, budget)
+    ext_url = data_url(url)
+    ext_fs, ext_path = _filesystem(ext_url, storage_options)
+    try:
+        ext_opened = _open_lazy(ext_fs, ext_path, ext_url, budget)
+        has_ext = True
+    except (FileNotFoundError, IsADirectoryError):
+        ext_opened, has_ext = None, False
+    size = 0 if opened is None else opened[1]
+    if max_bytes is not None:  # as a whole read words it: the checkpoint first, then what is left
+        if size > max_bytes:
+            raise _too_large(url, size, max_bytes)
+        if ext_opened is not None and ext_opened[1] > max_bytes - size:
+            raise _too_large(ext_url, ext_opened[1], max_bytes - size)
+    local = os.path.join(directory, "upload.ckpt")
+    if opened is None:
+        _copy_stream(fs, path, url, local, budget)
+    else:
+        _copy_ranges(*opened, local)
+    if ext_opened is not None:
+        _copy_ranges(*ext_opened, external_data_path(local))
+    elif has_ext:  # a .data whose size the store does not report
+        budget.url = ext_url
+        _copy_stream(ext_fs, ext_path, ext_url, external_data_path(local), budget)
+    return local
+
+
 def load_url(
     url: str, *, max_bytes: int | None = None, storage_options: StorageOptions = None
 ) -> CheckpointState:

@@ -1,7 +1,11 @@
 """Reading one upload for a round, whatever its form: a local checkpoint file (left to the core,
-which reads it into private memory or streams it), a local ORT 1.15 folder, an fsspec URL (its
-bytes, and its ``.data``), a checkpoint's bytes, or a state. At most ``max_bytes`` bytes are read
-from any of them; a bad upload becomes a rejection of its own, never the round's failure.
+which reads it into private memory or streams it), a local ORT 1.15 folder, an fsspec URL, a
+checkpoint's bytes, or a state. A round copies a URL (and its ``.data``) once, block by block
+through the lazy loads' range reader, into a private temporary file that the core then reads as
+it reads local files (``Copied``); ``read_source`` reads a URL whole, for the callers that need its
+bytes (a Dask task's upload, a round's ``reference`` and ``relative_to``). At most ``max_bytes``
+bytes are read from any of them; a bad upload becomes a rejection of its own, never the round's
+failure.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import numbers
 import os
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +23,7 @@ from typing import Any
 from . import _native
 from ._reference import Rejected
 from ._reports import SourceReport
-from ._sources import SourceTooLargeError, _exists, data_url, is_url, local_path, read_url
+from ._sources import SourceTooLargeError, _exists, copy_to, data_url, is_url, local_path, read_url
 from ._sources import load as load_source
 from .state import CheckpointState
 
@@ -87,6 +92,41 @@ def read_source(src: Any, max_bytes: int | None, storage_options: Any) -> Payloa
     return Payload(read.checkpoint, read.external, read.identity, name, read)
 
 
+@dataclass
+class Copied:
+    """A remote upload copied once into a private temporary directory (``copy_to``): the core
+    reads ``path`` as a local file (streamed when the model is large, as every local upload), under
+    the identity ``url``. ``close`` deletes the copy; a round that keeps the upload (the robust
+    methods) holds its files open, so the space is freed when the round ends."""
+
+    path: str
+    url: str
+    scratch: tempfile.TemporaryDirectory[str]
+
+    def close(self) -> None:
+        self.scratch.cleanup()
+
+
+def copy_upload(url: str, max_bytes: int | None, storage_options: Any) -> Copied:
+    """The upload at ``url`` copied into a new private temporary directory (deleted again when the
+    copy fails)."""
+    scratch = tempfile.TemporaryDirectory(prefix="ortckpt-upload-")
+    try:
+        path = copy_to(url, scratch.name, max_bytes=max_bytes, storage_options=storage_options)
+    except BaseException:
+        scratch.cleanup()
+        raise
+    return Copied(path, url, scratch)
+
+
+def open_upload(src: Any, max_bytes: int | None, storage_options: Any) -> Payload | Copied:
+    """One upload as a round takes it: a URL copied (``copy_upload``), anything else as
+    ``read_source`` reads it."""
+    if is_url(src):
+        return copy_upload(str(src), max_bytes, storage_options)
+    return read_source(src, max_bytes, storage_options)
+
+
 def rejection(index: int, client: str, exc: BaseException) -> SourceReport:
     """The report of an upload that failed with ``exc`` (read in Python: a URL, a folder)."""
     if isinstance(exc, Rejected):
@@ -113,16 +153,17 @@ def prefetched(
     storage_options: Any,
     skip: Callable[[Any], bool],
     ahead: int = 1,
-) -> Iterator[tuple[Item, Callable[[], Payload | None]]]:
-    """Each item with a function returning its payload, read ``ahead`` items ahead on as many other
-    threads: the next uploads' bytes arrive while the current one is used (reads release the
-    GIL). At most ``ahead + 1`` uploads are in memory at a time. Items whose source ``skip``
-    accepts are not read (their function returns None)."""
+) -> Iterator[tuple[Item, Callable[[], Payload | Copied | None]]]:
+    """Each item with a function returning its payload (``open_upload``), read ``ahead`` items
+    ahead on as many other threads: the next uploads arrive while the current one is used (reads
+    release the GIL). At most ``ahead + 1`` uploads are read at a time (URLs: copied to disk, a
+    block each in memory). Items whose source ``skip`` accepts are not read (their function
+    returns None)."""
     with ThreadPoolExecutor(ahead, thread_name_prefix="ortckpt-read") as pool:
         waiting: deque[tuple[Item, Any]] = deque()
         for item in items:
             future: Any = (
-                _NotRead() if skip(item[2]) else pool.submit(read_source, item[2], max_bytes, storage_options)
+                _NotRead() if skip(item[2]) else pool.submit(open_upload, item[2], max_bytes, storage_options)
             )
             if len(waiting) == ahead:
                 first, done = waiting.popleft()

@@ -392,6 +392,35 @@ impl Round {
         self.add_files_with(uploads, true)
     }
 
+    /// Checks and counts one local file that stands for an upload named `name` (a remote upload
+    /// copied, once, into a private temporary file by the caller): the checks, verdicts and sums
+    /// of [`Round::add_files`], but the upload's identity is `name` (a URL), as for
+    /// [`Round::add_bytes`] with a named identity: the same URL given twice counts once, and the
+    /// temporary file's (device, inode), which the next copy may reuse once this one is deleted,
+    /// is never recorded. The rejection order is the bytes' (stale, then duplicate).
+    pub fn add_file_named(&mut self, upload: &FileUpload, name: &str) -> Result<Verdict, Error> {
+        if let Err(r) = self.staleness.discount(upload.staleness) {
+            return Ok(Verdict::Rejected(r));
+        }
+        let identity = Identity::Named(name.to_owned());
+        if let Some(first) = self.seen.get(&identity) {
+            return Ok(Verdict::Duplicate { first: first.clone() });
+        }
+        // the file kernels see no identity of their own (so none is a duplicate of this file) and
+        // record the file's in this empty map: whether they did tells whether the upload was
+        // indexed, which is when an upload's identity counts (as `add_held` records it)
+        let seen = std::mem::take(&mut self.seen);
+        let outcome = self.add_files_with(std::slice::from_ref(upload), false);
+        let indexed = !std::mem::replace(&mut self.seen, seen).is_empty();
+        let verdict = outcome?
+            .pop()
+            .unwrap_or_else(|| Verdict::Unreadable(Error::Internal { detail: "no verdict".into() }));
+        if indexed {
+            self.seen.entry(identity).or_insert_with(|| upload.label.clone());
+        }
+        Ok(verdict)
+    }
+
     fn add_files_with(&mut self, uploads: &[FileUpload], defer_values: bool) -> Result<Vec<Verdict>, Error> {
         let mut verdicts: Vec<Option<Verdict>> = (0..uploads.len()).map(|_| None).collect();
         let mut items = Vec::with_capacity(uploads.len());
