@@ -391,6 +391,15 @@ class Round:
         name: str,
         staleness: int = 0,
     ) -> RoundVerdict: ...
+    def add_folder(
+        self,
+        path: PathArg,
+        weight: float | None,
+        weight_property: str | None,
+        label: str,
+        name: str,
+        staleness: int = 0,
+    ) -> RoundVerdict | None: ...
     def add_read(
         self,
         upload: ReadUpload,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from . import _native
+from ._legacy import not_a_folder
 from ._paths import StrPath
 from ._privacy import AdaptiveClipping, PrivacyAccountant
 from ._reference import ModelSpec, default_limit, layout_of, result_state, slim, spec_of
@@ -24,9 +25,20 @@ from ._reports import AggregationReport, SourceReport
 from ._server_opt import ServerOptimizer
 from ._server_round import ServerRound
 from ._server_state import GROUP, PREFIX, strip_server_state, with_server_state
+from ._sources import load as load_source
 from ._sources import local_output, open_state
 from ._types import CheckpointSource
-from ._uploads import Copied, Item, Payload, local_file, open_upload, prefetched, read_source, rejection
+from ._uploads import (
+    Copied,
+    Folder,
+    Item,
+    Payload,
+    local_file,
+    open_upload,
+    prefetched,
+    read_source,
+    rejection,
+)
 from .errors import AggregationError
 from .io import load_bytes, save
 from .state import CheckpointState
@@ -278,6 +290,24 @@ class Round:
             return refused
         return self._counted(self._add_copied(index, client, copied, rule, staleness))
 
+    def _add_folder(self, index: int, client: str, path: str, rule: Any, staleness: int) -> SourceReport:
+        """An ORT 1.15 folder, read by the core's folder reader (``add_folder``: its index and
+        values taken as they are); when it is the first upload, the reference's structure is read
+        from it first (``load``: the same reader)."""
+        if self._native is None:
+            limit = self._limit
+            refused = self._begin(index, client, lambda: load_source(path, max_bytes=limit))
+            if refused is not None:
+                return refused
+            return self._counted(self._add_folder(index, client, path, rule, staleness))
+        given, prop = self._rule(rule)
+        verdict = self._native.add_folder(path, given, prop, client, path, staleness)
+        if verdict is None:
+            report = rejection(index, client, not_a_folder(path))
+            self._reports.append(report)
+            return report
+        return self._report(index, client, verdict, staleness)
+
     def _forget_reference(self) -> None:
         """Back to "no reference yet" (the reference failed its own checks)."""
         self._native, self._reference, self._spec, self.reference_label = None, None, None, "none"
@@ -426,6 +456,8 @@ class Round:
             report = rejection(index, client, exc)
             self._reports.append(report)
             return report
+        if isinstance(payload, Folder):
+            return self._add_folder(index, client, payload.path, rule, staleness)
         if isinstance(payload, Copied):
             try:
                 if self._native is None:

@@ -2,7 +2,8 @@
 which reads it into private memory or streams it), a local ORT 1.15 folder, an fsspec URL, a
 checkpoint's bytes, or a state. A round copies a URL (and its ``.data``) once, block by block
 through the lazy loads' range reader, into a private temporary file that the core then reads as
-it reads local files (``Copied``); ``read_source`` reads a URL whole, for the callers that need its
+it reads local files (``Copied``), and a folder is left to the core's folder reader (``Folder``);
+``read_source`` reads a URL whole and a folder into a checkpoint's bytes, for the callers that need its
 bytes (a Dask task's upload, a round's ``reference`` and ``relative_to``). At most ``max_bytes``
 bytes are read from any of them; a bad upload becomes a rejection of its own, never the round's
 failure.
@@ -119,11 +120,21 @@ def copy_upload(url: str, max_bytes: int | None, storage_options: Any) -> Copied
     return Copied(path, url, scratch)
 
 
-def open_upload(src: Any, max_bytes: int | None, storage_options: Any) -> Payload | Copied:
-    """One upload as a round takes it: a URL copied (``copy_upload``), anything else as
-    ``read_source`` reads it."""
+@dataclass(frozen=True)
+class Folder:
+    """A local ORT 1.15 checkpoint folder, left to the core's folder reader (``Round.add_folder``):
+    nothing is read here."""
+
+    path: str
+
+
+def open_upload(src: Any, max_bytes: int | None, storage_options: Any) -> Payload | Copied | Folder:
+    """One upload as a round takes it: a URL copied (``copy_upload``), a folder named for the
+    core's folder reader, anything else as ``read_source`` reads it."""
     if is_url(src):
         return copy_upload(str(src), max_bytes, storage_options)
+    if isinstance(src, (str, os.PathLike)) and os.path.isdir(local_path(src)):
+        return Folder(local_path(src))
     return read_source(src, max_bytes, storage_options)
 
 
@@ -153,7 +164,7 @@ def prefetched(
     storage_options: Any,
     skip: Callable[[Any], bool],
     ahead: int = 1,
-) -> Iterator[tuple[Item, Callable[[], Payload | Copied | None]]]:
+) -> Iterator[tuple[Item, Callable[[], Payload | Copied | Folder | None]]]:
     """Each item with a function returning its payload (``open_upload``), read ``ahead`` items
     ahead on as many other threads: the next uploads arrive while the current one is used (reads
     release the GIL). At most ``ahead + 1`` uploads are read at a time (URLs: copied to disk, a

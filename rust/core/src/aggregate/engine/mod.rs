@@ -805,8 +805,61 @@ impl Round {
             Ok(index) => index,
             Err(e) => return Verdict::Unreadable(e),
         };
+        self.count_indexed(&index, checkpoint, external, files, &rule, label, identity)
+    }
+
+    /// Checks and counts one ORT 1.15 checkpoint folder, read by the core's folder reader
+    /// (`read_legacy_folder`: its checkpoint files' sizes checked against `max_bytes` before any
+    /// is read) into its index and one buffer of values, which the round takes as they are (no
+    /// flatbuffer is written and indexed again); its identity is `name` (its path). `Ok(None)`
+    /// when the directory holds none of a folder's files; `Err` only when `keep_going` stops it.
+    pub fn add_folder(
+        &mut self,
+        dir: &Path,
+        rule: &WeightRule,
+        label: &str,
+        name: &str,
+        staleness: u64,
+        keep_going: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<Verdict>, Error> {
+        let rule = match self.discounted(rule, staleness) {
+            Ok(rule) => rule,
+            Err(r) => return Ok(Some(Verdict::Rejected(r))),
+        };
+        let folder = match crate::read_legacy_folder(dir, self.options.max_bytes, keep_going) {
+            Ok(Some(folder)) => folder,
+            Ok(None) => return Ok(None),
+            Err(e @ Error::Interrupted { .. }) => return Err(e),
+            Err(e @ Error::SizeLimit { .. }) => {
+                return Ok(Some(Verdict::Rejected(Rejection::new(RejectionKind::TooLarge, e.to_string()))))
+            }
+            Err(e) => return Ok(Some(Verdict::Unreadable(e))),
+        };
+        let identity = Identity::Named(name.to_owned());
+        if let Some(first) = self.seen.get(&identity) {
+            return Ok(Some(Verdict::Duplicate { first: first.clone() }));
+        }
+        let values: Shared = Arc::new(folder.values);
+        Ok(Some(self.count_indexed(&folder.index, values, None, None, &rule, label, identity)))
+    }
+
+    /// [`Round::add_held`] once the upload is indexed (`index`, whose tensors lie in `checkpoint`
+    /// and `external`): its identity recorded, its structure, weight and values checked, and it
+    /// is counted (or kept, with `files` when it was read from them).
+    #[allow(clippy::too_many_arguments)]
+    fn count_indexed(
+        &mut self,
+        index: &crate::CheckpointIndex,
+        checkpoint: Shared,
+        external: Option<Shared>,
+        files: Option<HeldFiles>,
+        rule: &WeightRule,
+        label: &str,
+        identity: Identity,
+    ) -> Verdict {
+        let ext = external.as_ref().map(|e| (**e).as_ref());
         self.seen.insert(identity.clone(), label.to_string());
-        let checked = located_data(&self.layout, &index, (*checkpoint).as_ref(), ext, &self.lanes, &rule);
+        let checked = located_data(&self.layout, index, (*checkpoint).as_ref(), ext, &self.lanes, rule);
         let (located, data, weight) = match checked {
             Ok(found) => found,
             Err(r) => return Verdict::Rejected(r),
