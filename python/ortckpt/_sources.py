@@ -17,7 +17,7 @@ import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _native
 from ._paths import StrPath
@@ -605,6 +605,33 @@ def load(
     return CheckpointState._from_index(open_index(local_path(path), mmap, max_bytes))
 
 
+class Resolved(NamedTuple):
+    """What a source is, by ``resolve``'s rule: ``kind`` one of ``"state"`` (``value``: the
+    state), ``"bytes"`` (a ``bytes``, ``bytearray`` or ``memoryview``), ``"url"`` (the URL, a
+    ``str``), ``"folder"`` (an ORT 1.15 checkpoint folder's local path) or ``"file"`` (a local
+    checkpoint file's path, ``file://`` and ``local://`` stripped)."""
+
+    kind: str
+    value: Any
+
+
+def resolve(src: Any) -> Resolved:
+    """The one rule every reader of sources follows (``open_state``, a round's uploads): a state,
+    a checkpoint's bytes, an fsspec URL (any ``scheme://`` but ``file://`` and ``local://``), or a
+    local path: a directory is an ORT 1.15 folder, anything else a checkpoint file (an object that
+    is no path raises ``os.fspath``'s ``TypeError``)."""
+    from .state import CheckpointState
+
+    if isinstance(src, CheckpointState):
+        return Resolved("state", src)
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        return Resolved("bytes", src)
+    if is_url(src):
+        return Resolved("url", str(src))
+    name = local_path(src)
+    return Resolved("folder" if os.path.isdir(name) else "file", name)
+
+
 def open_state(
     src: CheckpointSource,
     *,
@@ -614,16 +641,16 @@ def open_state(
     """A state from what callers of the server-side functions pass: a state (as it is), a
     checkpoint's bytes, or a local path / fsspec URL (as ``load``: memory-mapped when local).
     Bytes are validated by the core like any file; ``max_bytes`` applies to them too."""
-    from .state import CheckpointState
-
-    if isinstance(src, CheckpointState):
-        return src
-    if isinstance(src, (bytes, bytearray, memoryview)):
-        size = memoryview(src).nbytes
+    kind, value = resolve(src)
+    if kind == "state":
+        state: CheckpointState = value
+        return state
+    if kind == "bytes":
+        size = memoryview(value).nbytes
         if max_bytes is not None and size > max_bytes:
             raise SourceTooLargeError(f"upload of {size} bytes exceeds the size limit of {max_bytes} bytes")
-        return load_bytes(src)
-    return load(src, max_bytes=max_bytes, storage_options=storage_options)
+        return load_bytes(value)
+    return load(value, max_bytes=max_bytes, storage_options=storage_options)
 
 
 def expand(url: str, storage_options: StorageOptions = None) -> list[str]:

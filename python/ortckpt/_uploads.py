@@ -12,7 +12,6 @@ failure.
 from __future__ import annotations
 
 import numbers
-import os
 import sys
 import tempfile
 from collections import deque
@@ -24,9 +23,8 @@ from typing import Any
 from . import _native
 from ._reference import Rejected
 from ._reports import SourceReport
-from ._sources import SourceTooLargeError, _exists, copy_to, data_url, is_url, local_path, read_url
+from ._sources import SourceTooLargeError, _exists, copy_to, data_url, read_url, resolve
 from ._sources import load as load_source
-from .state import CheckpointState
 
 
 def weight_problem(value: object) -> str | None:
@@ -59,38 +57,38 @@ class Payload:
 def local_file(src: Any) -> str | None:
     """The path of ``src`` when it is a local checkpoint file (not a URL, bytes, state or folder):
     those go to the core's file readers."""
-    if not isinstance(src, (str, os.PathLike)) or is_url(src):
+    try:
+        kind, value = resolve(src)
+    except TypeError:  # no source at all: read_source's error is its rejection
         return None
-    name = local_path(src)
-    return None if os.path.isdir(name) else name
+    return value if kind == "file" else None
 
 
 def read_source(src: Any, max_bytes: int | None, storage_options: Any) -> Payload:
     """The bytes of one upload (never a shared mapping: a truncation by another process cannot
     crash the server), at most ``max_bytes`` read. Raises ``Rejected`` (too large) or the reader's
     error."""
-    if isinstance(src, CheckpointState):
-        return Payload(src.to_bytes(include_optimizer_state=True), None, None, "<state>")
-    if isinstance(src, (bytes, bytearray, memoryview)):
-        return Payload(src if isinstance(src, bytes) else bytes(src), None, None, "<bytes>")
-    if is_url(src):
-        url = str(src)
-        data = read_url(url, max_bytes=max_bytes, storage_options=storage_options)
+    kind, value = resolve(src)
+    if kind == "state":
+        return Payload(value.to_bytes(include_optimizer_state=True), None, None, "<state>")
+    if kind == "bytes":
+        return Payload(value if isinstance(value, bytes) else bytes(value), None, None, "<bytes>")
+    if kind == "url":
+        data = read_url(value, max_bytes=max_bytes, storage_options=storage_options)
         external = None
-        ext_url = data_url(url)  # in a chained URL, beside the file, not the archive
+        ext_url = data_url(value)  # in a chained URL, beside the file, not the archive
         if _exists(ext_url, storage_options):
             left = None if max_bytes is None else max_bytes - len(data)
             external = read_url(ext_url, max_bytes=left, storage_options=storage_options)
-        return Payload(data, external, url, url)
-    name = local_path(src)
-    if os.path.isdir(name):  # an ORT 1.15 folder: the core's reader measures its files first
-        state = load_source(name, max_bytes=max_bytes)
-        return Payload(state.to_bytes(include_optimizer_state=True), None, name, name)
+        return Payload(data, external, value, value)
+    if kind == "folder":  # an ORT 1.15 folder: the core's reader measures its files first
+        state = load_source(value, max_bytes=max_bytes)
+        return Payload(state.to_bytes(include_optimizer_state=True), None, value, value)
     try:
-        read = _native.read_upload(name, max_bytes)
+        read = _native.read_upload(value, max_bytes)
     except SourceTooLargeError as exc:
         raise Rejected("too-large", str(exc)) from None
-    return Payload(read.checkpoint, read.external, read.identity, name, read)
+    return Payload(read.checkpoint, read.external, read.identity, value, read)
 
 
 @dataclass
@@ -131,10 +129,11 @@ class Folder:
 def open_upload(src: Any, max_bytes: int | None, storage_options: Any) -> Payload | Copied | Folder:
     """One upload as a round takes it: a URL copied (``copy_upload``), a folder named for the
     core's folder reader, anything else as ``read_source`` reads it."""
-    if is_url(src):
-        return copy_upload(str(src), max_bytes, storage_options)
-    if isinstance(src, (str, os.PathLike)) and os.path.isdir(local_path(src)):
-        return Folder(local_path(src))
+    kind, value = resolve(src)
+    if kind == "url":
+        return copy_upload(value, max_bytes, storage_options)
+    if kind == "folder":
+        return Folder(value)
     return read_source(src, max_bytes, storage_options)
 
 
