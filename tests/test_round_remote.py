@@ -327,3 +327,24 @@ def test_a_round_over_large_remote_uploads_never_holds_one(served: http_servers.
     assert out["mean"] == pytest.approx((1 * 3 + 2 * 4 + 3 * 5) / 6)
     beyond_sums = out["growth"] - sums
     assert beyond_sums < size // 3, (out["growth"] / MiB, sums / MiB, size / MiB)
+
+
+def test_a_reference_given_as_a_url_is_read_lazily(served: http_servers.Nginx):
+    """``Round(reference=url)``: the round keeps the reference's structure, frozen tensors and
+    properties, so only those are fetched (the lazy load's blocks), never its averaged values;
+    the round's verdicts and aggregate are those of the same reference given as a local path."""
+    sub = f"reference-{uuid.uuid4().hex[:8]}"
+    (served.root / sub).mkdir()
+    for i in range(3):
+        ortckpt.save(device(i), served.root / sub / f"d{i}.ckpt")
+    size = (served.root / sub / "d0.ckpt").stat().st_size
+    uploads = [served.root / sub / f"d{i}.ckpt" for i in (1, 2)]
+    served.clear()
+    remote = ortckpt.Round(f"{served.url}/{sub}/d0.ckpt")
+    fetched = served.body_bytes(f"/{sub}/d0.ckpt")
+    assert fetched <= MiB, f"{fetched} bytes of a {size}-byte reference fetched"
+    local = ortckpt.Round(served.root / sub / "d0.ckpt")
+    for rnd in (remote, local):
+        for path in uploads:
+            assert rnd.add(path, weight="samples").accepted
+    same_values(remote.result().state, local.result().state)

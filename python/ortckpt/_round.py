@@ -165,9 +165,8 @@ class Round:
             path = local_file(reference)
             if path is not None:  # its structure only (the round keeps none of its values)
                 state = CheckpointState._from_index(_native.index_upload(path))
-            else:
-                payload = read_source(reference, None, self._storage)
-                state = load_bytes(payload.data, external_data=payload.external)
+            else:  # a URL lazily: its structure's blocks and its frozen tensors, what slim keeps
+                state = open_state(reference, storage_options=self._storage)
             is_bytes = isinstance(reference, (bytes, bytearray, memoryview))
             self._start(
                 state,

@@ -3,10 +3,9 @@ which reads it into private memory or streams it), a local ORT 1.15 folder, an f
 checkpoint's bytes, or a state. A round copies a URL (and its ``.data``) once, block by block
 through the lazy loads' range reader, into a private temporary file that the core then reads as
 it reads local files (``Copied``), and a folder is left to the core's folder reader (``Folder``);
-``read_source`` reads a URL whole and a folder into a checkpoint's bytes, for the callers that need its
-bytes (a Dask task's upload, a round's ``reference`` and ``relative_to``). At most ``max_bytes``
-bytes are read from any of them; a bad upload becomes a rejection of its own, never the round's
-failure.
+``read_source`` reads a URL whole and a folder into a checkpoint's bytes, for the callers that
+need bytes (a Dask task's upload, a round's ``relative_to``). At most ``max_bytes`` bytes are read
+from any of them; a bad upload becomes a rejection of its own, never the round's failure.
 """
 
 from __future__ import annotations
