@@ -484,8 +484,9 @@ def load_lazy(
     return CheckpointState._from_index(index)
 
 
-# Bytes a remote round upload is copied at a time (``copy_to``: a range reader's request, in
-# parts of ``_PART`` bytes fetched at once): what copying one upload holds in memory.
+# Bytes a remote round upload is copied at a time (``copy_to``: one range request of the range
+# reader, not split into parts): what copying one upload holds in memory. A round keeps several
+# requests in flight by copying its next uploads while one is counted (``_uploads.prefetched``).
 _COPY_BLOCK = _PART
 
 
@@ -497,7 +498,7 @@ def _copy_ranges(read: _RangeReader, size: int, dst: str) -> None:
             out.write(read(offset, min(_COPY_BLOCK, size - offset)))
 
 
-def _copy_stream(fs: Any, path: str, url: str, dst: str, budget: _Budget) -> None:
+def _copy_stream(fs: Any, path: str, dst: str, budget: _Budget) -> None:
     """The object at ``path`` (whose size the store does not report) read as a stream into the
     new file ``dst``, ``_COPY_BLOCK`` bytes at a time, refused past the budget."""
     with fs.open(path, "rb") as src, open(dst, "xb") as out:
@@ -510,9 +511,9 @@ def copy_to(
     url: str, directory: str, *, max_bytes: int | None = None, storage_options: StorageOptions = None
 ) -> str:
     """Copies the checkpoint at ``url`` (and ``<url>.data``, when there is one) into
-    ``directory`` through the lazy loads' door (``_open_lazy``, ``_RangeReader``: range requests
-    in parts, the deadlines, the replies' lengths and Content-Range checked, the object's identity
-    compared after every request), a block at a time: each byte is fetched once and the process
+    ``directory`` through the lazy loads' door (``_open_lazy``, ``_RangeReader``: range requests,
+    the deadlines, the replies' lengths and Content-Range checked, the object's identity compared
+    after every request), a block at a time: each byte is fetched once and the process
     never holds the object whole. The copy's path (its ``.data`` beside it, where the core's file
     readers find it). ``SourceTooLargeError`` before a byte is fetched when the sizes pass
     ``max_bytes`` (the checkpoint's and its ``.data``'s together), ``CheckpointChangedError`` when
@@ -535,14 +536,14 @@ def copy_to(
             raise _too_large(ext_url, ext_opened[1], max_bytes - size)
     local = os.path.join(directory, "upload.ckpt")
     if opened is None:
-        _copy_stream(fs, path, url, local, budget)
+        _copy_stream(fs, path, local, budget)
     else:
         _copy_ranges(*opened, local)
     if ext_opened is not None:
         _copy_ranges(*ext_opened, external_data_path(local))
     elif has_ext:  # a .data whose size the store does not report
-        budget.url = ext_url
-        _copy_stream(ext_fs, ext_path, ext_url, external_data_path(local), budget)
+        budget.url = ext_url  # what its refusal names
+        _copy_stream(ext_fs, ext_path, external_data_path(local), budget)
     return local
 
 
