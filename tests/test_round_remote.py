@@ -276,57 +276,74 @@ def test_max_bytes_refuses_an_upload_and_its_data_before_a_byte_is_fetched(
         assert served.body_bytes(f"/{sub}/{name}") == (served.root / sub / name).stat().st_size
 
 
-def test_a_round_over_large_remote_uploads_never_holds_one(served: http_servers.Nginx):
-    """Three 64 MiB uploads added to a round from URLs, measured in a fresh interpreter (its peak
-    resident set reset before the first upload, read after the last): the round's growth is its
-    float64 sums and a few copy blocks, far below one upload (reading each upload whole, as the
-    round did before, costs at least one upload more). ``ORTCKPT_STREAM_COPY_MAX_BYTES=0``: the
-    core checks each upload before adding it instead of copying the sums aside, as it does for
-    models whose sums pass 512 MiB, so that the sums are the round's only model-sized memory."""
+#: the large uploads: 16 tensors of 4 MiB, 64 MiB of float32 each
+LARGE_LANES, LARGE_TENSORS = MiB, 16
+
+GROWTH_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np, ortckpt
+
+    def status(key):
+        with open("/proc/self/status") as f:
+            return int(next(l for l in f if l.startswith(key + ":")).split()[1]) * 1024
+
+    urls = sys.argv[1:]
+    import fsspec  # the HTTP file system's imports and first connection, before the count
+    fsspec.filesystem("http").info(urls[0])
+    rnd = ortckpt.Round()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # the peak resident set starts again from here
+    before = status("VmRSS")
+    kinds = [rnd.add(u, weight="samples").kind for u in urls]
+    peak = status("VmHWM")
+    mean = rnd.result().state.parameters["t03"].data[0]
+    print(json.dumps({"kinds": kinds, "growth": peak - before, "mean": float(mean)}))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def large(served: http_servers.Nginx) -> tuple[str, int]:
+    """Three 64 MiB uploads served by nginx: their folder and the size of one."""
     sub = f"large-{uuid.uuid4().hex[:8]}"
     (served.root / sub).mkdir()
-    lanes, tensors = MiB, 16  # 16 tensors of 4 MiB: 64 MiB of float32 per upload
     for i in range(3):
         state = CheckpointState(
-            {f"t{t:02d}": np.full(lanes, i + t, np.float32) for t in range(tensors)},
+            {f"t{t:02d}": np.full(LARGE_LANES, i + t, np.float32) for t in range(LARGE_TENSORS)},
             properties={"samples": i + 1},
         )
         ortckpt.save(state, served.root / sub / f"u{i}.ckpt")
-    size = (served.root / sub / "u0.ckpt").stat().st_size
-    sums = lanes * tensors * 8
-    script = textwrap.dedent(
-        """
-        import json, sys
-        import numpy as np, ortckpt
+    return sub, (served.root / sub / "u0.ckpt").stat().st_size
 
-        def status(key):
-            with open("/proc/self/status") as f:
-                return int(next(l for l in f if l.startswith(key + ":")).split()[1]) * 1024
 
-        urls = sys.argv[1:]
-        import fsspec  # the HTTP file system's imports and first connection, before the count
-        fsspec.filesystem("http").cat_file(urls[0], start=0, end=1000)
-        rnd = ortckpt.Round()
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # the peak resident set starts again from here
-        before = status("VmRSS")
-        kinds = [rnd.add(u, weight="samples").kind for u in urls]
-        peak = status("VmHWM")
-        mean = rnd.result().state.parameters["t03"].data[0]
-        print(json.dumps({"kinds": kinds, "growth": peak - before, "mean": float(mean)}))
-        """
-    )
+def growth_beyond_sums(urls: list[str]) -> int:
+    """How far a fresh interpreter's peak resident set grows past the round's float64 sums while
+    ``urls`` are added to a round (reset before the first, read after the last), the round's
+    verdicts and result checked. ``ORTCKPT_STREAM_COPY_MAX_BYTES=0``: the core checks each upload
+    before adding it instead of copying the sums aside, as it does for models whose sums pass 512
+    MiB, so that the sums are the round's only model-sized memory."""
     env = {**os.environ, "ORTCKPT_STREAM_COPY_MAX_BYTES": "0"}
-    urls = [f"{served.url}/{sub}/u{i}.ckpt" for i in range(3)]
     proc = subprocess.run(
-        [sys.executable, "-c", script, *urls], capture_output=True, text=True, timeout=300, env=env
+        [sys.executable, "-c", GROWTH_SCRIPT, *urls], capture_output=True, text=True, timeout=300, env=env
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["kinds"] == [None, None, None]
     assert out["mean"] == pytest.approx((1 * 3 + 2 * 4 + 3 * 5) / 6)
-    beyond_sums = out["growth"] - sums
-    assert beyond_sums < size // 3, (out["growth"] / MiB, sums / MiB, size / MiB)
+    growth: int = out["growth"] - LARGE_LANES * LARGE_TENSORS * 8
+    return growth
+
+
+def test_a_round_over_large_remote_uploads_never_holds_one(
+    served: http_servers.Nginx, large: tuple[str, int]
+):
+    """Three 64 MiB uploads added to a round from URLs: the process grows by its float64 sums and a
+    few copy blocks, far below one upload (reading each upload whole, as the round did before,
+    cost the sums plus 190 MiB)."""
+    sub, size = large
+    beyond = growth_beyond_sums([f"{served.url}/{sub}/u{i}.ckpt" for i in range(3)])
+    assert beyond < size // 3, (beyond / MiB, size / MiB)
 
 
 def test_a_reference_given_as_a_url_is_read_lazily(served: http_servers.Nginx):
@@ -348,3 +365,29 @@ def test_a_reference_given_as_a_url_is_read_lazily(served: http_servers.Nginx):
         for path in uploads:
             assert rnd.add(path, weight="samples").accepted
     same_values(remote.result().state, local.result().state)
+
+
+def test_a_store_that_reports_no_size_is_copied_as_a_stream_within_max_bytes(
+    served: http_servers.Nginx, proxied: tuple[str, str, http_servers.Faults], large: tuple[str, int]
+):
+    """A server that reports no sizes (no Content-Length, ``Range`` ignored): a round's uploads
+    cannot be copied by range, so each is read as one stream into its copy, a block at a time
+    (a process adding three 64 MiB uploads grows by its sums and a few blocks, where reading each
+    whole held it); the round equals the local one, and ``max_bytes`` refuses an upload once more
+    bytes than it allows have come (``too-large``)."""
+    url, sub, faults = proxied
+    faults.mode = "unsized"
+    urls = [f"{url}/{sub}/d{i}.ckpt" for i in range(3)]
+    assert fsspec.filesystem("http").info(urls[0]).get("size") is None  # the store tells no size
+    remote = ortckpt.average(urls, weights="samples")
+    here = ortckpt.average([served.root / sub / f"d{i}.ckpt" for i in range(3)], weights="samples")
+    assert kinds(remote) == kinds(here) and [k for _, k, _ in kinds(here)] == [None, None, None]
+    same_values(remote.state, here.state)
+    big, upload = large  # read as streams, a block at a time: never an upload whole
+    beyond = growth_beyond_sums([f"{url}/{big}/u{i}.ckpt" for i in range(3)])
+    assert beyond < upload // 3, (beyond / MiB, upload / MiB)
+    size = (served.root / sub / "d1.ckpt").stat().st_size
+    limited = ortckpt.Round(max_bytes=size - 1)
+    assert limited.add(urls[0].replace("d0", "d1")).kind == "too-large"
+    reason = limited.reports[0].reason or ""
+    assert f"more than {size - 1}" in reason and "d1.ckpt" in reason

@@ -498,11 +498,16 @@ def _copy_ranges(read: _RangeReader, size: int, dst: str) -> None:
             out.write(read(offset, min(_COPY_BLOCK, size - offset)))
 
 
+# Bytes asked of a stream at a time (``_copy_stream``): its reader gathers them from the
+# connection's smaller pieces and joins them, holding twice as much for a moment.
+_STREAM_PIECE = 1 << 20
+
+
 def _copy_stream(fs: Any, path: str, dst: str, budget: _Budget) -> None:
     """The object at ``path`` (whose size the store does not report) read as a stream into the
-    new file ``dst``, ``_COPY_BLOCK`` bytes at a time, refused past the budget."""
+    new file ``dst``, ``_STREAM_PIECE`` bytes at a time, refused past the budget."""
     with fs.open(path, "rb") as src, open(dst, "xb") as out:
-        while chunk := src.read(_COPY_BLOCK):
+        while chunk := src.read(_STREAM_PIECE):
             budget.take(len(chunk))
             out.write(chunk)
 
