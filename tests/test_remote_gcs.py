@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import ortckpt
-from ortckpt import CheckpointChangedError, RemoteSourceError
+from ortckpt import CheckpointChangedError, RemoteSourceError, SourceTooLargeError
 from tests.helpers import http_servers
 from tests.helpers.checks import promptly
 from tests.test_remote_lazy import IN_FLIGHT, PART, corpus, large_state, one_large, read_padded
@@ -192,10 +192,11 @@ def test_gcs_a_stalled_server_is_our_error_within_the_deadline(
     assert url in str(raised) and "did not answer within" in str(raised)
 
 
-def test_gcs_an_upload_whose_reply_passes_max_bytes_is_too_large_unread(gcs: dict[str, Any]):
-    """As over S3: a GCS upload read whole within ``max_bytes`` is one ranged GET cut one byte past
-    the limit, so a reply padded far beyond the object is the upload's rejection (``too-large``),
-    read no further; the same upload served as it is passes."""
+def test_gcs_a_reply_padded_past_what_was_asked_is_refused_unread(gcs: dict[str, Any]):
+    """As over S3: a round's GCS upload is copied by ranged GETs, each body cut one byte past its
+    range, so replies padded far beyond the object are the upload's rejection (``unreadable``),
+    read no further; a whole read within ``max_bytes`` (one ranged GET cut one byte past the limit)
+    is ``SourceTooLargeError``; the same upload served as it is passes."""
     url = put(gcs, "upload.ckpt", large_state(2).to_bytes())
     with gcs_proxied(gcs) as (options, faults):
         good = ortckpt.average([url], max_bytes=64 * MiB, storage_options=options)
@@ -205,8 +206,10 @@ def test_gcs_an_upload_whose_reply_passes_max_bytes_is_too_large_unread(gcs: dic
         with pytest.raises(ortckpt.AggregationError) as refused:
             ortckpt.average([url], max_bytes=64 * MiB, storage_options=options)
         assert faults.body_bytes <= 64 * MiB + MiB  # the padding was never read whole
+        with pytest.raises(SourceTooLargeError, match="more than 67108864"):
+            ortckpt.load(url, mmap=False, max_bytes=64 * MiB, storage_options=options)
     (only,) = refused.value.report.sources
-    assert only.kind == "too-large" and "more than 67108864" in (only.reason or ""), only
+    assert only.kind == "unreadable" and "the server sent more" in (only.reason or ""), only
 
 
 def test_gcs_default_file_system_reads_are_capped_too(gcs: dict[str, Any]):

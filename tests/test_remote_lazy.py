@@ -206,10 +206,12 @@ def test_a_reply_far_larger_than_asked_is_cut_where_it_passes_the_range(
     assert int(growth) < 32 * MiB, (int(growth) / MiB, http_servers.OVERSIZE / MiB)
 
 
-def test_an_upload_whose_reply_passes_max_bytes_is_too_large_unread(faulty: tuple[str, http_servers.Faults]):
-    """A URL upload read whole within ``max_bytes`` (one request, its reply cut one byte past the
-    limit): a reply padded far beyond the object is the upload's rejection (``too-large``), read no
-    further; the same upload served as it is passes."""
+def test_a_reply_padded_past_what_was_asked_is_refused_unread(faulty: tuple[str, http_servers.Faults]):
+    """Replies padded far beyond the object (206, announced): a round's URL upload, copied by
+    range requests, is rejected (``unreadable``: the server sent more than asked, each reply cut
+    one byte past its range); a whole read within ``max_bytes`` (one request, its reply cut one
+    byte past the limit) is ``SourceTooLargeError``, read no further; the same upload served as it
+    is passes."""
     url, faults = faulty
     good = ortckpt.average([url], max_bytes=64 * MiB)
     assert [r.kind for r in good.sources] == [None]
@@ -217,7 +219,9 @@ def test_an_upload_whose_reply_passes_max_bytes_is_too_large_unread(faulty: tupl
     with pytest.raises(ortckpt.AggregationError) as refused:
         ortckpt.average([url], max_bytes=64 * MiB)
     (only,) = refused.value.report.sources
-    assert only.kind == "too-large" and "more than 67108864" in (only.reason or "")
+    assert only.kind == "unreadable" and "the server sent more" in (only.reason or ""), only
+    with pytest.raises(SourceTooLargeError, match="more than 67108864"):
+        ortckpt.load(url, mmap=False, max_bytes=64 * MiB)
 
 
 @pytest.mark.parametrize("after", [0, 1], ids=["structure", "tensor"])
@@ -539,10 +543,11 @@ def test_s3_a_reply_of_another_range_is_our_error(s3: dict[str, Any]):
             ortckpt.load("s3://lazy/moved.ckpt", storage_options=options)
 
 
-def test_s3_an_upload_whose_reply_passes_max_bytes_is_too_large_unread(s3: dict[str, Any]):
-    """As over HTTP: an S3 upload read whole within ``max_bytes`` is one ranged GetObject cut one
-    byte past the limit, so a reply padded far beyond the object is the upload's rejection
-    (``too-large``), read no further; the same upload served as it is passes."""
+def test_s3_a_reply_padded_past_what_was_asked_is_refused_unread(s3: dict[str, Any]):
+    """As over HTTP: a round's S3 upload is copied by ranged GetObjects, each body cut one byte
+    past its range, so replies padded far beyond the object are the upload's rejection
+    (``unreadable``), read no further; a whole read within ``max_bytes`` (one ranged GetObject cut
+    one byte past the limit) is ``SourceTooLargeError``; the same upload served as it is passes."""
     fsspec.filesystem("s3", **s3).pipe_file("lazy/upload.ckpt", large_state(2).to_bytes())
     with s3_proxied(s3) as (options, faults):
         url = "s3://lazy/upload.ckpt"
@@ -553,8 +558,10 @@ def test_s3_an_upload_whose_reply_passes_max_bytes_is_too_large_unread(s3: dict[
         with pytest.raises(ortckpt.AggregationError) as refused:
             ortckpt.average([url], max_bytes=64 * MiB, storage_options=options)
         assert faults.body_bytes <= 64 * MiB + MiB  # the padding was never read whole
+        with pytest.raises(SourceTooLargeError, match="more than 67108864"):
+            ortckpt.load(url, mmap=False, max_bytes=64 * MiB, storage_options=options)
     (only,) = refused.value.report.sources
-    assert only.kind == "too-large" and "more than 67108864" in (only.reason or ""), only
+    assert only.kind == "unreadable" and "the server sent more" in (only.reason or ""), only
 
 
 # --- the binding's source: a Python read(offset, length) -> bytes --------------------------------

@@ -347,3 +347,49 @@ def test_too_few_uploads_for_the_method_is_an_aggregation_error_with_the_report(
     assert len(caught.value.report.sources) == 6
     with pytest.raises(ortckpt.AggregationError, match=want):
         ortckpt.average(sources[:6], **options)
+
+
+# --- ORT 1.15 folders: read by the core's folder reader, taken as they are (issue 34) ----------
+
+ORT115 = Path(__file__).parent / "data" / "ort115"
+
+
+@pytest.mark.parametrize("method", ["fedavg", "median"])
+def test_folder_uploads_are_taken_from_the_folder_reader_as_they_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+):
+    """ORT 1.15 folders given to a round (the reference among them, one given twice, an empty
+    directory): the verdicts and aggregate of the same uploads saved as checkpoint files, bit for
+    bit. The core's folder reader hands its index and values to the round as they are: no state
+    is serialized into a checkpoint's bytes to be indexed again (``to_bytes`` refuses here; a
+    folder upload used to go through it)."""
+    names = ["adamw_trained", "adamw_params_only", "adamw_fresh_artifact", "adamw_trained"]
+    folders = [ORT115 / n for n in names]
+    files = []
+    for n in names:
+        if not (tmp_path / f"{n}.ckpt").exists():
+            ortckpt.save(ortckpt.load(ORT115 / n), tmp_path / f"{n}.ckpt")
+        files.append(tmp_path / f"{n}.ckpt")
+    (tmp_path / "empty").mkdir()
+    here = ortckpt.average([*files, tmp_path / "empty"], method=method, weights=[1, 2, 3, 4, 5])
+
+    def refused(*args: Any, **kwargs: Any) -> bytes:
+        raise AssertionError("a folder upload was serialized")
+
+    monkeypatch.setattr(CheckpointState, "to_bytes", refused)
+    report = ortckpt.average([*folders, tmp_path / "empty"], method=method, weights=[1, 2, 3, 4, 5])
+    assert [(r.accepted, r.kind, r.weight) for r in report.sources] == [
+        (r.accepted, r.kind, r.weight) for r in here.sources
+    ]
+    assert [r.kind for r in report.sources] == [None, None, None, "duplicate", "unreadable"]
+    assert "not an ORT 1.15 checkpoint folder" in (report.sources[4].reason or "")
+    for name, p in here.state.parameters.items():
+        assert report.state.parameters[name].data.tobytes() == p.data.tobytes(), name
+    assert report.state.properties == here.state.properties
+    # one add at a time: the same
+    rnd = ortckpt.Round(method=method)
+    for folder, w in zip(folders, [1, 2, 3, 4], strict=True):
+        rnd.add(folder, weight=w)
+    one_by_one = rnd.result().state
+    for name, p in here.state.parameters.items():
+        assert one_by_one.parameters[name].data.tobytes() == p.data.tobytes(), name

@@ -13,7 +13,7 @@ import errno
 
 from . import _native
 
-__all__ = ["read_folder"]
+__all__ = ["not_a_folder", "read_folder"]
 
 
 def read_folder(folder: str, max_bytes: int | None = None) -> _native.Index:
@@ -21,12 +21,17 @@ def read_folder(folder: str, max_bytes: int | None = None) -> _native.Index:
     when its checkpoint files hold more than ``max_bytes`` (measured before any is read)."""
     index = _native.read_legacy_folder(folder, max_bytes)
     if index is None:
-        # (ORT 1.15 writes an empty state as an empty folder, but an empty or unrelated directory is
-        # far more likely a wrong path than such a checkpoint)
-        raise IsADirectoryError(
-            errno.EISDIR,
-            "Is a directory, and not an ORT 1.15 checkpoint folder (it has no paramtrain_/paramfrozen_/"
-            "optim_/custom_ .pbseq files); checkpoints of later ORT releases are single files",
-            folder,
-        )
+        raise not_a_folder(folder)
     return index
+
+
+def not_a_folder(folder: str) -> IsADirectoryError:
+    """The error for a directory that holds none of an ORT 1.15 folder's files."""
+    # (ORT 1.15 writes an empty state as an empty folder, but an empty or unrelated directory is
+    # far more likely a wrong path than such a checkpoint)
+    return IsADirectoryError(
+        errno.EISDIR,
+        "Is a directory, and not an ORT 1.15 checkpoint folder (it has no paramtrain_/paramfrozen_/"
+        "optim_/custom_ .pbseq files); checkpoints of later ORT releases are single files",
+        folder,
+    )

@@ -383,6 +383,24 @@ class Round:
         staleness: int = 0,
         source: str | None = None,
     ) -> RoundVerdict: ...
+    def add_file_named(
+        self,
+        path: PathArg,
+        weight: float | None,
+        weight_property: str | None,
+        label: str,
+        name: str,
+        staleness: int = 0,
+    ) -> RoundVerdict: ...
+    def add_folder(
+        self,
+        path: PathArg,
+        weight: float | None,
+        weight_property: str | None,
+        label: str,
+        name: str,
+        staleness: int = 0,
+    ) -> RoundVerdict | None: ...
     def add_read(
         self,
         upload: ReadUpload,

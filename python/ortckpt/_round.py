@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from . import _native
+from ._legacy import not_a_folder
 from ._paths import StrPath
 from ._privacy import AdaptiveClipping, PrivacyAccountant
 from ._reference import ModelSpec, default_limit, layout_of, result_state, slim, spec_of
@@ -24,9 +25,20 @@ from ._reports import AggregationReport, SourceReport
 from ._server_opt import ServerOptimizer
 from ._server_round import ServerRound
 from ._server_state import GROUP, PREFIX, strip_server_state, with_server_state
+from ._sources import load as load_source
 from ._sources import local_output, open_state
 from ._types import CheckpointSource
-from ._uploads import Item, Payload, local_file, prefetched, read_source, rejection
+from ._uploads import (
+    Copied,
+    Folder,
+    Item,
+    Payload,
+    local_file,
+    open_upload,
+    prefetched,
+    read_source,
+    rejection,
+)
 from .errors import AggregationError
 from .io import load_bytes, save
 from .state import CheckpointState
@@ -153,9 +165,8 @@ class Round:
             path = local_file(reference)
             if path is not None:  # its structure only (the round keeps none of its values)
                 state = CheckpointState._from_index(_native.index_upload(path))
-            else:
-                payload = read_source(reference, None, self._storage)
-                state = load_bytes(payload.data, external_data=payload.external)
+            else:  # a URL lazily: its structure's blocks and its frozen tensors, what slim keeps
+                state = open_state(reference, storage_options=self._storage)
             is_bytes = isinstance(reference, (bytes, bytearray, memoryview))
             self._start(
                 state,
@@ -265,6 +276,37 @@ class Round:
             return None
         return self._counted(self._add_files([entry])[0])
 
+    def _try_copied_reference(
+        self, index: int, client: str, copied: Copied, rule: Any, staleness: int
+    ) -> SourceReport:
+        """The reference when the first upload that loads is a URL: its structure read from its
+        local copy (as a local file's, ``_native.index_upload``), then counted from it."""
+        limit = self._limit
+        refused = self._begin(
+            index, client, lambda: CheckpointState._from_index(_native.index_upload(copied.path, limit))
+        )
+        if refused is not None:
+            return refused
+        return self._counted(self._add_copied(index, client, copied, rule, staleness))
+
+    def _add_folder(self, index: int, client: str, path: str, rule: Any, staleness: int) -> SourceReport:
+        """An ORT 1.15 folder, read by the core's folder reader (``add_folder``: its index and
+        values taken as they are); when it is the first upload, the reference's structure is read
+        from it first (``load``: the same reader)."""
+        if self._native is None:
+            limit = self._limit
+            refused = self._begin(index, client, lambda: load_source(path, max_bytes=limit))
+            if refused is not None:
+                return refused
+            return self._counted(self._add_folder(index, client, path, rule, staleness))
+        given, prop = self._rule(rule)
+        verdict = self._native.add_folder(path, given, prop, client, path, staleness)
+        if verdict is None:
+            report = rejection(index, client, not_a_folder(path))
+            self._reports.append(report)
+            return report
+        return self._report(index, client, verdict, staleness)
+
     def _forget_reference(self) -> None:
         """Back to "no reference yet" (the reference failed its own checks)."""
         self._native, self._reference, self._spec, self.reference_label = None, None, None, "none"
@@ -337,6 +379,14 @@ class Round:
             )
         return self._report(index, client, verdict, staleness)
 
+    def _add_copied(self, index: int, client: str, copied: Copied, rule: Any, staleness: int) -> SourceReport:
+        """A URL's upload from its local copy, by the core's file readers, under the URL's
+        identity (``add_file_named``)."""
+        assert self._native is not None
+        given, prop = self._rule(rule)
+        verdict = self._native.add_file_named(copied.path, given, prop, client, copied.url, staleness)
+        return self._report(index, client, verdict, staleness)
+
     def _add_files(
         self, batch: list[tuple[int, str, str, Any, int]], defer: bool = False
     ) -> list[SourceReport]:
@@ -400,11 +450,20 @@ class Round:
         if path is not None:  # the first local file: its structure read, not its values
             return self._try_local_reference((index, client, path, rule, staleness), defer and self._plain())
         try:
-            payload = read() if read is not None else read_source(src, self._limit, self._storage)
+            payload = read() if read is not None else open_upload(src, self._limit, self._storage)
         except Exception as exc:  # garbage, unreachable, too large: this upload only, never the round
             report = rejection(index, client, exc)
             self._reports.append(report)
             return report
+        if isinstance(payload, Folder):
+            return self._add_folder(index, client, payload.path, rule, staleness)
+        if isinstance(payload, Copied):
+            try:
+                if self._native is None:
+                    return self._try_copied_reference(index, client, payload, rule, staleness)
+                return self._add_copied(index, client, payload, rule, staleness)
+            finally:  # the core holds the files it keeps open; the directory goes
+                payload.close()
         if self._native is None:
             held = [payload]
             del payload  # the reference's reading lets the bytes go before it counts the upload

@@ -17,7 +17,7 @@ import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _native
 from ._paths import StrPath
@@ -534,6 +534,74 @@ def load_lazy(
     return CheckpointState._from_index(index)
 
 
+# Bytes a remote round upload is copied at a time (``copy_to``: one range request of the range
+# reader, not split into parts): what copying one upload holds in memory. A round keeps several
+# requests in flight by copying its next uploads while one is counted (``_uploads.prefetched``).
+_COPY_BLOCK = _PART
+
+
+def _copy_ranges(read: _RangeReader, size: int, dst: str) -> None:
+    """The ``size`` bytes ``read`` gives, in order, into the new file ``dst``: ``_COPY_BLOCK``
+    bytes held at a time, each byte fetched once."""
+    with open(dst, "xb") as out:
+        for offset in range(0, size, _COPY_BLOCK):
+            out.write(read(offset, min(_COPY_BLOCK, size - offset)))
+
+
+# Bytes asked of a stream at a time (``_copy_stream``): its reader gathers them from the
+# connection's smaller pieces and joins them, holding twice as much for a moment.
+_STREAM_PIECE = 1 << 20
+
+
+def _copy_stream(fs: Any, path: str, dst: str, budget: _Budget) -> None:
+    """The object at ``path`` (whose size the store does not report) read as a stream into the
+    new file ``dst``, ``_STREAM_PIECE`` bytes at a time, refused past the budget."""
+    with fs.open(path, "rb") as src, open(dst, "xb") as out:
+        while chunk := src.read(_STREAM_PIECE):
+            budget.take(len(chunk))
+            out.write(chunk)
+
+
+def copy_to(
+    url: str, directory: str, *, max_bytes: int | None = None, storage_options: StorageOptions = None
+) -> str:
+    """Copies the checkpoint at ``url`` (and ``<url>.data``, when there is one) into
+    ``directory`` through the lazy loads' door (``_open_lazy``, ``_RangeReader``: range requests,
+    the deadlines, the replies' lengths and Content-Range checked, the object's identity compared
+    after every request), a block at a time: each byte is fetched once and the process
+    never holds the object whole. The copy's path (its ``.data`` beside it, where the core's file
+    readers find it). ``SourceTooLargeError`` before a byte is fetched when the sizes pass
+    ``max_bytes`` (the checkpoint's and its ``.data``'s together), ``CheckpointChangedError`` when
+    the object is replaced while it is copied."""
+    fs, path = _filesystem(url, storage_options)
+    budget = _Budget(url, max_bytes)
+    opened = _open_lazy(fs, path, url, budget)
+    ext_url = data_url(url)
+    ext_fs, ext_path = _filesystem(ext_url, storage_options)
+    try:
+        ext_opened = _open_lazy(ext_fs, ext_path, ext_url, budget)
+        has_ext = True
+    except (FileNotFoundError, IsADirectoryError):
+        ext_opened, has_ext = None, False
+    size = 0 if opened is None else opened[1]
+    if max_bytes is not None:  # as a whole read words it: the checkpoint first, then what is left
+        if size > max_bytes:
+            raise _too_large(url, size, max_bytes)
+        if ext_opened is not None and ext_opened[1] > max_bytes - size:
+            raise _too_large(ext_url, ext_opened[1], max_bytes - size)
+    local = os.path.join(directory, "upload.ckpt")
+    if opened is None:
+        _copy_stream(fs, path, local, budget)
+    else:
+        _copy_ranges(*opened, local)
+    if ext_opened is not None:
+        _copy_ranges(*ext_opened, external_data_path(local))
+    elif has_ext:  # a .data whose size the store does not report
+        budget.url = ext_url  # what its refusal names
+        _copy_stream(ext_fs, ext_path, external_data_path(local), budget)
+    return local
+
+
 def load_url(
     url: str, *, max_bytes: int | None = None, storage_options: StorageOptions = None
 ) -> CheckpointState:
@@ -593,6 +661,33 @@ def load(
     return CheckpointState._from_index(open_index(local_path(path), mmap, max_bytes))
 
 
+class Resolved(NamedTuple):
+    """What a source is, by ``resolve``'s rule: ``kind`` one of ``"state"`` (``value``: the
+    state), ``"bytes"`` (a ``bytes``, ``bytearray`` or ``memoryview``), ``"url"`` (the URL, a
+    ``str``), ``"folder"`` (an ORT 1.15 checkpoint folder's local path) or ``"file"`` (a local
+    checkpoint file's path, ``file://`` and ``local://`` stripped)."""
+
+    kind: str
+    value: Any
+
+
+def resolve(src: Any) -> Resolved:
+    """The one rule every reader of sources follows (``open_state``, a round's uploads): a state,
+    a checkpoint's bytes, an fsspec URL (any ``scheme://`` but ``file://`` and ``local://``), or a
+    local path: a directory is an ORT 1.15 folder, anything else a checkpoint file (an object that
+    is no path raises ``os.fspath``'s ``TypeError``)."""
+    from .state import CheckpointState
+
+    if isinstance(src, CheckpointState):
+        return Resolved("state", src)
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        return Resolved("bytes", src)
+    if is_url(src):
+        return Resolved("url", str(src))
+    name = local_path(src)
+    return Resolved("folder" if os.path.isdir(name) else "file", name)
+
+
 def open_state(
     src: CheckpointSource,
     *,
@@ -602,16 +697,16 @@ def open_state(
     """A state from what callers of the server-side functions pass: a state (as it is), a
     checkpoint's bytes, or a local path / fsspec URL (as ``load``: memory-mapped when local).
     Bytes are validated by the core like any file; ``max_bytes`` applies to them too."""
-    from .state import CheckpointState
-
-    if isinstance(src, CheckpointState):
-        return src
-    if isinstance(src, (bytes, bytearray, memoryview)):
-        size = memoryview(src).nbytes
+    kind, value = resolve(src)
+    if kind == "state":
+        state: CheckpointState = value
+        return state
+    if kind == "bytes":
+        size = memoryview(value).nbytes
         if max_bytes is not None and size > max_bytes:
             raise SourceTooLargeError(f"upload of {size} bytes exceeds the size limit of {max_bytes} bytes")
-        return load_bytes(src)
-    return load(src, max_bytes=max_bytes, storage_options=storage_options)
+        return load_bytes(value)
+    return load(value, max_bytes=max_bytes, storage_options=storage_options)
 
 
 def expand(url: str, storage_options: StorageOptions = None) -> list[str]:

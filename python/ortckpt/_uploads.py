@@ -1,14 +1,18 @@
 """Reading one upload for a round, whatever its form: a local checkpoint file (left to the core,
-which reads it into private memory or streams it), a local ORT 1.15 folder, an fsspec URL (its
-bytes, and its ``.data``), a checkpoint's bytes, or a state. At most ``max_bytes`` bytes are read
+which reads it into private memory or streams it), a local ORT 1.15 folder, an fsspec URL, a
+checkpoint's bytes, or a state. A round copies a URL (and its ``.data``) once, block by block
+through the lazy loads' range reader, into a private temporary file that the core then reads as
+it reads local files (``Copied``), and a folder is left to the core's folder reader (``Folder``);
+``read_source`` reads a URL whole and a folder into a checkpoint's bytes, for the callers that
+need bytes (a Dask task's upload, a round's ``relative_to``). At most ``max_bytes`` bytes are read
 from any of them; a bad upload becomes a rejection of its own, never the round's failure.
 """
 
 from __future__ import annotations
 
 import numbers
-import os
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,9 +22,8 @@ from typing import Any
 from . import _native
 from ._reference import Rejected
 from ._reports import SourceReport
-from ._sources import SourceTooLargeError, _exists, data_url, is_url, local_path, read_url
+from ._sources import SourceTooLargeError, _exists, copy_to, data_url, read_url, resolve
 from ._sources import load as load_source
-from .state import CheckpointState
 
 
 def weight_problem(value: object) -> str | None:
@@ -53,38 +56,84 @@ class Payload:
 def local_file(src: Any) -> str | None:
     """The path of ``src`` when it is a local checkpoint file (not a URL, bytes, state or folder):
     those go to the core's file readers."""
-    if not isinstance(src, (str, os.PathLike)) or is_url(src):
+    try:
+        kind, value = resolve(src)
+    except TypeError:  # no source at all: read_source's error is its rejection
         return None
-    name = local_path(src)
-    return None if os.path.isdir(name) else name
+    return value if kind == "file" else None
 
 
 def read_source(src: Any, max_bytes: int | None, storage_options: Any) -> Payload:
     """The bytes of one upload (never a shared mapping: a truncation by another process cannot
     crash the server), at most ``max_bytes`` read. Raises ``Rejected`` (too large) or the reader's
     error."""
-    if isinstance(src, CheckpointState):
-        return Payload(src.to_bytes(include_optimizer_state=True), None, None, "<state>")
-    if isinstance(src, (bytes, bytearray, memoryview)):
-        return Payload(src if isinstance(src, bytes) else bytes(src), None, None, "<bytes>")
-    if is_url(src):
-        url = str(src)
-        data = read_url(url, max_bytes=max_bytes, storage_options=storage_options)
+    kind, value = resolve(src)
+    if kind == "state":
+        return Payload(value.to_bytes(include_optimizer_state=True), None, None, "<state>")
+    if kind == "bytes":
+        return Payload(value if isinstance(value, bytes) else bytes(value), None, None, "<bytes>")
+    if kind == "url":
+        data = read_url(value, max_bytes=max_bytes, storage_options=storage_options)
         external = None
-        ext_url = data_url(url)  # in a chained URL, beside the file, not the archive
+        ext_url = data_url(value)  # in a chained URL, beside the file, not the archive
         if _exists(ext_url, storage_options):
             left = None if max_bytes is None else max_bytes - len(data)
             external = read_url(ext_url, max_bytes=left, storage_options=storage_options)
-        return Payload(data, external, url, url)
-    name = local_path(src)
-    if os.path.isdir(name):  # an ORT 1.15 folder: the core's reader measures its files first
-        state = load_source(name, max_bytes=max_bytes)
-        return Payload(state.to_bytes(include_optimizer_state=True), None, name, name)
+        return Payload(data, external, value, value)
+    if kind == "folder":  # an ORT 1.15 folder: the core's reader measures its files first
+        state = load_source(value, max_bytes=max_bytes)
+        return Payload(state.to_bytes(include_optimizer_state=True), None, value, value)
     try:
-        read = _native.read_upload(name, max_bytes)
+        read = _native.read_upload(value, max_bytes)
     except SourceTooLargeError as exc:
         raise Rejected("too-large", str(exc)) from None
-    return Payload(read.checkpoint, read.external, read.identity, name, read)
+    return Payload(read.checkpoint, read.external, read.identity, value, read)
+
+
+@dataclass
+class Copied:
+    """A remote upload copied once into a private temporary directory (``copy_to``): the core
+    reads ``path`` as a local file (streamed when the model is large, as every local upload), under
+    the identity ``url``. ``close`` deletes the copy; a round that keeps the upload (the robust
+    methods) holds its files open, so the space is freed when the round ends."""
+
+    path: str
+    url: str
+    scratch: tempfile.TemporaryDirectory[str]
+
+    def close(self) -> None:
+        self.scratch.cleanup()
+
+
+def copy_upload(url: str, max_bytes: int | None, storage_options: Any) -> Copied:
+    """The upload at ``url`` copied into a new private temporary directory (deleted again when the
+    copy fails)."""
+    scratch = tempfile.TemporaryDirectory(prefix="ortckpt-upload-")
+    try:
+        path = copy_to(url, scratch.name, max_bytes=max_bytes, storage_options=storage_options)
+    except BaseException:
+        scratch.cleanup()
+        raise
+    return Copied(path, url, scratch)
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A local ORT 1.15 checkpoint folder, left to the core's folder reader (``Round.add_folder``):
+    nothing is read here."""
+
+    path: str
+
+
+def open_upload(src: Any, max_bytes: int | None, storage_options: Any) -> Payload | Copied | Folder:
+    """One upload as a round takes it: a URL copied (``copy_upload``), a folder named for the
+    core's folder reader, anything else as ``read_source`` reads it."""
+    kind, value = resolve(src)
+    if kind == "url":
+        return copy_upload(value, max_bytes, storage_options)
+    if kind == "folder":
+        return Folder(value)
+    return read_source(src, max_bytes, storage_options)
 
 
 def rejection(index: int, client: str, exc: BaseException) -> SourceReport:
@@ -113,16 +162,17 @@ def prefetched(
     storage_options: Any,
     skip: Callable[[Any], bool],
     ahead: int = 1,
-) -> Iterator[tuple[Item, Callable[[], Payload | None]]]:
-    """Each item with a function returning its payload, read ``ahead`` items ahead on as many other
-    threads: the next uploads' bytes arrive while the current one is used (reads release the
-    GIL). At most ``ahead + 1`` uploads are in memory at a time. Items whose source ``skip``
-    accepts are not read (their function returns None)."""
+) -> Iterator[tuple[Item, Callable[[], Payload | Copied | Folder | None]]]:
+    """Each item with a function returning its payload (``open_upload``), read ``ahead`` items
+    ahead on as many other threads: the next uploads arrive while the current one is used (reads
+    release the GIL). At most ``ahead + 1`` uploads are read at a time (URLs: copied to disk, a
+    block each in memory). Items whose source ``skip`` accepts are not read (their function
+    returns None)."""
     with ThreadPoolExecutor(ahead, thread_name_prefix="ortckpt-read") as pool:
         waiting: deque[tuple[Item, Any]] = deque()
         for item in items:
             future: Any = (
-                _NotRead() if skip(item[2]) else pool.submit(read_source, item[2], max_bytes, storage_options)
+                _NotRead() if skip(item[2]) else pool.submit(open_upload, item[2], max_bytes, storage_options)
             )
             if len(waiting) == ahead:
                 first, done = waiting.popleft()

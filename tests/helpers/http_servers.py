@@ -151,9 +151,11 @@ class Faults:
     closed), ``"oversize"`` (a range's body followed by ``OVERSIZE`` bytes more, announced in its
     Content-Length: a server that sends far more than asked), ``"other-range"`` (the range asked
     moved by ``SHIFT`` bytes, or to the object's start, before it is forwarded: a 206 of the right
-    length whose Content-Range honestly names other bytes). Every mode but ``"etag-change"``
-    applies to the GETs numbered ``after + 1`` to ``after + times`` (every GET after ``after``
-    when ``times`` is None).
+    length whose Content-Range honestly names other bytes), ``"unsized"`` (a server that does not
+    report sizes: no Content-Length on HEAD or GET, ``Range`` ignored, each GET's whole object sent
+    until the connection closes; every request). Every mode but ``"etag-change"`` and
+    ``"unsized"`` applies to the GETs numbered ``after + 1`` to ``after + times`` (every GET after
+    ``after`` when ``times`` is None).
 
     Whatever the mode: each GET waits ``delay`` seconds before it is forwarded (a server's
     latency), its body is sent at ``rate`` bytes per second (0: at once), and ``on_get(n)`` is
@@ -262,11 +264,12 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
         with faults.lock:
             changed = faults.mode == "etag-change" and faults.gets > faults.after
         mode = faults.mode if method == "GET" and faults.applies(number) else "pass"
+        unsized = faults.mode == "unsized"
         if mode == "stall":  # the request was read; no byte of a reply is ever sent
             faults.released.wait(60)
             self.close_connection = True
             return
-        if mode == "ignore-range":
+        if mode == "ignore-range" or unsized:
             headers = {k: v for k, v in headers.items() if k.lower() != "range"}
         if mode == "other-range":
             headers = {k: (_moved(v) if k.lower() == "range" else v) for k, v in headers.items()}
@@ -293,7 +296,8 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             claimed = int(reply.getheader("Content-Length") or 0)
         else:
             claimed = len(body) if mode == "close-early" and cut else len(sent)
-        self.send_header("Content-Length", str(claimed))
+        if not unsized:
+            self.send_header("Content-Length", str(claimed))
         self.send_header("Connection", "close")
         self.end_headers()
         try:

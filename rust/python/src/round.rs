@@ -291,6 +291,53 @@ impl Round {
         })
     }
 
+    /// Checks and counts the local file `path` standing for the upload `name` (a URL whose bytes
+    /// were copied into it): the core's `add_file_named` (GIL released). Its identity, and the
+    /// source its errors name, is `name`.
+    #[pyo3(signature = (path, weight, weight_property, label, name, staleness=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn add_file_named(
+        &mut self,
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        weight: Option<f64>,
+        weight_property: Option<String>,
+        label: String,
+        name: String,
+        staleness: u64,
+    ) -> PyResult<RoundVerdict> {
+        let path: PathBuf = path_arg(path)?;
+        let rule = weight_rule(weight, weight_property.as_deref());
+        let upload = RoundFile { path, rule, label, staleness };
+        let round = self.round()?;
+        let verdict = interruptible(py, &name, |_keep_going| round.add_file_named(&upload, &name))?;
+        Ok(RoundVerdict::of(py, verdict, &name))
+    }
+
+    /// Checks and counts the ORT 1.15 checkpoint folder `path`, read by the core's folder reader
+    /// (Ctrl-C interrupts it; GIL released), under the identity `name`. None when the directory
+    /// holds none of a folder's files.
+    #[pyo3(signature = (path, weight, weight_property, label, name, staleness=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn add_folder(
+        &mut self,
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        weight: Option<f64>,
+        weight_property: Option<String>,
+        label: String,
+        name: String,
+        staleness: u64,
+    ) -> PyResult<Option<RoundVerdict>> {
+        let path: PathBuf = path_arg(path)?;
+        let rule = weight_rule(weight, weight_property.as_deref());
+        let round = self.round()?;
+        let verdict = interruptible(py, &name, |keep_going| {
+            round.add_folder(&path, &rule, &label, &name, staleness, keep_going)
+        })?;
+        Ok(verdict.map(|v| RoundVerdict::of(py, v, &name)))
+    }
+
     /// The FedAvg sums so far, `(sums, bounds, total_weight, count)` (plain FedAvg; the round
     /// ends): what a Dask task sends back to be merged.
     fn take_partial<'py>(&mut self, py: Python<'py>) -> PyResult<PartialTuple<'py>> {

@@ -442,6 +442,35 @@ impl Round {
         self.add_files_with(uploads, true)
     }
 
+    /// Checks and counts one local file that stands for an upload named `name` (a remote upload
+    /// copied, once, into a private temporary file by the caller): the checks, verdicts and sums
+    /// of [`Round::add_files`], but the upload's identity is `name` (a URL), as for
+    /// [`Round::add_bytes`] with a named identity: the same URL given twice counts once, and the
+    /// temporary file's (device, inode), which the next copy may reuse once this one is deleted,
+    /// is never recorded. The rejection order is the bytes' (stale, then duplicate).
+    pub fn add_file_named(&mut self, upload: &FileUpload, name: &str) -> Result<Verdict, Error> {
+        if let Err(r) = self.staleness.discount(upload.staleness) {
+            return Ok(Verdict::Rejected(r));
+        }
+        let identity = Identity::Named(name.to_owned());
+        if let Some(first) = self.seen.get(&identity) {
+            return Ok(Verdict::Duplicate { first: first.clone() });
+        }
+        // the file kernels see no identity of their own (so none is a duplicate of this file) and
+        // record the file's in this empty map: whether they did tells whether the upload was
+        // indexed, which is when an upload's identity counts (as `add_held` records it)
+        let seen = std::mem::take(&mut self.seen);
+        let outcome = self.add_files_with(std::slice::from_ref(upload), false);
+        let indexed = !std::mem::replace(&mut self.seen, seen).is_empty();
+        let verdict = outcome?
+            .pop()
+            .unwrap_or_else(|| Verdict::Unreadable(Error::Internal { detail: "no verdict".into() }));
+        if indexed {
+            self.seen.entry(identity).or_insert_with(|| upload.label.clone());
+        }
+        Ok(verdict)
+    }
+
     fn add_files_with(&mut self, uploads: &[FileUpload], defer_values: bool) -> Result<Vec<Verdict>, Error> {
         let mut verdicts: Vec<Option<Verdict>> = (0..uploads.len()).map(|_| None).collect();
         let mut items = Vec::with_capacity(uploads.len());
@@ -826,8 +855,61 @@ impl Round {
             Ok(index) => index,
             Err(e) => return Verdict::Unreadable(e),
         };
+        self.count_indexed(&index, checkpoint, external, files, &rule, label, identity)
+    }
+
+    /// Checks and counts one ORT 1.15 checkpoint folder, read by the core's folder reader
+    /// (`read_legacy_folder`: its checkpoint files' sizes checked against `max_bytes` before any
+    /// is read) into its index and one buffer of values, which the round takes as they are (no
+    /// flatbuffer is written and indexed again); its identity is `name` (its path). `Ok(None)`
+    /// when the directory holds none of a folder's files; `Err` only when `keep_going` stops it.
+    pub fn add_folder(
+        &mut self,
+        dir: &Path,
+        rule: &WeightRule,
+        label: &str,
+        name: &str,
+        staleness: u64,
+        keep_going: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<Verdict>, Error> {
+        let rule = match self.discounted(rule, staleness) {
+            Ok(rule) => rule,
+            Err(r) => return Ok(Some(Verdict::Rejected(r))),
+        };
+        let folder = match crate::read_legacy_folder(dir, self.options.max_bytes, keep_going) {
+            Ok(Some(folder)) => folder,
+            Ok(None) => return Ok(None),
+            Err(e @ Error::Interrupted { .. }) => return Err(e),
+            Err(e @ Error::SizeLimit { .. }) => {
+                return Ok(Some(Verdict::Rejected(Rejection::new(RejectionKind::TooLarge, e.to_string()))))
+            }
+            Err(e) => return Ok(Some(Verdict::Unreadable(e))),
+        };
+        let identity = Identity::Named(name.to_owned());
+        if let Some(first) = self.seen.get(&identity) {
+            return Ok(Some(Verdict::Duplicate { first: first.clone() }));
+        }
+        let values: Shared = Arc::new(folder.values);
+        Ok(Some(self.count_indexed(&folder.index, values, None, None, &rule, label, identity)))
+    }
+
+    /// [`Round::add_held`] once the upload is indexed (`index`, whose tensors lie in `checkpoint`
+    /// and `external`): its identity recorded, its structure, weight and values checked, and it
+    /// is counted (or kept, with `files` when it was read from them).
+    #[allow(clippy::too_many_arguments)]
+    fn count_indexed(
+        &mut self,
+        index: &crate::CheckpointIndex,
+        checkpoint: Shared,
+        external: Option<Shared>,
+        files: Option<HeldFiles>,
+        rule: &WeightRule,
+        label: &str,
+        identity: Identity,
+    ) -> Verdict {
+        let ext = external.as_ref().map(|e| (**e).as_ref());
         self.seen.insert(identity.clone(), label.to_string());
-        let checked = located_data(&self.layout, &index, (*checkpoint).as_ref(), ext, &self.lanes, &rule);
+        let checked = located_data(&self.layout, index, (*checkpoint).as_ref(), ext, &self.lanes, rule);
         let (located, data, weight) = match checked {
             Ok(found) => found,
             Err(r) => return Verdict::Rejected(r),

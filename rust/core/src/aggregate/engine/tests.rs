@@ -384,3 +384,45 @@ fn a_plain_median_s_float32_slots_come_rounded_as_the_caller_rounds_them() {
     let done = round(krum).finish_rounding(true).unwrap();
     assert!(done.values.slots(&done.lanes).iter().all(|s| matches!(s, Slot::F64(_))));
 }
+
+/// Files standing for named uploads (a URL's private copy, deleted once counted, so the next copy
+/// may take its inode): the verdicts and aggregate of the same bytes given with their names,
+/// for FedAvg and the median. The same name twice is a duplicate; a new file in a deleted copy's
+/// place, or a local upload, never is; a name whose copy could not be indexed is not recorded.
+#[test]
+fn named_files_count_as_their_names_not_their_inodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = b"not a checkpoint".to_vec();
+    let given: Vec<(&str, Vec<u8>)> = vec![
+        ("https://h/a", checkpoint(value(1))),
+        ("https://h/b", checkpoint(value(2))),
+        ("https://h/a", checkpoint(value(1))),
+        ("https://h/c", garbage),
+        ("https://h/c", checkpoint(value(3))),
+    ];
+    for options in [Options::fedavg(), Options { method: Method::Median, ..Options::fedavg() }] {
+        let mut named = Round::new(layout(), options.clone(), Staleness::default()).unwrap();
+        let mut bytes = Round::new(layout(), options, Staleness::default()).unwrap();
+        let (mut by_file, mut by_bytes) = (Vec::new(), Vec::new());
+        for (k, (name, data)) in given.iter().enumerate() {
+            let label = format!("c{k}");
+            let path = file(dir.path(), "copy.ckpt", data); // the same path, again and again
+            by_file.push(named.add_file_named(&upload(&path, &label, 1.0 + k as f64, 0), name).unwrap());
+            std::fs::remove_file(&path).unwrap();
+            let rule = WeightRule::Given(1.0 + k as f64);
+            let identity = Some(Identity::Named((*name).to_owned()));
+            by_bytes.push(bytes.add_bytes(shared(data.clone()), None, &rule, &label, identity, 0));
+        }
+        let local = file(dir.path(), "local.ckpt", &checkpoint(value(4)));
+        by_file.extend(named.add_files(&[upload(&local, "local", 2.0, 0)]).unwrap());
+        by_bytes.extend(bytes.add_files(&[upload(&local, "local", 2.0, 0)]).unwrap());
+        let got = words(&by_file);
+        assert_eq!(
+            got,
+            ["accepted 1", "accepted 2", "duplicate of c0", "unreadable", "accepted 5", "accepted 2"]
+        );
+        assert_eq!(got, words(&by_bytes));
+        let (named, bytes) = (named.finish().unwrap(), bytes.finish().unwrap());
+        assert_eq!(named.values.slots(&named.lanes), bytes.values.slots(&bytes.lanes));
+    }
+}
