@@ -160,24 +160,30 @@ ROUNDED_SCRIPT = MEDIAN_SCRIPT.replace(
 )
 
 
-def test_a_float32_median_holds_no_float64_copy_of_the_model(tmp_path: Path):
-    """A plain median of float32 uploads rounds each tensor's values to float32 as it computes
-    them (the core's ``Passes::reduce``), and the state keeps that memory without a copy: the
-    round's new memory is the float32 result. It was a float64 copy twice its size, then the
-    rounded one (measured: ~200 MiB for this 64 MiB model; now ~80)."""
-    per, paths = sparse_fleet(tmp_path, count=9, dtype=np.float32)
+def float32_round_growth(folder: Path, method: str) -> int:
+    """How far a fresh process's peak grows when ``method`` averages 9 uploads of a
+    ``MEDIAN_MODEL`` float32 model, after checking the result and that the state kept the
+    round's float32 memory without copying it."""
+    per, paths = sparse_fleet(folder, count=9, dtype=np.float32)
+    script = ROUNDED_SCRIPT.replace('method="median"', f"method={method!r}")
     proc = subprocess.run(
-        [sys.executable, "-c", ROUNDED_SCRIPT, str(CHUNK), *paths],
-        capture_output=True,
-        text=True,
-        timeout=900,
+        [sys.executable, "-c", script, str(CHUNK), *paths], capture_output=True, text=True, timeout=900
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     assert result["accepted"] == 9 and result["zero"] and result["size"] == per * 4
     assert result["kept"], "the result's float32 values were copied into the state"
-    grown = result["peak"] - result["before"]
-    print(f"float32 median over 9 x {MEDIAN_MODEL // MIB} MiB: peak grew by {grown / MIB:.0f} MiB")
+    grown = int(result["peak"] - result["before"])
+    print(f"float32 {method} over 9 x {MEDIAN_MODEL // MIB} MiB: peak grew by {grown / MIB:.0f} MiB")
+    return grown
+
+
+def test_a_float32_median_holds_no_float64_copy_of_the_model(tmp_path: Path):
+    """A plain median of float32 uploads rounds each tensor's values to float32 as it computes
+    them (the core's ``Passes::reduce``), and the state keeps that memory without a copy: the
+    round's new memory is the float32 result. It was a float64 copy twice its size, then the
+    rounded one (measured: 199 MiB for this 64 MiB model; now 75)."""
+    grown = float32_round_growth(tmp_path, "median")
     # the result (1 model), the 8 MiB float64 scratch, the threads' bands and read buffers
     assert grown < MEDIAN_MODEL + 40 * MIB, f"peak grew by {grown / MIB:.0f} MiB"
 
@@ -187,17 +193,7 @@ def test_a_float32_fedavg_rounds_its_sums_in_their_own_memory(tmp_path: Path):
     sums' own memory, which then shrinks (the core's ``Float32s::rounded_in_place``), and the
     state keeps it without a copy: the round's new memory is the sums. A fresh float32 copy of
     the model came on top of them (measured on 9 x 64 MiB: 150 MiB before, 130 now)."""
-    per, paths = sparse_fleet(tmp_path, count=9, dtype=np.float32)
-    script = ROUNDED_SCRIPT.replace('method="median", chunk_bytes=chunk', 'method="fedavg"')
-    proc = subprocess.run(
-        [sys.executable, "-c", script, "0", *paths], capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout)
-    assert result["accepted"] == 9 and result["zero"] and result["size"] == per * 4
-    assert result["kept"], "the result's float32 values were copied into the state"
-    grown = result["peak"] - result["before"]
-    print(f"float32 fedavg over 9 x {MEDIAN_MODEL // MIB} MiB: peak grew by {grown / MIB:.0f} MiB")
+    grown = float32_round_growth(tmp_path, "fedavg")
     # the float64 sums (2 models) and the reads' buffers; no float32 result beside them (before:
     # ~150 MiB, the sums and the rounded copy of their first tensors, each sum freed once rounded)
     assert grown < 2 * MEDIAN_MODEL + 12 * MIB, f"peak grew by {grown / MIB:.0f} MiB"

@@ -506,6 +506,23 @@ def _open_lazy(fs: Any, path: str, url: str, budget: _Budget) -> tuple[_RangeRea
     return _RangeReader(fs, path, url, info, budget), size
 
 
+_Opened = tuple[_RangeReader, int] | None
+
+
+def _open_pair(url: str, storage_options: StorageOptions, budget: _Budget) -> tuple[_Opened, _Opened, bool]:
+    """The range readers of the checkpoint at ``url`` and of its ``.data`` with their sizes, as
+    ``_open_lazy`` gives them (None: a size the store does not report), and whether the ``.data``
+    exists."""
+    fs, path = _filesystem(url, storage_options)
+    opened = _open_lazy(fs, path, url, budget)
+    ext_url = data_url(url)
+    ext_fs, ext_path = _filesystem(ext_url, storage_options)
+    try:
+        return opened, _open_lazy(ext_fs, ext_path, ext_url, budget), True
+    except (FileNotFoundError, IsADirectoryError):
+        return opened, None, False
+
+
 def load_lazy(
     url: str, *, max_bytes: int | None = None, storage_options: StorageOptions = None
 ) -> CheckpointState:
@@ -514,23 +531,13 @@ def load_lazy(
     bounds the bytes fetched (the checkpoint's and its ``.data`` file's together)."""
     from .state import CheckpointState
 
-    fs, path = _filesystem(url, storage_options)
-    budget = _Budget(url, max_bytes)
-    opened = _open_lazy(fs, path, url, budget)
-    ext_url = data_url(url)
-    ext_fs, ext_path = _filesystem(ext_url, storage_options)
-    try:
-        ext_opened = _open_lazy(ext_fs, ext_path, ext_url, budget)
-    except (FileNotFoundError, IsADirectoryError):
-        ext_opened, ext_read, ext_size = None, None, 0
-    else:
-        if ext_opened is None:  # a .data of unknown size
-            return load_url(url, max_bytes=max_bytes, storage_options=storage_options)
-        ext_read, ext_size = ext_opened
-    if opened is None:  # a size the store does not report: read whole, as with mmap=False
+    opened, ext_opened, has_ext = _open_pair(url, storage_options, _Budget(url, max_bytes))
+    if opened is None or (has_ext and ext_opened is None):
+        # a size the store does not report: read whole, as with mmap=False
         return load_url(url, max_bytes=max_bytes, storage_options=storage_options)
     read, size = opened
-    index = _native.index_paged(read, size, url, _BLOCK, ext_read, ext_size, ext_url)
+    ext_read, ext_size = ext_opened if ext_opened is not None else (None, 0)
+    index = _native.index_paged(read, size, url, _BLOCK, ext_read, ext_size, data_url(url))
     return CheckpointState._from_index(index)
 
 
@@ -573,16 +580,10 @@ def copy_to(
     readers find it). ``SourceTooLargeError`` before a byte is fetched when the sizes pass
     ``max_bytes`` (the checkpoint's and its ``.data``'s together), ``CheckpointChangedError`` when
     the object is replaced while it is copied."""
-    fs, path = _filesystem(url, storage_options)
     budget = _Budget(url, max_bytes)
-    opened = _open_lazy(fs, path, url, budget)
+    opened, ext_opened, has_ext = _open_pair(url, storage_options, budget)
+    fs, path = _filesystem(url, storage_options)
     ext_url = data_url(url)
-    ext_fs, ext_path = _filesystem(ext_url, storage_options)
-    try:
-        ext_opened = _open_lazy(ext_fs, ext_path, ext_url, budget)
-        has_ext = True
-    except (FileNotFoundError, IsADirectoryError):
-        ext_opened, has_ext = None, False
     size = 0 if opened is None else opened[1]
     if max_bytes is not None:  # as a whole read words it: the checkpoint first, then what is left
         if size > max_bytes:
@@ -598,7 +599,7 @@ def copy_to(
         _copy_ranges(*ext_opened, external_data_path(local))
     elif has_ext:  # a .data whose size the store does not report
         budget.url = ext_url  # what its refusal names
-        _copy_stream(ext_fs, ext_path, external_data_path(local), budget)
+        _copy_stream(*_filesystem(ext_url, storage_options), external_data_path(local), budget)
     return local
 
 

@@ -126,30 +126,50 @@ pub fn reduce_slots(
     if slots.len() != outs.len() || squares.len() != n || gaps.len() != n {
         return Err(mismatch("the slots do not match their outputs"));
     }
-    if n <= NETWORK_UP_TO {
-        for (locations, out) in slots.iter().zip(outs.iter_mut()) {
-            reduce_rows(sources, locations, 0, stat, out, squares, gaps)?;
-        }
-        return Ok(());
-    }
     let mut block: Vec<u8> = Vec::new();
     for (locations, out) in slots.iter().zip(outs.iter_mut()) {
-        let Some(lanes) = locations.first().map(|l| l.lanes) else { continue };
-        if locations.len() != n || locations.iter().any(|l| l.lanes != lanes) {
-            return Err(mismatch("a slot's locations do not match the uploads"));
+        reduce_tensor(sources, locations, 0, stat, out, squares, gaps, chunk_bytes, &mut block)?;
+    }
+    Ok(())
+}
+
+/// The statistic of lanes `first..first + out.len()` of the uploads' tensor at `locations` into
+/// `out` (one row per upload, as [`reduce_slots`] counts its squares and gaps): up to
+/// [`NETWORK_UP_TO`] uploads read and reduced in one pass ([`reduce_rows`]), beyond that chunk by
+/// chunk, each chunk read as stored into `block` (kept between calls: at most `chunk_bytes`
+/// bytes, at least [`MIN_CHUNK_LANES`] lanes per upload). On failure, the row that failed and why.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn reduce_tensor(
+    sources: &[RowSource<'_>],
+    locations: &[Located],
+    first: usize,
+    stat: Statistic,
+    out: &mut [f64],
+    squares: &mut [f64],
+    gaps: &mut [f64],
+    chunk_bytes: usize,
+    block: &mut Vec<u8>,
+) -> Result<(), (usize, Error)> {
+    let n = sources.len();
+    if n <= NETWORK_UP_TO {
+        return reduce_rows(sources, locations, first, stat, out, squares, gaps);
+    }
+    let Some(lanes) = locations.first().map(|l| l.lanes) else { return Ok(()) };
+    if locations.len() != n || locations.iter().any(|l| l.lanes != lanes) {
+        let detail = "reduce_tensor: a tensor's locations do not match the uploads".into();
+        return Err((0, Error::Internal { detail }));
+    }
+    let width = lanes.width();
+    let per = (chunk_bytes / width.saturating_mul(n).max(1)).max(MIN_CHUNK_LANES);
+    for (k, part) in out.chunks_mut(per).enumerate() {
+        let count = part.len();
+        let bytes = n * count * width;
+        if block.len() < bytes {
+            block.resize(bytes, 0);
         }
-        let width = lanes.width();
-        let per = (chunk_bytes / width.saturating_mul(n).max(1)).max(MIN_CHUNK_LANES);
-        for (k, part) in out.chunks_mut(per).enumerate() {
-            let count = part.len();
-            let bytes = n * count * width;
-            if block.len() < bytes {
-                block.resize(bytes, 0);
-            }
-            let chunk = block.get_mut(..bytes).unwrap_or_default();
-            read_stored_rows(sources, locations, k * per, count, chunk)?;
-            reduce_stored_block(chunk, lanes, n, stat, part, squares, gaps);
-        }
+        let chunk = block.get_mut(..bytes).unwrap_or_default();
+        read_stored_rows(sources, locations, first + k * per, count, chunk)?;
+        reduce_stored_block(chunk, lanes, n, stat, part, squares, gaps);
     }
     Ok(())
 }

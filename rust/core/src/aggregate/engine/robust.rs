@@ -10,9 +10,9 @@
 //! Flower's `flwr.server.strategy.aggregate` functions; the tests compare against them.
 
 use super::super::block::Statistic;
-use super::super::columns::{reduce_block, reduce_stored_block, NETWORK_UP_TO};
+use super::super::columns::reduce_block;
 use super::super::distances::add_pairwise;
-use super::super::rows::{read_rows, read_stored_rows, reduce_rows, RowSource, MIN_CHUNK_LANES};
+use super::super::rows::{read_rows, reduce_tensor, RowSource, MIN_CHUNK_LANES};
 use super::super::structure::Located;
 use super::members::Member;
 use super::noise::add_noise;
@@ -445,7 +445,9 @@ impl<'a> Passes<'a> {
                 for (k, part) in out.chunks_mut(ROUNDED_LANES).enumerate() {
                     let values = scratch.get_mut(..part.len()).unwrap_or_default();
                     let first = s.first + k * ROUNDED_LANES;
-                    self.reduce_segment(stat, locations, first, values, squares, gaps, &mut block)?;
+                    let (sources, chunk) = (&self.sources, self.chunk_bytes);
+                    reduce_tensor(sources, locations, first, stat, values, squares, gaps, chunk, &mut block)
+                        .map_err(of_member)?;
                     part.iter_mut().zip(values.iter()).for_each(|(p, &v)| *p = v as f32);
                 }
                 continue;
@@ -453,49 +455,23 @@ impl<'a> Passes<'a> {
             let take = s.count.min(wide_rest.len());
             let (out, rest) = std::mem::take(&mut wide_rest).split_at_mut(take);
             wide_rest = rest;
-            self.reduce_segment(stat, locations, s.first, out, squares, gaps, &mut block)?;
+            reduce_tensor(
+                &self.sources,
+                locations,
+                s.first,
+                stat,
+                out,
+                squares,
+                gaps,
+                self.chunk_bytes,
+                &mut block,
+            )
+            .map_err(of_member)?;
             if let Some((seed, std)) = noise {
                 add_noise(seed, std, s.slot, s.first, out);
             }
         }
         Ok((wide, narrow, if float32 { rounded } else { Vec::new() }))
-    }
-
-    /// The median or trimmed mean of lanes `first..first + out.len()` of the uploads' tensor at
-    /// `locations` into `out`: up to `NETWORK_UP_TO` uploads read and reduced in one pass through
-    /// the cache, beyond that chunk by chunk (`block`: the reads' buffer, kept between calls).
-    #[allow(clippy::too_many_arguments)]
-    fn reduce_segment(
-        &self,
-        stat: Statistic,
-        locations: &[Located],
-        first: usize,
-        out: &mut [f64],
-        squares: &mut [f64],
-        gaps: &mut [f64],
-        block: &mut Vec<u8>,
-    ) -> Result<(), Failed> {
-        let n = self.members.len();
-        if n <= NETWORK_UP_TO {
-            return reduce_rows(&self.sources, locations, first, stat, out, squares, gaps).map_err(of_member);
-        }
-        let Some(lanes) = locations.first().map(|l| l.lanes) else { return Ok(()) };
-        if locations.iter().any(|l| l.lanes != lanes) {
-            return Err(Error::Internal { detail: "an upload stores a tensor as another type".into() }.into());
-        }
-        let width = lanes.width();
-        let per = (self.chunk_bytes / width.saturating_mul(n).max(1)).max(MIN_CHUNK_LANES);
-        for (k, part) in out.chunks_mut(per).enumerate() {
-            let count = part.len();
-            let bytes = n * count * width;
-            if block.len() < bytes {
-                block.resize(bytes, 0);
-            }
-            let chunk = block.get_mut(..bytes).unwrap_or_default();
-            read_stored_rows(&self.sources, locations, first + k * per, count, chunk).map_err(of_member)?;
-            reduce_stored_block(chunk, lanes, n, stat, part, squares, gaps);
-        }
-        Ok(())
     }
 }
 
