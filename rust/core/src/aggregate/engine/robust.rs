@@ -211,7 +211,8 @@ pub struct Reduced {
     /// The aggregate of the segments `rounded` marks, after one another, rounded to float32 as
     /// it was computed (see [`Passes::reduce`]); empty when none is.
     pub rounded_values: Vec<f32>,
-    /// Per segment, whether its values are in `rounded_values` (empty: none is).
+    /// Per slot, whether its values are in `rounded_values` (empty: none is). By slot, not by
+    /// segment: `Values::slots` reads it by slot, and a slot without lanes has no segment.
     pub rounded: Vec<bool>,
     /// Per upload: the sum of its squared distances to the aggregate over these lanes.
     pub gaps: Vec<f64>,
@@ -458,7 +459,7 @@ impl<'a> Passes<'a> {
                 add_noise(seed, std, s.slot, s.first, out);
             }
         }
-        Ok((wide, narrow, if float32 { rounded } else { Vec::new() }))
+        Ok((wide, narrow, if float32 { by_slot(&self.segments, &rounded) } else { Vec::new() }))
     }
 
     /// The median or trimmed mean of lanes `first..first + out.len()` of the uploads' tensor at
@@ -499,9 +500,21 @@ impl<'a> Passes<'a> {
     }
 }
 
-/// Values of segments split by type: the float64 ones, the rounded ones, and per segment whether
+/// Values of segments split by type: the float64 ones, the rounded ones, and per slot whether
 /// it is rounded (see [`Reduced`]).
 type SplitValues = (Vec<f64>, Vec<f32>, Vec<bool>);
+
+/// Per slot, whether any of its segments is rounded (`rounded`: per segment): a slot without
+/// lanes has no segment, so the flags of the segments after it would name the wrong slots.
+pub(super) fn by_slot(segments: &[Segment], rounded: &[bool]) -> Vec<bool> {
+    let mut out = vec![false; segments.last().map_or(0, |s| s.slot.saturating_add(1))];
+    for (s, &r) in segments.iter().zip(rounded) {
+        if let Some(flag) = out.get_mut(s.slot) {
+            *flag |= r;
+        }
+    }
+    out
+}
 
 /// Lanes of a float32 segment reduced at a time before they are rounded (8 MiB of float64
 /// scratch: a tensor up to this size is reduced in one call, as a float64 one is).

@@ -384,3 +384,13 @@ fn a_plain_median_s_float32_slots_come_rounded_as_the_caller_rounds_them() {
     let done = round(krum).finish_rounding(true).unwrap();
     assert!(done.values.slots(&done.lanes).iter().all(|s| matches!(s, Slot::F64(_))));
 }
+
+#[test]
+fn rounded_slots_are_flagged_by_slot_though_an_empty_slot_has_no_segment() {
+    // slots 1 and 4 have no lanes, so no segment: the flags of segments 1 and 2 are slots 2 and 3's
+    let lanes = [4usize, 0, 2, 1, 0];
+    let segments = robust::segments(&lanes, 0, lanes.iter().sum());
+    assert_eq!(segments.iter().map(|s| s.slot).collect::<Vec<_>>(), [0, 2, 3]);
+    assert_eq!(robust::by_slot(&segments, &[true, false, true]), [true, false, false, true]);
+    assert!(robust::by_slot(&[], &[]).is_empty());
+}
