@@ -404,6 +404,10 @@ def test_the_kept_values_cannot_be_written_and_outlive_the_report(tmp_path: Path
             array.flags.writeable = True
     with pytest.raises(TypeError):
         (ctypes.c_char * 4).from_buffer(root)  # a writable buffer is refused
+    with pytest.raises(ValueError):
+        np.frombuffer(root, np.uint8).flags.writeable = True
+    with pytest.raises(TypeError):
+        pickle.dumps(root)  # the arrays pickle as copies; their owner does not
     view = memoryview(root)
     assert view.readonly and view.nbytes == len(root)
     view.release()
