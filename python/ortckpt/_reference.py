@@ -163,8 +163,8 @@ def _rounded(
     are read-only views of a base that owns its data, so a state keeps them without a copy.
     ``AggregationError`` names a tensor whose values pass its dtype's range."""
     # a slot that is not float64 came divided and rounded to float32 by the core (FedAvg's and a
-    # plain median's or trimmed mean's float32 and complex64 slots: their float32 lanes), finite,
-    # in memory nothing else holds: it is kept as it is
+    # plain median's or trimmed mean's float32 and complex64 slots: their float32 lanes), in
+    # memory nothing else holds: it is kept as it is (and checked as the others are)
     done = [values[slot].dtype != np.float64 for slot in range(len(wanted))]
     sizes: dict[np.dtype[Any], int] = {}
     for (_, dtype, shape), rounded in zip(wanted, done):
@@ -174,26 +174,16 @@ def _rounded(
     used = dict.fromkeys(flats, 0)
     out: list[Any] = []
     for slot, (label, dtype, shape) in enumerate(wanted):
-        count = math.prod(shape)
         part = values[slot]
         values[slot] = None  # dropped as soon as it is rounded
         if done[slot]:
-            out.append(part.view(dtype).reshape(shape))
-            continue
-        if dtype.kind == "c":
-            part = part.view(np.complex128)
-        at = used[dtype]
-        used[dtype] = at + count
-        view = flats[dtype][at : at + count].reshape(shape)
-        with np.errstate(over="ignore", invalid="ignore"):
-            # one pass: the float64 quotient, then one rounding to the dtype (as
-            # ``(part / divisor).astype(dtype)``, without a float64 temporary); a divisor of 1
-            # (the robust methods) changes no value, so only the rounding is done
-            if divisor == 1.0:
-                np.copyto(view, part.reshape(shape), casting="unsafe")
-            else:
-                np.divide(part.reshape(shape), divisor, out=view, casting="unsafe")
-        if not np.isfinite(view).all():
+            view = part.view(dtype).reshape(shape)
+        else:
+            view = _rounded_into(flats[dtype], used, part, dtype, shape, divisor)
+        # a slot the core rounded is checked unless the core checked it as it wrote it: FedAvg's
+        # sums may hold a Dask worker's partial sums, finite in float64 but not a mean of checked
+        # values (their mean may pass float32's range)
+        if not (done[slot] and _checked_finite(part)) and not np.isfinite(view).all():
             raise AggregationError(
                 f"the aggregate of {label} is not finite in {dtype.name}: the uploads are finite, but "
                 f"their aggregate (an update added to the global model, noise) passes {dtype.name}'s range"
@@ -202,6 +192,42 @@ def _rounded(
     for array in [*flats.values(), *out]:
         array.flags.writeable = False
     return out
+
+
+def _checked_finite(part: Any) -> bool:
+    """Whether the core checked every value of ``part`` (a view of a round's rounded values)
+    finite as it wrote them: the ``finite`` of the buffer owning its memory."""
+    owner = part
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    return getattr(owner, "finite", False) is True
+
+
+def _rounded_into(
+    flat: Any,
+    used: dict[np.dtype[Any], int],
+    part: Any,
+    dtype: np.dtype[Any],
+    shape: tuple[int, ...],
+    divisor: float,
+) -> Any:
+    """``part / divisor`` rounded once to ``dtype`` into the next ``shape`` values of ``flat``
+    (``used[dtype]``: how many are taken), as a view of them."""
+    count = math.prod(shape)
+    if dtype.kind == "c":
+        part = part.view(np.complex128)
+    at = used[dtype]
+    used[dtype] = at + count
+    view = flat[at : at + count].reshape(shape)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # one pass: the float64 quotient, then one rounding to the dtype (as
+        # ``(part / divisor).astype(dtype)``, without a float64 temporary); a divisor of 1
+        # (the robust methods) changes no value, so only the rounding is done
+        if divisor == 1.0:
+            np.copyto(view, part.reshape(shape), casting="unsafe")
+        else:
+            np.divide(part.reshape(shape), divisor, out=view, casting="unsafe")
+    return view
 
 
 def result_state(

@@ -491,6 +491,7 @@ impl Round {
             values,
             rounded_values: Vec::new(),
             rounded: Vec::new(),
+            rounded_finite: true,
             gaps,
             squares: Vec::new(),
         };
@@ -833,6 +834,13 @@ impl RoundedValues {
 impl RoundedValues {
     fn __len__(&self) -> usize {
         self.bytes().len()
+    }
+
+    /// Whether the core checked every value finite as it wrote them (the caller need not check
+    /// them again); False: not checked, or not all finite.
+    #[getter]
+    fn finite(&self) -> bool {
+        self.values.finite()
     }
 
     /// Exports the values' bytes as a read-only 1-D buffer of unsigned bytes.

@@ -149,7 +149,7 @@ pub enum Slot<'a> {
 impl Values {
     /// The robust methods' float64 values of every slot.
     pub fn flat(values: Vec<f64>) -> Values {
-        Values::Flat { values, rounded_values: Float32s::from_vec(Vec::new()), rounded: Vec::new() }
+        Values::Flat { values, rounded_values: Float32s::from_vec(Vec::new(), true), rounded: Vec::new() }
     }
 
     /// Each slot's values (for `Sums`, the sums).
@@ -1110,8 +1110,9 @@ impl Round {
                 Err(failed) => return Err(failed.into()),
             }
         };
-        let Reduced { values, rounded_values, rounded, .. } = reduced;
-        let values = Values::Flat { values, rounded_values: Float32s::from_vec(rounded_values), rounded };
+        let Reduced { values, rounded_values, rounded, rounded_finite, .. } = reduced;
+        let rounded_values = Float32s::from_vec(rounded_values, rounded_finite);
+        let values = Values::Flat { values, rounded_values, rounded };
         check_finite(&self.layout, self.options.method.name(), &values.slots(&self.lanes))?;
         Ok((values, reports))
     }

@@ -211,7 +211,10 @@ pub struct Reduced {
     /// The aggregate of the segments `rounded` marks, after one another, rounded to float32 as
     /// it was computed (see [`Passes::reduce`]); empty when none is.
     pub rounded_values: Vec<f32>,
-    /// Per segment, whether its values are in `rounded_values` (empty: none is).
+    /// Whether every value in `rounded_values` is finite (checked as they were written).
+    pub rounded_finite: bool,
+    /// Per slot, whether its values are in `rounded_values` (empty: none is). By slot, not by
+    /// segment: `Values::slots` reads it by slot, and a slot without lanes has no segment.
     pub rounded: Vec<bool>,
     /// Per upload: the sum of its squared distances to the aggregate over these lanes.
     pub gaps: Vec<f64>,
@@ -358,9 +361,9 @@ impl<'a> Passes<'a> {
         if let (Some(stat), true) = (statistic, plain) {
             let rows_squares = if plan.counted { &mut unused } else { &mut squares };
             let float32 = float32 && plan.noise.is_none();
-            let (values, rounded_values, rounded) =
+            let Split { values, rounded_values, rounded, rounded_finite } =
                 self.reduce_stored(stat, float32, plan.noise, rows_squares, &mut gaps)?;
-            return Ok(Reduced { values, rounded_values, rounded, gaps, squares });
+            return Ok(Reduced { values, rounded_values, rounded, rounded_finite, gaps, squares });
         }
         // one allocation for every segment, every value written before it is read (fresh pages,
         // huge ones: no zeroing pass, 512 times fewer faults than one small vector per tensor)
@@ -402,7 +405,8 @@ impl<'a> Passes<'a> {
             Ok(())
         })?;
         drop(values);
-        Ok(Reduced { values: flat, rounded_values: Vec::new(), rounded: Vec::new(), gaps, squares })
+        let rounded_values = Vec::new();
+        Ok(Reduced { values: flat, rounded_values, rounded: Vec::new(), rounded_finite: true, gaps, squares })
     }
 
     /// The median or trimmed mean of plain uploads, read as the files store them (no float64
@@ -421,7 +425,7 @@ impl<'a> Passes<'a> {
         noise: Option<(u64, f64)>,
         squares: &mut [f64],
         gaps: &mut [f64],
-    ) -> Result<SplitValues, Failed> {
+    ) -> Result<Split, Failed> {
         let refs: Vec<&Member> = self.members.iter().collect();
         let located =
             self.segments.iter().map(|s| Self::locations(&refs, s.slot)).collect::<Result<Vec<_>, _>>()?;
@@ -437,6 +441,7 @@ impl<'a> Passes<'a> {
         let mut scratch = vec![0.0f64; widest];
         let (mut wide_rest, mut narrow_rest) = (wide.as_mut_slice(), narrow.as_mut_slice());
         let mut block: Vec<u8> = Vec::new();
+        let mut finite = true;
         for ((s, locations), &r) in self.segments.iter().zip(&located).zip(&rounded) {
             if r {
                 let take = s.count.min(narrow_rest.len());
@@ -448,7 +453,12 @@ impl<'a> Passes<'a> {
                     let (sources, chunk) = (&self.sources, self.chunk_bytes);
                     reduce_tensor(sources, locations, first, stat, values, squares, gaps, chunk, &mut block)
                         .map_err(of_member)?;
-                    part.iter_mut().zip(values.iter()).for_each(|(p, &v)| *p = v as f32);
+                    // finite by construction (see above); checked as they are written even so,
+                    // for nothing: a caller need not check them again
+                    for (p, &v) in part.iter_mut().zip(values.iter()) {
+                        *p = v as f32;
+                        finite &= p.is_finite();
+                    }
                 }
                 continue;
             }
@@ -471,13 +481,31 @@ impl<'a> Passes<'a> {
                 add_noise(seed, std, s.slot, s.first, out);
             }
         }
-        Ok((wide, narrow, if float32 { rounded } else { Vec::new() }))
+        let rounded = if float32 { by_slot(&self.segments, &rounded) } else { Vec::new() };
+        Ok(Split { values: wide, rounded_values: narrow, rounded, rounded_finite: finite })
     }
 }
 
-/// Values of segments split by type: the float64 ones, the rounded ones, and per segment whether
-/// it is rounded (see [`Reduced`]).
-type SplitValues = (Vec<f64>, Vec<f32>, Vec<bool>);
+/// Values of segments split by type: the float64 ones, the rounded ones, per slot whether it is
+/// rounded, and whether the rounded ones are all finite (see [`Reduced`]).
+struct Split {
+    values: Vec<f64>,
+    rounded_values: Vec<f32>,
+    rounded: Vec<bool>,
+    rounded_finite: bool,
+}
+
+/// Per slot, whether any of its segments is rounded (`rounded`: per segment): a slot without
+/// lanes has no segment, so the flags of the segments after it would name the wrong slots.
+pub(super) fn by_slot(segments: &[Segment], rounded: &[bool]) -> Vec<bool> {
+    let mut out = vec![false; segments.last().map_or(0, |s| s.slot.saturating_add(1))];
+    for (s, &r) in segments.iter().zip(rounded) {
+        if let Some(flag) = out.get_mut(s.slot) {
+            *flag |= r;
+        }
+    }
+    out
+}
 
 /// Lanes of a float32 segment reduced at a time before they are rounded (8 MiB of float64
 /// scratch: a tensor up to this size is reduced in one call, as a float64 one is).

@@ -276,6 +276,7 @@ fn a_cluster_s_screening_admission_and_range_passes_equal_one_machine() {
                 values,
                 rounded_values: Vec::new(),
                 rounded: Vec::new(),
+                rounded_finite: true,
                 gaps,
                 squares: Vec::new(),
             };
@@ -425,4 +426,14 @@ fn named_files_count_as_their_names_not_their_inodes() {
         let (named, bytes) = (named.finish().unwrap(), bytes.finish().unwrap());
         assert_eq!(named.values.slots(&named.lanes), bytes.values.slots(&bytes.lanes));
     }
+}
+
+#[test]
+fn rounded_slots_are_flagged_by_slot_though_an_empty_slot_has_no_segment() {
+    // slots 1 and 4 have no lanes, so no segment: the flags of segments 1 and 2 are slots 2 and 3's
+    let lanes = [4usize, 0, 2, 1, 0];
+    let segments = robust::segments(&lanes, 0, lanes.iter().sum());
+    assert_eq!(segments.iter().map(|s| s.slot).collect::<Vec<_>>(), [0, 2, 3]);
+    assert_eq!(robust::by_slot(&segments, &[true, false, true]), [true, false, false, true]);
+    assert!(robust::by_slot(&[], &[]).is_empty());
 }
