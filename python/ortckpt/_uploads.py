@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import numbers
 import sys
-import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _native
 from ._reference import Rejected
 from ._reports import SourceReport
 from ._sources import SourceTooLargeError, _exists, copy_to, data_url, read_url, resolve
 from ._sources import load as load_source
+
+if TYPE_CHECKING:
+    import tempfile
 
 
 def weight_problem(value: object) -> str | None:
@@ -108,6 +110,9 @@ class Copied:
 def copy_upload(url: str, max_bytes: int | None, storage_options: Any) -> Copied:
     """The upload at ``url`` copied into a new private temporary directory (deleted again when the
     copy fails)."""
+    import tempfile  # here: it imports shutil, random and the compressors (~16 ms), and only
+    # a remote upload needs it
+
     scratch = tempfile.TemporaryDirectory(prefix="ortckpt-upload-")
     try:
         path = copy_to(url, scratch.name, max_bytes=max_bytes, storage_options=storage_options)
