@@ -487,14 +487,7 @@ impl Round {
     ) -> PyResult<FinishTuple<'py>> {
         let round = self.inner.take().ok_or_else(|| PyValueError::new_err("this round has finished"))?;
         let plan = plan_of_tuple(plan)?;
-        let reduced = aggregate::Reduced {
-            values,
-            rounded_values: Vec::new(),
-            rounded: Vec::new(),
-            rounded_finite: true,
-            gaps,
-            squares: Vec::new(),
-        };
+        let reduced = aggregate::Reduced::of_cluster(values, gaps);
         let done = py.detach(|| guarded(|| round.finish_remote(reduced, squares, &plan, scores)));
         finished(py, done.map_err(|e| core_error("round", e))?)
     }

@@ -222,6 +222,15 @@ pub struct Reduced {
     pub squares: Vec<f64>,
 }
 
+impl Reduced {
+    /// A cluster's reduction as [`Round::finish_remote`](super::Round::finish_remote) takes it:
+    /// the tasks' float64 values and summed gaps (nothing rounded; the squares given apart).
+    pub fn of_cluster(values: Vec<f64>, gaps: Vec<f64>) -> Reduced {
+        let (rounded_values, rounded, squares) = (Vec::new(), Vec::new(), Vec::new());
+        Reduced { values, rounded_values, rounded_finite: true, rounded, gaps, squares }
+    }
+}
+
 /// The passes over some lanes of every kept upload (all of them for a round on one machine, a
 /// range of them for a cluster's task): each reads an `N × chunk` block at a time, the rows being
 /// the uploads' values minus the global model's, times each upload's scale.

@@ -272,14 +272,7 @@ fn a_cluster_s_screening_admission_and_range_passes_equal_one_machine() {
                 values.extend(r.values);
                 gaps.iter_mut().zip(r.gaps).for_each(|(a, b)| *a += b);
             }
-            let reduced = Reduced {
-                values,
-                rounded_values: Vec::new(),
-                rounded: Vec::new(),
-                rounded_finite: true,
-                gaps,
-                squares: Vec::new(),
-            };
+            let reduced = Reduced::of_cluster(values, gaps);
             let remote = client.finish_remote(reduced, squares, &plan, scores).unwrap();
             if clip.is_none() {
                 assert_eq!(
