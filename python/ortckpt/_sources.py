@@ -603,17 +603,27 @@ def copy_to(
     return local
 
 
+def read_url_pair(
+    url: str, *, max_bytes: int | None = None, storage_options: StorageOptions = None
+) -> tuple[bytes, bytes | None]:
+    """The bytes of the checkpoint at an fsspec URL and of its ``<url>.data`` (None without one),
+    each read whole, ``max_bytes`` bounding both together (the checkpoint first, then what is
+    left for its ``.data``)."""
+    data = read_url(url, max_bytes=max_bytes, storage_options=storage_options)
+    ext_url = data_url(url)  # in a chained URL, beside the file, not the archive
+    external = None
+    if _exists(ext_url, storage_options):
+        left = None if max_bytes is None else max_bytes - len(data)
+        external = read_url(ext_url, max_bytes=left, storage_options=storage_options)
+    return data, external
+
+
 def load_url(
     url: str, *, max_bytes: int | None = None, storage_options: StorageOptions = None
 ) -> CheckpointState:
     """Load the checkpoint at an fsspec URL (and its ``<url>.data`` external data file, if any),
     reading both whole."""
-    data = read_url(url, max_bytes=max_bytes, storage_options=storage_options)
-    ext_url = data_url(url)
-    external = None
-    if _exists(ext_url, storage_options):
-        left = None if max_bytes is None else max_bytes - len(data)
-        external = read_url(ext_url, max_bytes=left, storage_options=storage_options)
+    data, external = read_url_pair(url, max_bytes=max_bytes, storage_options=storage_options)
     try:
         return load_bytes(data, external_data=external)
     except CheckpointError as exc:

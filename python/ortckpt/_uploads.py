@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from . import _native
 from ._reference import Rejected
 from ._reports import SourceReport
-from ._sources import SourceTooLargeError, _exists, copy_to, data_url, read_url, resolve
+from ._sources import SourceTooLargeError, copy_to, read_url_pair, resolve
 from ._sources import load as load_source
 
 if TYPE_CHECKING:
@@ -75,12 +75,7 @@ def read_source(src: Any, max_bytes: int | None, storage_options: Any) -> Payloa
     if kind == "bytes":
         return Payload(value if isinstance(value, bytes) else bytes(value), None, None, "<bytes>")
     if kind == "url":
-        data = read_url(value, max_bytes=max_bytes, storage_options=storage_options)
-        external = None
-        ext_url = data_url(value)  # in a chained URL, beside the file, not the archive
-        if _exists(ext_url, storage_options):
-            left = None if max_bytes is None else max_bytes - len(data)
-            external = read_url(ext_url, max_bytes=left, storage_options=storage_options)
+        data, external = read_url_pair(value, max_bytes=max_bytes, storage_options=storage_options)
         return Payload(data, external, value, value)
     if kind == "folder":  # an ORT 1.15 folder: the core's reader measures its files first
         state = load_source(value, max_bytes=max_bytes)
