@@ -72,6 +72,6 @@ if [ "${ORTCKPT_SKIP_WHEELS:-0}" != 1 ]; then
   DIST=dist bash scripts/test_lowest.sh
 fi
 echo "== pytest: the aggregation tests on the plain loops (ORTCKPT_SIMD=plain)"
-ORTCKPT_SIMD=plain python -m pytest -q -m "not slow" tests/test_average*.py tests/test_round*.py tests/test_simd_levels.py
+ORTCKPT_SIMD=plain python -m pytest -q -m "not slow" tests/federated/test_average*.py tests/federated/test_round*.py tests/test_simd_levels.py
 echo "== pytest"  # last, so its summary closes the output
 python -m pytest -q "$@"

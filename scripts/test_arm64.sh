@@ -138,8 +138,8 @@ ARM64_TESTS=(
   tests/test_malformed.py tests/test_special_files.py tests/test_file_protocol.py
   tests/test_mutation_race.py
   # writing, converting, averaging, the command line, threads
-  tests/test_save_options.py tests/test_properties_hypothesis.py tests/test_convert.py
-  tests/test_average.py tests/test_cli.py tests/test_threads.py tests/test_concurrency.py
+  tests/test_save_options.py tests/test_properties_hypothesis.py tests/formats/test_convert.py
+  tests/federated/test_average.py tests/test_cli.py tests/test_threads.py tests/test_concurrency.py
   # ORT 1.19.2 (native, in its x86-64 side venv) and the emulated aarch64 ortckpt, both ways
   tests/ort/test_ortckpt_to_ort.py tests/ort/test_ort_to_ortckpt.py
 )

@@ -7,7 +7,8 @@ import pathlib
 
 import numpy as np
 
-from ortckpt import _dtypes, _native, _safetensors
+from ortckpt import _dtypes, _native
+from ortckpt.formats import _safetensors
 
 _PACKAGE = pathlib.Path(_dtypes.__file__).parent
 

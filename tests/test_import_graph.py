@@ -130,6 +130,51 @@ def test_the_python_checker_finds_planted_cycles(tmp_path: Path) -> None:
     assert find_cycle({"x": {"x"}}) == ["x", "x"]
 
 
+#: The concerns, lowest first: a module may import its own concern's modules and those below it.
+LAYERS = ("model", "formats", "deploy", "federated")
+#: Modules at the top that open onto every concern: the package (its lazy names), the public
+#: import paths kept from before the grouping, and the command line.
+DOORS = ("__init__", "__main__", "cli", "conversions", "onnx_io", "adapters", "aggregate", "flower")
+
+
+def _layer(module: str) -> str | None:
+    """The concern of ``ortckpt.<...>``: a group's subpackage, None for a door, "model" otherwise."""
+    parts = module.split(".")[1:] or ["__init__"]
+    if parts[0] in LAYERS:
+        return parts[0]
+    return None if parts[0] in DOORS else "model"
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a concern into one above it (``importer -> imported``)."""
+    found = []
+    for importer, imported in sorted(graph.items()):
+        own = _layer(importer)
+        for target in sorted(imported):
+            theirs = _layer(target)
+            if own is not None and theirs is not None and LAYERS.index(theirs) > LAYERS.index(own):
+                found.append(f"{importer} -> {target}")
+    return found
+
+
+def test_the_concerns_import_downward_only() -> None:
+    """The model (state, io, errors, tensors, the front door) imports no group; formats import the
+    model; deploy imports formats and the model; federated imports any of them (docs/architecture.md)."""
+    graph = python_imports(PACKAGE, extra_modules=["ortckpt._native"])
+    groups = {_layer(m) for m in graph}
+    assert groups >= {*LAYERS, None}, groups
+    assert "ortckpt.formats.conversions" in graph["ortckpt.federated.flower._strategy"], (
+        "the graph was not read"
+    )
+    assert layer_violations(graph) == []
+    # the check finds a planted upward import, and lets the doors import anything
+    planted = {**graph, "ortckpt.state": graph["ortckpt.state"] | {"ortckpt.federated._round"}}
+    assert layer_violations(planted) == ["ortckpt.state -> ortckpt.federated._round"]
+    planted = {**graph, "ortckpt.formats._npz": graph["ortckpt.formats._npz"] | {"ortckpt.deploy._export"}}
+    assert layer_violations(planted) == ["ortckpt.formats._npz -> ortckpt.deploy._export"]
+    assert graph["ortckpt.aggregate"] == {"ortckpt.federated.aggregate"}
+
+
 def test_the_state_never_imports_io_or_its_users() -> None:
     """``io`` builds on ``state``; the state's own load/save methods go through ``_persist``, so not
     even a deferred import (inside a function) runs from ``state`` back up to ``io``."""

@@ -10,6 +10,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import ortckpt
 from ortckpt import CheckpointState, OptimizerGroup
@@ -40,14 +41,47 @@ def test_public_namespace_is_exactly_all() -> None:
     public = {name for name in vars(ortckpt) if not name.startswith("_")}
     submodules = {"errors", "io", "onnx_io", "state", "cli", "compat", "conversions", "aggregate", "adapters"}
     submodules |= {"flower"}  # ortckpt.flower, when imported (it needs the 'flower' extra)
+    submodules |= {"formats", "deploy", "federated"}  # the packages grouped by concern, when imported
     assert public - submodules <= set(ortckpt.__all__), public - submodules - set(ortckpt.__all__)
     assert "version" not in vars(ortckpt)
+
+
+def test_the_public_modules_keep_their_import_paths() -> None:
+    """``ortckpt.conversions``, ``onnx_io``, ``adapters``, ``aggregate`` and ``flower`` are where
+    they were before the package was grouped by concern: importable, reachable as attributes after
+    a bare ``import ortckpt`` (not ``flower``: it needs its extra), exporting their module's names."""
+    code = (
+        "import importlib, sys, ortckpt\n"
+        "moved = {'conversions': 'formats', 'onnx_io': 'formats', 'adapters': 'deploy',\n"
+        "         'aggregate': 'federated'}\n"
+        "for name, group in moved.items():\n"
+        "    public, real = getattr(ortckpt, name), importlib.import_module(f'ortckpt.{group}.{name}')\n"
+        "    assert public is sys.modules[f'ortckpt.{name}'], name\n"
+        "    assert public.__all__ == real.__all__ and public.__all__, name\n"
+        "    assert all(getattr(public, n) is getattr(real, n) for n in real.__all__), name\n"
+        "assert ortckpt.onnx_io.save_from_onnx is ortckpt.save_from_onnx\n"
+        "try:\n"
+        "    ortckpt.flower\n"
+        "except AttributeError:\n"
+        "    print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "ok"
+    pytest.importorskip("flwr", reason="ortckpt.flower needs the 'flower' extra")
+    import ortckpt.federated.flower
+    import ortckpt.flower
+
+    assert ortckpt.flower.__all__ == ortckpt.federated.flower.__all__
+    assert all(
+        getattr(ortckpt.flower, n) is getattr(ortckpt.federated.flower, n) for n in ortckpt.flower.__all__
+    )
 
 
 def test_import_does_not_load_optional_or_slow_modules() -> None:
     code = (
         "import sys, ortckpt\n"
-        "unwanted = ('onnx', 'importlib.metadata', 'argcomplete', 'ortckpt.cli', 'ortckpt.onnx_io', 'flwr')\n"
+        "unwanted = ('onnx', 'importlib.metadata', 'argcomplete', 'ortckpt.cli', 'ortckpt.onnx_io', 'flwr',\n"
+        "            'ortckpt.formats', 'ortckpt.deploy', 'ortckpt.federated')\n"
         "bad = [m for m in unwanted if m in sys.modules]\n"
         "print(bad)\n"
     )

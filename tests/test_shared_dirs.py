@@ -454,8 +454,8 @@ try:
         out = None
     elif op == "export":
         # an inference model whose tensors go to <out>.data (the writer's 2 GiB limit lowered)
-        from ortckpt._export import plan_export
-        from ortckpt._onnx_write import write_model
+        from ortckpt.deploy._export import plan_export
+        from ortckpt.formats._onnx_write import write_model
         plan = plan_export(sys.argv[3], sys.argv[4], ["y"])
         out = write_model(plan.model, plan.initializers, path, limit=4096)
     elif op == "load":
@@ -582,7 +582,7 @@ def test_another_users_link_at_an_exports_data_name(shared_root: Path, mode: int
     sticky directory, refused), never followed. Before: followed as a link of the directory's
     owner, and the victim's private file replaced with tensor bytes (issue 32, item 3)."""
     onnx = pytest.importorskip("onnx")
-    from tests.test_export import _ckpt, _eval_model
+    from tests.deploy.test_export import _ckpt, _eval_model
 
     d = shared_root / f"attackers-{mode:o}"
     d.mkdir()

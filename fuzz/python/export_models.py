@@ -28,8 +28,8 @@ from _harness import run
 from onnx import TensorProto, helper, numpy_helper
 
 import ortckpt
-from ortckpt._export import plan_export
-from ortckpt._onnx_write import write_model
+from ortckpt.deploy._export import plan_export
+from ortckpt.formats._onnx_write import write_model
 
 WORK = Path(tempfile.mkdtemp(prefix="ortckpt-fuzz-export-"))
 OPS = [

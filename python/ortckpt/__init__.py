@@ -35,15 +35,15 @@ from .io import DEFAULT_EXTERNAL_DATA_THRESHOLD, external_data_path, load_bytes,
 from .state import CheckpointState, OptimizerGroup, Parameter, PropertyBag
 
 if _typing.TYPE_CHECKING:
-    from ._buffers import parameters_from_buffer, parameters_to_buffer
-    from ._export import export_for_inference
-    from ._privacy import AdaptiveClipping, PrivacyAccountant
-    from ._server_opt import FedAdagrad, FedAdam, FedAvgM, FedYogi
-    from ._server_round import ServerReport
-    from ._server_state import ServerState, server_state, strip_server_state
-    from .adapters import from_adapter, to_adapter
-    from .aggregate import AggregationError, AggregationReport, Round, SourceReport, average
-    from .conversions import (
+    from .deploy._buffers import parameters_from_buffer, parameters_to_buffer
+    from .deploy._export import export_for_inference
+    from .deploy.adapters import from_adapter, to_adapter
+    from .federated._privacy import AdaptiveClipping, PrivacyAccountant
+    from .federated._server_opt import FedAdagrad, FedAdam, FedAvgM, FedYogi
+    from .federated._server_round import ServerReport
+    from .federated._server_state import ServerState, server_state, strip_server_state
+    from .federated.aggregate import AggregationError, AggregationReport, Round, SourceReport, average
+    from .formats.conversions import (
         convert,
         from_npz,
         from_safetensors,
@@ -54,7 +54,7 @@ if _typing.TYPE_CHECKING:
         to_state_dict,
         to_torch,
     )
-    from .onnx_io import (
+    from .formats.onnx_io import (
         from_tensor_proto,
         load_into_model,
         save_from_onnx,
@@ -63,15 +63,15 @@ if _typing.TYPE_CHECKING:
     )
 
 _LAZY = {
-    **dict.fromkeys(("parameters_from_buffer", "parameters_to_buffer"), "_buffers"),
-    "export_for_inference": "_export",
-    **dict.fromkeys(("AdaptiveClipping", "PrivacyAccountant"), "_privacy"),
-    **dict.fromkeys(("FedAdagrad", "FedAdam", "FedAvgM", "FedYogi"), "_server_opt"),
-    "ServerReport": "_server_round",
-    **dict.fromkeys(("ServerState", "server_state", "strip_server_state"), "_server_state"),
-    **dict.fromkeys(("from_adapter", "to_adapter"), "adapters"),
+    **dict.fromkeys(("parameters_from_buffer", "parameters_to_buffer"), "deploy._buffers"),
+    "export_for_inference": "deploy._export",
+    **dict.fromkeys(("AdaptiveClipping", "PrivacyAccountant"), "federated._privacy"),
+    **dict.fromkeys(("FedAdagrad", "FedAdam", "FedAvgM", "FedYogi"), "federated._server_opt"),
+    "ServerReport": "federated._server_round",
+    **dict.fromkeys(("ServerState", "server_state", "strip_server_state"), "federated._server_state"),
+    **dict.fromkeys(("from_adapter", "to_adapter"), "deploy.adapters"),
     **dict.fromkeys(
-        ("AggregationError", "AggregationReport", "Round", "SourceReport", "average"), "aggregate"
+        ("AggregationError", "AggregationReport", "Round", "SourceReport", "average"), "federated.aggregate"
     ),
     **dict.fromkeys(
         (
@@ -85,21 +85,30 @@ _LAZY = {
             "to_state_dict",
             "to_torch",
         ),
-        "conversions",  # (not "convert": that name is the function's)
+        "formats.conversions",  # (not "convert": that name is the function's)
     ),
     **dict.fromkeys(
         ("from_tensor_proto", "load_into_model", "save_from_onnx", "save_tensor_protos", "to_tensor_proto"),
-        "onnx_io",
+        "formats.onnx_io",
     ),
 }
 
 
+#: The public modules at their import paths from before the package was grouped by concern
+#: (``ortckpt.onnx_io`` is ``ortckpt/onnx_io.py``, re-exporting ``ortckpt.formats.onnx_io``):
+#: ``ortckpt.onnx_io.save_from_onnx`` works after a bare ``import ortckpt``, as it did once any
+#: of the module's names had been used. (``flower`` needs its extra: ``import ortckpt.flower``.)
+_PUBLIC_MODULES = ("adapters", "aggregate", "conversions", "onnx_io")
+
+
 def __getattr__(name: str) -> object:
+    from importlib import import_module
+
+    if name in _PUBLIC_MODULES:
+        return import_module(f".{name}", __name__)  # (the import sets the attribute)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'ortckpt' has no attribute {name!r}")
-    from importlib import import_module
-
     value = getattr(import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value

@@ -13,7 +13,7 @@ Code written against ORT's Python checkpoint API runs unchanged::
     CheckpointState.save_checkpoint(state, "checkpoint", include_optimizer_state=False)
 
 Every behaviour a program can observe was taken from ORT 1.19.2 and is checked against it by
-tests/test_compat_parity.py, which runs the same test functions on both. The differences, all
+tests/ort/test_compat_parity.py, which runs the same test functions on both. The differences, all
 where ORT fails or crashes, are listed in docs/compat.md: no training session is ever needed
 (ORT refuses ``parameters[name] = array`` without one, and crashes on ``Parameter.data = array``),
 ``repr(state.parameters)`` works, ``Parameter.copy_from`` exists, and load/save failures are

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import ortckpt
-from ortckpt import _round as round_module
+from ortckpt.federated import _round as round_module
 
 REPORT_FIELDS = (
     "client",

@@ -22,7 +22,7 @@ ortckpt = import_ortckpt()
 RNG = np.random.default_rng(19)
 
 # Several dtypes ORT's adapter reader maps, one element, and an empty tensor. (ORT refuses bool,
-# complex and scalar parameters; so does ortckpt: tests/test_adapters.py.)
+# complex and scalar parameters; so does ortckpt: tests/deploy/test_adapters.py.)
 OURS = {
     "lora_A": RNG.standard_normal((3, 2)).astype(np.float32),
     "half": RNG.standard_normal((4, 5)).astype(np.float16),
@@ -135,7 +135,7 @@ def test_ort_written_adapters_load_bit_exact(work: Path) -> None:
         assert got.tobytes() == expected.tobytes(), name
     assert (state.properties["adapter_version"], state.properties["model_version"]) == (7, 11)
     # ortckpt writes back what ORT wrote: the same contents, read by ORT's own format again.
-    again = ortckpt.from_adapter(ortckpt.adapters._serialize(state, None, None, None)[0])
+    again = ortckpt.from_adapter(ortckpt.deploy.adapters._serialize(state, None, None, None)[0])
     assert again.to_numpy().keys() == state.to_numpy().keys()
     assert all(again.to_numpy()[n].tobytes() == a.tobytes() for n, a in state.to_numpy().items())
 

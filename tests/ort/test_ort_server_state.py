@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import ortckpt
-from ortckpt._server_state import GROUP
+from ortckpt.federated._server_state import GROUP
 from tests.ort.test_ort_flower_round import device
 
 pytestmark = pytest.mark.ort

@@ -10,8 +10,8 @@ from ._format import JsonValue
 from ._output import emit
 
 if TYPE_CHECKING:
-    from .._server_state import ServerState
-    from ..aggregate import AggregationReport
+    from ..federated._server_state import ServerState
+    from ..federated.aggregate import AggregationReport
 
 #: each flag's option name, per part of the server state
 _OPTIMIZER_FLAGS = ("eta", "eta_l", "beta_1", "beta_2", "tau", "server_learning_rate", "server_momentum")
@@ -26,10 +26,10 @@ def _given(args: argparse.Namespace, names: tuple[str, ...], saved: dict[str, An
 
 def _server_options(args: argparse.Namespace) -> dict[str, Any]:
     """``server_optimizer``, ``adaptive_clipping`` and ``privacy`` from the flags and GLOBAL's state."""
-    from .._privacy import AdaptiveClipping, PrivacyAccountant
-    from .._server_opt import OPTIMIZERS
-    from .._server_state import server_state
     from .._sources import open_state
+    from ..federated._privacy import AdaptiveClipping, PrivacyAccountant
+    from ..federated._server_opt import OPTIMIZERS
+    from ..federated._server_state import server_state
 
     wanted = args.server_optimizer or args.adaptive_clipping is not None or args.dp_delta is not None
     if not wanted:
@@ -116,7 +116,10 @@ def _report_json(report: AggregationReport, written: bool) -> dict[str, JsonValu
 
 def run_average(args: argparse.Namespace, out: TextIO) -> int:
     from .._sources import expand
-    from ..aggregate import AggregationError, average  # imported on use: the other commands start faster
+    from ..federated.aggregate import (  # imported on use: the other commands start faster
+        AggregationError,
+        average,
+    )
 
     dest = os.fsdecode(args.out)
     sources = [url for s in args.sources for url in expand(os.fsdecode(s))]

@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import TextIO
 
-from .._buffers import BUFFER_DTYPE, parameters_from_buffer, parameters_to_buffer, write_buffer_file
+from ..deploy._buffers import BUFFER_DTYPE, parameters_from_buffer, parameters_to_buffer, write_buffer_file
 from ..io import load, save
 from ._format import JsonValue
 from ._output import emit, verb, written

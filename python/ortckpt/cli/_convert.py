@@ -48,7 +48,7 @@ def _check_version_1(src: str, state: CheckpointState) -> None:
 
 
 def run_convert(args: argparse.Namespace, out: TextIO) -> int:
-    from ..conversions import convert, format_of, load_source
+    from ..formats.conversions import convert, format_of, load_source
 
     src, dest = os.fsdecode(args.input), os.fsdecode(args.output)
     _check_output_name(dest)
@@ -90,7 +90,7 @@ def run_convert(args: argparse.Namespace, out: TextIO) -> int:
 
 def run_strip_values(args: argparse.Namespace, out: TextIO) -> int:
     from .._sources import local_output
-    from ..conversions import to_nominal
+    from ..formats.conversions import to_nominal
     from ..io import save
 
     src, dest = os.fsdecode(args.path), os.fsdecode(args.out)

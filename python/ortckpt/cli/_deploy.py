@@ -7,8 +7,8 @@ import argparse
 import os
 from typing import TextIO
 
-from .._onnx_import import require_onnx
-from ..adapters import ADAPTER_VERSION_PROPERTY, MODEL_VERSION_PROPERTY, from_adapter, to_adapter
+from ..deploy.adapters import ADAPTER_VERSION_PROPERTY, MODEL_VERSION_PROPERTY, from_adapter, to_adapter
+from ..formats._onnx_import import require_onnx
 from ._format import JsonValue, file_size, human_size
 from ._listing import head_values, json_values, parameters_in_order, text_values
 from ._onnx import _model_error, _onnx_errors
@@ -19,7 +19,7 @@ ADAPTER_SUFFIX = ".onnx_adapter"
 
 
 def run_export_adapter(args: argparse.Namespace, out: TextIO) -> int:
-    from ..adapters import _serialize
+    from ..deploy.adapters import _serialize
 
     src, dest = os.fsdecode(args.path), os.fsdecode(args.out)
     if args.dry_run:
@@ -72,8 +72,8 @@ def run_inspect_adapter(args: argparse.Namespace, out: TextIO) -> int:
 
 def run_export_inference(args: argparse.Namespace, out: TextIO) -> int:
     require_onnx("'ortckpt export-inference'")
-    from .._export import plan_export
-    from .._onnx_write import data_path, plan_external, write_model
+    from ..deploy._export import plan_export
+    from ..formats._onnx_write import data_path, plan_external, write_model
 
     model, ckpt, dest = (os.fsdecode(p) for p in (args.eval_model, args.ckpt, args.out))
     try:

@@ -7,8 +7,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from .._onnx_import import require_onnx
 from ..errors import ExternalDataError, TensorDataError
+from ..formats._onnx_import import require_onnx
 from ..io import external_data_path, load
 from ._errors import ArgumentsError, UsageError
 from ._format import JsonValue, file_size, human_size
@@ -83,7 +83,7 @@ def _from_onnx_report(path: str, args: argparse.Namespace) -> tuple[dict[str, Js
 
 
 def _from_onnx_dry_run(model: str, dest: str, args: argparse.Namespace) -> tuple[dict[str, JsonValue], str]:
-    from ..onnx_io import _load_model, split_initializers
+    from ..formats.onnx_io import _load_model, split_initializers
 
     proto, _ = _load_model(model, "MODEL")  # opened by the core: a FIFO is refused, never waited on
     trainable, frozen = split_initializers(proto, args.trainable)
@@ -102,7 +102,7 @@ def _from_onnx_dry_run(model: str, dest: str, args: argparse.Namespace) -> tuple
 
 def run_from_onnx(args: argparse.Namespace, out: TextIO) -> int:
     _need_onnx("from-onnx")
-    from ..onnx_io import save_from_onnx
+    from ..formats.onnx_io import save_from_onnx
 
     model, dest = positionals(args)
     try:
@@ -132,7 +132,7 @@ def _save_model(model: onnx.ModelProto, path: str) -> bool:
     output, the data file renamed first and under the rule of a checkpoint's ``.data``), never by
     ``onnx.save_model``, which opens external data files through onnx's C++ code.
     """
-    from .._onnx_write import Initializer, write_model
+    from ..formats._onnx_write import Initializer, write_model
 
     initializers = []
     for proto in model.graph.initializer:
@@ -149,8 +149,8 @@ def _save_model(model: onnx.ModelProto, path: str) -> bool:
 
 def run_to_onnx(args: argparse.Namespace, out: TextIO) -> int:
     _need_onnx("to-onnx")
-    from .._onnx_inline import inline_external_data
-    from ..onnx_io import load_into_model
+    from ..formats._onnx_inline import inline_external_data
+    from ..formats.onnx_io import load_into_model
 
     ckpt, model_path, dest = os.fsdecode(args.ckpt), os.fsdecode(args.model), os.fsdecode(args.out)
     state = load(ckpt)

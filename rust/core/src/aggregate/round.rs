@@ -31,7 +31,7 @@ use crate::Error;
 
 /// Bytes of uploads checked together (at least one per core): enough to keep both cores busy
 /// and to add several uploads per pass over the sums, little enough that memory stays a few
-/// models (tests/test_average_memory.py bounds the peak at 16 models of 1 MiB).
+/// models (tests/federated/test_average_memory.py bounds the peak at 16 models of 1 MiB).
 const WINDOW_BYTES: usize = 6 << 20;
 /// At most this many uploads per window.
 const WINDOW_MAX: usize = 16;

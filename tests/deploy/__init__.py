@@ -1,0 +1,1 @@
+"""Tests of ortckpt.deploy: tests/ mirrors the package (python/ortckpt/deploy/)."""

@@ -1,0 +1,1 @@
+"""Tests of ortckpt.federated: tests/ mirrors the package (python/ortckpt/federated/)."""

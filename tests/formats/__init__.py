@@ -1,0 +1,1 @@
+"""Tests of ortckpt.formats: tests/ mirrors the package (python/ortckpt/formats/)."""
