@@ -3,8 +3,9 @@
 # actionlint and zizmor (the GitHub workflows), mypy --strict, and stubtest of
 # python/ortckpt/_native.pyi against the built module. Installs nothing.
 # `--full` (scripts/test.sh) also lints the fuzz harness (its own crate graph: libFuzzer's
-# build) and the other targets, each one rustup has (scripts/test.sh adds them: wasm32 for the
-# browser build, the two macOS targets; a missing one is skipped with a message).
+# build), the crates' API docs (cargo doc, warnings denied) and the other targets, each one
+# rustup has (scripts/test.sh adds them: wasm32 for the browser build, the two macOS targets; a
+# missing one is skipped with a message).
 # Needs scripts/setup.sh to have run (the linters and the built module live in .venv).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,6 +53,8 @@ for target in x86_64-apple-darwin aarch64-apple-darwin; do
   fi
 done
 (cd fuzz && cargo clippy --all-targets -- -D warnings)
+# the API docs: no intra-doc link that rustdoc cannot resolve or that points at a private item
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q -p ortckpt-core -p ortckpt-python -p ortckpt-wasm
 fi
 echo "== ruff"
 ruff check python tests benches scripts examples fuzz/python

@@ -160,7 +160,7 @@ impl AtomicOutput {
 /// `<model>.data`): [`StagedOutput::create_with`] names their suffixes, and each one written is
 /// committed before the main file (so a reader of the new main file finds its companion in
 /// place), under the companion rule a checkpoint save's `.data` follows (`target.rs`,
-/// [`check_companion`]): beside the destination, replaced as a name, never followed.
+/// `check_companion`): beside the destination, replaced as a name, never followed.
 #[derive(Debug)]
 pub struct StagedOutput {
     target: Target,

@@ -53,7 +53,7 @@ pub fn open_regular(path: &Path) -> Result<File> {
     Ok(file)
 }
 
-/// What kind of file `path` is (`sniff.rs`), from its first bytes, opened as [`open_regular`]
+/// What kind of file `path` is (`sniff.rs`), from its first bytes, opened as `open_regular`
 /// opens (a FIFO or device is refused, never waited on); `None` when no rule recognizes it.
 pub fn sniff_file(path: &Path) -> Result<Option<crate::FileKind>> {
     use std::io::Read;

@@ -7,7 +7,7 @@
 use crate::simd::{simd_level, SimdLevel};
 use crate::values::{decode_into, Lanes};
 
-/// A coordinate-wise statistic of [`reduce_block`].
+/// A coordinate-wise statistic of `reduce_block`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Statistic {
     /// numpy's median: the middle value, or the mean of the two middle values for even N.

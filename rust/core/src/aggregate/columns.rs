@@ -243,7 +243,7 @@ fn statistic_of_sorted<T: TileValue>(tile: &[T], n: usize, w: usize, stat: Stati
 /// per row (upload) the sum of its squared values into `squares` and of its squared distances
 /// to the result into `gaps` (added to what they hold). Up to [`NETWORK_UP_TO`] rows, each tile
 /// of columns is sorted by a network; beyond, the wanted ranks are found by counting
-/// ([`super::select`]); tiles spread over the cores.
+/// (`super::select`); tiles spread over the cores.
 pub fn reduce_block(
     x: &[f64],
     n: usize,

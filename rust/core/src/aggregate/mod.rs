@@ -1,6 +1,6 @@
 //! Aggregation of device uploads (federated averaging) at memory speed: the structural check of
 //! an upload's index against the reference's [`Layout`], the weight rule, and the kernel that
-//! checks every value and adds `weight × value` into float64 sums (see [`kernel`]). Uploads are
+//! checks every value and adds `weight × value` into float64 sums (see `kernel`). Uploads are
 //! read into private memory ([`read_file`]), never through a shared mapping.
 
 mod block;

@@ -41,7 +41,7 @@ impl From<Error> for Refusal {
     }
 }
 
-/// Bytes read into private memory (an anonymous mapping: [`anonymous`]), in a buffer reused from
+/// Bytes read into private memory (an anonymous mapping: `anonymous`), in a buffer reused from
 /// one upload to the next: a fresh buffer costs a page fault per page and the kernel's zeroing
 /// of it (as much again as the read), a reused one neither.
 pub struct Buffer {

@@ -62,7 +62,7 @@ pub fn parse(bytes: &[u8]) -> Result<NpyHeader, String> {
 }
 
 /// Parses the header of a `.npy` buffer that carries one tensor of a checkpoint (a Flower
-/// `Array`'s data): what [`parse`] accepts, and the raw-byte dtypes numpy writes for the ml_dtypes
+/// `Array`'s data): what `parse` accepts, and the raw-byte dtypes numpy writes for the ml_dtypes
 /// types (bfloat16 and the float8 types): void of one or two bytes (`<V2`, `|V1`) and `<f1`
 /// (float8_e5m2). The caller says which dtype the bytes are.
 pub fn parse_npy_buffer(bytes: &[u8]) -> Result<NpyHeader, String> {

@@ -209,7 +209,7 @@ pub struct Reduced {
     /// `platform::huge_f64s`).
     pub values: Vec<f64>,
     /// The aggregate of the segments `rounded` marks, after one another, rounded to float32 as
-    /// it was computed (see [`Passes::reduce`]); empty when none is.
+    /// it was computed (see `Passes::reduce`); empty when none is.
     pub rounded_values: Vec<f32>,
     /// Whether every value in `rounded_values` is finite (checked as they were written).
     pub rounded_finite: bool,
