@@ -367,8 +367,11 @@ ROOT = os.geteuid() == 0 and shutil.which("setpriv") is not None
 VICTIM, ATTACKER, GROUP = 41001, 41002, 41003
 
 
-# What the other uids import: ortckpt (with its built native module) and its runtime dependencies.
+# What the other uids import: ortckpt (with its built native module) and its runtime dependencies,
+# and onnx with its own (protobuf, in the ``google`` namespace, and typing_extensions, a module
+# file) for the export case; a name not installed is left out.
 _SHARED_PACKAGES = ("ortckpt", "numpy", "numpy.libs", "ml_dtypes", "ml_dtypes.libs")
+_SHARED_FOR_ONNX = ("onnx", "onnx.libs", os.path.join("google", "protobuf"), "typing_extensions.py")
 
 
 def _as_victim(python: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -397,14 +400,20 @@ def _world_readable_copy() -> str:
     os.chmod(shared, 0o755)
     roots = {
         os.path.dirname(os.path.dirname(importlib.util.find_spec(n).origin or ""))
-        for n in ("ortckpt", "numpy")
+        for n in ("ortckpt", "numpy", "onnx")
+        if importlib.util.find_spec(n) is not None
     }
-    for name in _SHARED_PACKAGES:
-        found = [os.path.join(r, name) for r in roots if os.path.isdir(os.path.join(r, name))]
-        if found:
+    for name in _SHARED_PACKAGES + _SHARED_FOR_ONNX:
+        found = [os.path.join(r, name) for r in roots if os.path.exists(os.path.join(r, name))]
+        if not found:
+            continue
+        os.makedirs(os.path.dirname(os.path.join(shared, name)), exist_ok=True)
+        if os.path.isdir(found[0]):
             shutil.copytree(
                 found[0], os.path.join(shared, name), ignore=shutil.ignore_patterns("__pycache__")
             )
+        else:
+            shutil.copyfile(found[0], os.path.join(shared, name))
     for dirpath, dirnames, filenames in os.walk(shared):
         for name in dirnames + filenames:
             path = os.path.join(dirpath, name)
