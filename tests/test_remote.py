@@ -3,8 +3,6 @@ server, started on loopback by these tests) and fsspec's ``memory://`` file syst
 
 from __future__ import annotations
 
-import os
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +17,9 @@ from ortckpt.cli import main
 
 fsspec = pytest.importorskip("fsspec")
 pytest.importorskip("s3fs")
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
+
+from tests.helpers import http_servers  # noqa: E402
 
 BUCKET = "fleet-uploads"
 
@@ -33,43 +33,11 @@ def device(i: int) -> CheckpointState:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def s3() -> Iterator[dict[str, Any]]:
     """storage_options for a fresh S3 server on 127.0.0.1 with one bucket; stopped afterwards."""
-    saved = {
-        k: os.environ.get(k)
-        for k in ("AWS_EC2_METADATA_DISABLED", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
-    }
-    # explicit fake credentials and no instance-metadata lookups: nothing leaves the machine
-    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
-    os.environ["AWS_CONFIG_FILE"] = os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    options = {
-        "endpoint_url": f"http://127.0.0.1:{port}",
-        "key": "testing",
-        "secret": "testing",
-        "client_kwargs": {"region_name": "eu-west-1"},
-    }
-    try:
-        fs = fsspec.filesystem("s3", **options)
-        fs.mkdir(BUCKET)
+    with http_servers.moto_s3(BUCKET) as options:
         yield options
-    finally:
-        server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def put(url: str, data: bytes, options: dict[str, Any] | None = None) -> None:

@@ -424,32 +424,9 @@ def test_an_object_replaced_during_a_parallel_read_is_a_changed_checkpoint(serve
 @pytest.fixture(scope="module")
 def s3() -> Iterator[dict[str, Any]]:
     pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    saved = {
-        k: os.environ.get(k)
-        for k in ("AWS_EC2_METADATA_DISABLED", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
-    }
-    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
-    os.environ["AWS_CONFIG_FILE"] = os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
-    port = http_servers.free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    options = {
-        "endpoint_url": f"http://127.0.0.1:{port}",
-        "key": "testing",
-        "secret": "testing",
-        "client_kwargs": {"region_name": "eu-west-1"},
-    }
-    try:
-        fsspec.filesystem("s3", **options).mkdir("lazy")
+    pytest.importorskip("moto.server")
+    with http_servers.moto_s3("lazy") as options:
         yield options
-    finally:
-        server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def test_s3_load_equals_local_load(s3: dict[str, Any], assert_same_state):

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -132,41 +131,13 @@ def test_fedavg_over_urls_equals_the_round_over_local_files(served: http_servers
             assert status == 206 and sent <= BLOCK, (uri, status, sent)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def s3() -> Iterator[dict[str, Any]]:
     """storage_options for a fresh moto S3 server on 127.0.0.1 (stopped afterwards)."""
     pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    saved = {
-        k: os.environ.get(k)
-        for k in ("AWS_EC2_METADATA_DISABLED", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
-    }
-    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
-    os.environ["AWS_CONFIG_FILE"] = os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield {
-            "endpoint_url": f"http://127.0.0.1:{port}",
-            "key": "testing",
-            "secret": "testing",
-            "client_kwargs": {"region_name": "eu-west-1"},
-        }
-    finally:
-        server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    pytest.importorskip("moto.server")
+    with http_servers.moto_s3() as options:
+        yield options
 
 
 def _range_lengths(ranges: list[str]) -> list[int]:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 def free_port() -> int:
@@ -27,6 +28,41 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+@contextlib.contextmanager
+def moto_s3(bucket: str | None = None) -> Iterator[dict[str, Any]]:
+    """A fresh S3 server on 127.0.0.1 (moto's ``ThreadedMotoServer``), with ``bucket`` made when
+    given: the ``storage_options`` that reach it, with fake credentials and
+    no instance-metadata lookups (nothing leaves the machine); stopped, and the environment
+    restored, afterwards."""
+    import fsspec
+    from moto.server import ThreadedMotoServer
+
+    names = ("AWS_EC2_METADATA_DISABLED", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
+    saved = {k: os.environ.get(k) for k in names}
+    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+    os.environ["AWS_CONFIG_FILE"] = os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    options: dict[str, Any] = {
+        "endpoint_url": f"http://127.0.0.1:{port}",
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"region_name": "eu-west-1"},
+    }
+    try:
+        if bucket is not None:
+            fsspec.filesystem("s3", **options).mkdir(bucket)
+        yield options
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def nginx_binary() -> str | None:
